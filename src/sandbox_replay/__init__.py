@@ -1,0 +1,24 @@
+"""sandbox-replay: re-derive sandbox policy verdicts and hold recorded containment claims to them.
+
+The library API is the same one the CLI calls:
+
+    from sandbox_replay import ReplayConfig, InputMode, replay, build_records
+    outcome = replay(ReplayConfig(Path("fixtures/first_wave"), InputMode.FIXTURE))
+    records = build_records(outcome)
+"""
+
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.pipeline import Replay, ReplayConfig, replay
+from sandbox_replay.records import RunRecords, build_records, write_records
+from sandbox_replay.version import __version__
+
+__all__ = [
+    "InputMode",
+    "Replay",
+    "ReplayConfig",
+    "RunRecords",
+    "__version__",
+    "build_records",
+    "replay",
+    "write_records",
+]

@@ -1,0 +1,215 @@
+"""The command line: thin typer commands, each one call into the library."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sandbox_replay.codes import REGISTRY, Layer, lookup
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.records import RunRecords, build_records, write_records
+from sandbox_replay.version import __version__
+
+app = typer.Typer(
+    name="sandbox-replay",
+    help=(
+        "Replay recorded AI-agent sandbox actions, re-derive what the fail-closed policy "
+        "should have decided, and hold the recorded verdicts, side effects, rollbacks and "
+        "replays to it. Exit status: 0 pass, 1 blocked, 2 usage error."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+EXIT_PASS, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2
+
+
+def progress(message: str) -> None:
+    """Write one progress line to stderr, keeping stdout for machine-readable output."""
+    print(f"sandbox-replay: {message}", file=sys.stderr, flush=True)
+
+
+def usage_error(message: str) -> typer.Exit:
+    print(f"sandbox-replay: error: {message}", file=sys.stderr, flush=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def check_input_dir(path: Path) -> None:
+    if not path.exists():
+        raise usage_error(f"input folder {path} does not exist")
+    if not path.is_dir():
+        raise usage_error(f"input {path} is not a folder")
+
+
+def check_out_dir(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise usage_error(f"output path {path} exists and is not a folder")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise usage_error(f"output path {path} lies under {parent}, which is a file")
+
+
+def summary_lines(records: RunRecords) -> list[str]:
+    """Return the human summary of a run: status, headline figures, codes."""
+    r = records.result
+    trace = r["public_agent_execution_trace"]
+    outcomes = ", ".join(f"{n} {k}" for k, n in trace["summary"]["outcome_counts"].items())
+    lines = [
+        f"status: {r['status']}  ({r['input_mode']}, bundle {r['bundle_id']})",
+        f"requests: {r['action_request_count']}  derived: {r['derived_block_count']} block, "
+        f"{r['derived_allow_count']} allow, {r['derived_review_count']} review  "
+        f"mismatches: {r['derived_policy_verdict_mismatch_count']}",
+        f"side effects: {r['side_effect_receipt_count']} rows, "
+        f"{r['blocked_without_execution_count']} blocked without execution  "
+        f"rollbacks: {r['rollback_verified_count']}/{r['rollback_receipt_count']} verified  "
+        f"cold replays: {r['cold_replay_pass_count']}/{r['cold_replay_count']} pass",
+        f"trace: {trace['span_count']} spans ({outcomes or 'none'})  "
+        f"scan: {r['secret_exclusion_scan']['blocking_hit_count']} forbidden hit(s)",
+    ]
+    if r["expected_negative_cases"]:
+        lines.append(
+            f"negative cases: {len(r['observed_negative_cases'])}/"
+            f"{len(r['expected_negative_cases'])} fired"
+            + (
+                f"  missing: {', '.join(r['missing_negative_cases'])}"
+                if r["missing_negative_cases"]
+                else ""
+            )
+        )
+    lines.append(f"findings: {r['finding_count']}  error codes: {len(r['error_codes'])}")
+    lines.extend(f"  {code}" for code in r["error_codes"])
+    return lines
+
+
+def _execute(
+    input_dir: Path, out_dir: Path, mode: InputMode, card: bool, acceptance_out: Path | None
+) -> None:
+    check_input_dir(input_dir)
+    check_out_dir(out_dir)
+    if acceptance_out is not None and acceptance_out.is_dir():
+        raise usage_error(f"acceptance path {acceptance_out} is a folder, not a file")
+    progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
+    outcome = replay(ReplayConfig(input_dir, mode))
+    records = build_records(outcome)
+    written = write_records(records, mode, out_dir, acceptance_out)
+    for path in written:
+        progress(f"wrote {path}")
+    stream = sys.stderr if card else sys.stdout
+    for line in summary_lines(records):
+        print(line, file=stream)
+    if card:
+        print(json.dumps(records.card, indent=2))
+    raise typer.Exit(EXIT_PASS if outcome.passed else EXIT_BLOCKED)
+
+
+InputOpt = Annotated[
+    Path,
+    typer.Option("--input", "-i", help="Folder holding the input files.", show_default=False),
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Folder to write the records into (created if absent).",
+        show_default=False,
+    ),
+]
+CardOpt = Annotated[
+    bool,
+    typer.Option(
+        "--card", help="Print the compact JSON card to stdout (the summary moves to stderr)."
+    ),
+]
+
+
+@app.command("run")
+def run_fixture(
+    input_dir: InputOpt,
+    out_dir: OutOpt,
+    acceptance_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--acceptance-out",
+            help="Where to write the acceptance record (default: inside --out).",
+            show_default=False,
+        ),
+    ] = None,
+    card: CardOpt = False,
+) -> None:
+    """Replay a fixture folder: the seven core files plus the eight negative-case files.
+
+    Writes the result record, board, validation receipt and acceptance record. Every
+    negative case must fire its code; a missing one blocks the run.
+    Exit 0 pass, 1 blocked, 2 usage error.
+    """
+    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out)
+
+
+@app.command("run-sandbox-bundle")
+def run_bundle(input_dir: InputOpt, out_dir: OutOpt, card: CardOpt = False) -> None:
+    """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
+    the source-module manifest and the copied bodies under source_modules/.
+
+    Writes the bundle validation result. Exit 0 pass, 1 blocked, 2 usage error.
+    """
+    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None)
+
+
+@app.command("codes")
+def explain_codes(
+    code: Annotated[
+        str | None,
+        typer.Argument(
+            help="A finding code to explain; omit to list every code.", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """List every finding code by layer, or print one code's full documentation."""
+    if code is None:
+        for layer in Layer:
+            entries = REGISTRY.by_layer(layer)
+            if not entries:
+                continue
+            print(f"{layer.label}:")
+            for entry in entries:
+                print(f"  {entry.code}  [{entry.severity.value}]  {entry.summary}")
+        return
+    found = lookup(code.strip().upper())
+    if found is None:
+        raise usage_error(f"unknown finding code {code!r}; run 'sandbox-replay codes' to list them")
+    print(found.code)
+    print(f"layer: {found.layer.label}  severity: {found.severity.value}")
+    print(found.summary)
+    print()
+    print(found.doc.strip())
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"sandbox-replay {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Replay recorded AI-agent sandbox actions and check their containment claims."""
+
+
+def main() -> None:
+    """Run the CLI."""
+    app()

@@ -1,0 +1,154 @@
+"""What a run reads: the input files of each mode and the joined view of their rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input
+from sandbox_replay.policy import Derivation, PolicyTable
+
+
+class InputMode(StrEnum):
+    """Which folder shape a run reads."""
+
+    FIXTURE = "fixture"
+    BUNDLE = "exported_sandbox_policy_escape_bundle"
+
+
+PROJECTION_PROTOCOL = "projection_protocol.json"
+SANDBOX_POLICY = "sandbox_policy.json"
+ACTION_REQUESTS = "action_requests.json"
+POLICY_VERDICTS = "policy_verdicts.json"
+SIDE_EFFECT_RECEIPTS = "side_effect_receipts.json"
+ROLLBACK_RECEIPTS = "rollback_receipts.json"
+COLD_REPLAY = "cold_replay.json"
+BUNDLE_MANIFEST = "bundle_manifest.json"
+SOURCE_MODULE_MANIFEST = "source_module_manifest.json"
+SOURCE_MODULES_DIR = "source_modules"
+
+# The seven core files, with the key of the row list for list files (None: the object itself).
+CORE_FILES: dict[str, str | None] = {
+    PROJECTION_PROTOCOL: None,
+    SANDBOX_POLICY: None,
+    ACTION_REQUESTS: "action_requests",
+    POLICY_VERDICTS: "policy_verdicts",
+    SIDE_EFFECT_RECEIPTS: "side_effect_receipts",
+    ROLLBACK_RECEIPTS: "rollback_receipts",
+    COLD_REPLAY: "cold_replay",
+}
+BUNDLE_FILES: dict[str, str | None] = {BUNDLE_MANIFEST: None, SOURCE_MODULE_MANIFEST: None}
+
+
+@dataclass(frozen=True, slots=True)
+class RowRef:
+    """One row of a list file, with where it sits in its file."""
+
+    file: str
+    index: int
+    line: int | None
+    row: Mapping[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.row.get(key, default)
+
+
+def _index_by(rows: list[RowRef], key: str) -> dict[str, RowRef]:
+    """Index rows by a string key; the first row wins, later ones are left to the layers."""
+    index: dict[str, RowRef] = {}
+    for ref in rows:
+        value = ref.row.get(key)
+        if isinstance(value, str) and value not in index:
+            index[value] = ref
+    return index
+
+
+@dataclass
+class RunInputs:
+    """Every loaded file of one run and the row indexes the layers join on."""
+
+    root: Path
+    mode: InputMode
+    table: PolicyTable
+    files: dict[str, LoadedFile]
+    extra_files: dict[str, LoadedFile] = field(default_factory=dict)
+    requests: list[RowRef] = field(default_factory=list)
+    verdicts: list[RowRef] = field(default_factory=list)
+    effects: list[RowRef] = field(default_factory=list)
+    rollbacks: list[RowRef] = field(default_factory=list)
+    replays: list[RowRef] = field(default_factory=list)
+    request_by_id: dict[str, RowRef] = field(default_factory=dict)
+    verdict_by_request: dict[str, RowRef] = field(default_factory=dict)
+    effect_by_request: dict[str, RowRef] = field(default_factory=dict)
+    rollback_by_id: dict[str, RowRef] = field(default_factory=dict)
+    replay_by_request: dict[str, RowRef] = field(default_factory=dict)
+    derivations: dict[str, Derivation] = field(default_factory=dict)
+
+    def object(self, name: str) -> Mapping[str, Any] | None:
+        """Return a loaded object file's top-level object, or None if it did not load."""
+        loaded = self.files.get(name) or self.extra_files.get(name)
+        return loaded.data if loaded is not None else None
+
+    def key_line(self, name: str, *keys: str) -> int:
+        """Return the line of the first of ``keys`` in object file ``name`` (1 if none)."""
+        loaded = self.files.get(name) or self.extra_files.get(name)
+        return loaded.key_line(*keys) if loaded is not None else 1
+
+    def all_files(self) -> Iterator[LoadedFile]:
+        yield from self.files.values()
+        yield from self.extra_files.values()
+
+
+def _row_refs(loaded: LoadedFile) -> list[RowRef]:
+    return [RowRef(loaded.name, i, loaded.line_of(i), row) for i, row in enumerate(loaded.rows)]
+
+
+BytesHook = Callable[[str, bytes], None]
+
+
+def _load(
+    root: Path, name: str, key: str | None, limits: LoadLimits, on_bytes: BytesHook
+) -> LoadedFile:
+    raw, loaded = read_input(root, name, limits)
+    if raw is None:
+        return loaded
+    on_bytes(name, raw)
+    return parse_input(raw, loaded, key, limits)
+
+
+def load_run(
+    root: Path,
+    mode: InputMode,
+    table: PolicyTable,
+    limits: LoadLimits,
+    extra: Mapping[str, str | None] | None = None,
+    on_bytes: BytesHook = lambda name, raw: None,
+) -> RunInputs:
+    """Load every file of a run and build the join indexes and derivations.
+
+    ``on_bytes`` sees each file's raw bytes once, before parsing (the forbidden-material
+    scan runs there, so every input byte is read from disk only once).
+    """
+    names = dict(CORE_FILES)
+    if mode is InputMode.BUNDLE:
+        names.update(BUNDLE_FILES)
+    files = {name: _load(root, name, key, limits, on_bytes) for name, key in names.items()}
+    extra_files = {
+        name: _load(root, name, key, limits, on_bytes) for name, key in (extra or {}).items()
+    }
+    run = RunInputs(root, mode, table, files, extra_files)
+    run.requests = _row_refs(files[ACTION_REQUESTS])
+    run.verdicts = _row_refs(files[POLICY_VERDICTS])
+    run.effects = _row_refs(files[SIDE_EFFECT_RECEIPTS])
+    run.rollbacks = _row_refs(files[ROLLBACK_RECEIPTS])
+    run.replays = _row_refs(files[COLD_REPLAY])
+    run.request_by_id = _index_by(run.requests, "request_id")
+    run.verdict_by_request = _index_by(run.verdicts, "request_id")
+    run.effect_by_request = _index_by(run.effects, "request_id")
+    run.rollback_by_id = _index_by(run.rollbacks, "rollback_id")
+    run.replay_by_request = _index_by(run.replays, "request_id")
+    run.derivations = {rid: table.derive(ref.row) for rid, ref in run.request_by_id.items()}
+    return run

@@ -1,0 +1,106 @@
+"""Action requests: the row floor, and the request's shape against the policy table."""
+
+from __future__ import annotations
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import RunInputs
+from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.layers.rows import ACTION_FIELDS, ACTION_FLAGS
+
+FLOOR = "action_request_floor"
+MIN_RISK_CLASSES = 4
+
+
+def check(run: RunInputs) -> LayerResult:
+    """Check each request's floor and whether its shape is one the policy recognises."""
+    result = LayerResult(Layer.ACTION_REQUESTS)
+    if not run.files["action_requests.json"].ok:
+        result.ran = False
+        return result
+    seen: set[str] = set()
+    for ref in run.requests:
+        row = ref.row
+        problems = []
+        missing = missing_fields(row, ACTION_FIELDS)
+        if missing:
+            problems.append(f"missing or empty: {describe(missing)}")
+        not_text = [
+            f
+            for f in ACTION_FIELDS
+            if f not in missing and f != "body_redacted" and not isinstance(row.get(f), str)
+        ]
+        if not_text:
+            problems.append(f"not a string: {describe(not_text)}")
+        flags = wrong_flags(row, ACTION_FLAGS)
+        if flags:
+            problems.append(f"flags not as required: {describe(flags)}")
+        if problems:
+            result.add_for_row(
+                codes.ACTION_REQUEST_INVALID,
+                "action request " + "; ".join(problems),
+                FLOOR,
+                ref,
+                "request_id",
+                "action_request",
+            )
+        request_id = row.get("request_id")
+        if not isinstance(request_id, str):
+            continue
+        if request_id in seen:
+            result.add_for_row(
+                codes.ACTION_REQUEST_DUPLICATE,
+                f"request id {request_id} appears on more than one row; only the first is joined",
+                FLOOR,
+                ref,
+                "request_id",
+                "action_request",
+            )
+            continue
+        seen.add(request_id)
+        derivation = run.derivations[request_id]
+        if not derivation.recognized:
+            result.add_for_row(
+                codes.ACTION_RISK_CLASS_UNRECOGNIZED,
+                f"risk class of {request_id} is not in the policy table; derives to block "
+                f"by {derivation.rule_ref}",
+                FLOOR,
+                ref,
+                "request_id",
+                "action_request",
+            )
+        elif derivation.mismatched_fields:
+            result.add_for_row(
+                codes.ACTION_POLICY_SHAPE_MISMATCH,
+                f"{request_id} does not match its risk class on "
+                f"{describe(derivation.mismatched_fields)}; derives to block by {derivation.rule_ref}",
+                FLOOR,
+                ref,
+                "request_id",
+                "action_request",
+            )
+    recognized = {
+        ref.row["risk_class"]
+        for ref in run.requests
+        if isinstance(ref.get("risk_class"), str) and ref.row["risk_class"] in run.table.rules
+    }
+    if len(recognized) < MIN_RISK_CLASSES:
+        result.add(
+            codes.ACTION_RISK_COVERAGE_LOW,
+            f"{len(recognized)} distinct recognised risk classes; at least {MIN_RISK_CLASSES} needed",
+            FLOOR,
+            "action_requests",
+            "input_file",
+            "action_requests.json",
+            1,
+        )
+    derived = [d.verdict for d in run.derivations.values()]
+    result.counts = {
+        "action_request_count": len(run.requests),
+        "risk_class_count": len(recognized),
+        "derived_allow_count": derived.count("allow"),
+        "derived_block_count": derived.count("block"),
+        "derived_review_count": derived.count("review"),
+        "fail_closed_count": sum(1 for d in run.derivations.values() if d.fail_closed),
+    }
+    return result

@@ -1,0 +1,36 @@
+"""Bundle manifest (bundle mode): names the bundle, which is the trace's session id."""
+
+from __future__ import annotations
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import BUNDLE_MANIFEST, RunInputs
+from sandbox_replay.layers.base import LayerResult, is_nonempty
+
+FLOOR = "bundle_manifest_floor"
+
+
+def bundle_id_of(run: RunInputs) -> str | None:
+    """Return the bundle's id if the manifest names one."""
+    manifest = run.object(BUNDLE_MANIFEST)
+    value = manifest.get("bundle_id") if manifest is not None else None
+    return value if isinstance(value, str) and is_nonempty(value) else None
+
+
+def check(run: RunInputs) -> LayerResult:
+    """Require a manifest with a bundle_id."""
+    result = LayerResult(Layer.BUNDLE_MANIFEST)
+    manifest = run.object(BUNDLE_MANIFEST)
+    if manifest is not None and bundle_id_of(run) is None:
+        result.add(
+            codes.BUNDLE_MANIFEST_INVALID,
+            "bundle manifest has no bundle_id string",
+            FLOOR,
+            BUNDLE_MANIFEST,
+            "bundle_manifest",
+            BUNDLE_MANIFEST,
+            run.key_line(BUNDLE_MANIFEST, "bundle_id"),
+        )
+    elif manifest is None:
+        result.ran = False
+    return result

@@ -1,0 +1,89 @@
+"""Cold replay: later replays, held to the derivation; their own pass label rescues nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import RunInputs
+from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.layers.rows import REPLAY_FIELDS, REPLAY_FLAGS
+from sandbox_replay.layers.side_effects import effect_matches
+from sandbox_replay.layers.verdicts import derivation_passes
+
+FLOOR = "cold_replay_floor"
+CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
+
+
+def check(run: RunInputs) -> LayerResult:
+    """Check each replay row's floor and that what it claims to reproduce re-derives."""
+    result = LayerResult(Layer.COLD_REPLAY)
+    if not run.files["cold_replay.json"].ok:
+        result.ran = False
+        return result
+    seen: set[str] = set()
+    passing = 0
+    for ref in run.replays:
+        row = ref.row
+        problems = []
+        missing = missing_fields(row, REPLAY_FIELDS)
+        if missing:
+            problems.append(f"missing or empty: {describe(missing)}")
+        flags = wrong_flags(row, REPLAY_FLAGS)
+        if flags:
+            problems.append(f"not true: {describe(flags)}")
+        request_id = row.get("request_id")
+        if isinstance(request_id, str):
+            if request_id not in run.request_by_id:
+                problems.append(f"names request {request_id}, which no action request declares")
+            elif request_id in seen:
+                problems.append(f"second replay for {request_id}; only the first is joined")
+            else:
+                problems.extend(_unfounded_claims(run, request_id, row))
+            seen.add(request_id)
+        if problems:
+            result.add_for_row(
+                codes.COLD_REPLAY_INVALID,
+                "cold replay " + "; ".join(problems),
+                FLOOR,
+                ref,
+                "replay_id",
+                "cold_replay",
+            )
+        else:
+            passing += 1
+    for request_id in run.derivations:
+        if request_id not in run.replay_by_request:
+            result.add_for_row(
+                codes.COLD_REPLAY_MISSING,
+                f"{request_id} has no cold-replay row",
+                FLOOR,
+                run.request_by_id[request_id],
+                "request_id",
+                "action_request",
+            )
+    result.counts = {"cold_replay_count": len(run.replays), "cold_replay_pass_count": passing}
+    return result
+
+
+def _unfounded_claims(run: RunInputs, request_id: str, row: Mapping[str, Any]) -> list[str]:
+    """Return what the replay claims to reproduce that the derivation does not support."""
+    if not any(row.get(claim) is True for claim in CLAIMS):
+        return []
+    derivation = run.derivations[request_id]
+    problems = []
+    verdict = run.verdict_by_request.get(request_id)
+    if not derivation_passes(derivation, verdict.row if verdict else None):
+        problems.append(
+            f"claims a reproduced pass but the verdict of {request_id} does not re-derive "
+            f"(derived {derivation.verdict})"
+        )
+    effect = run.effect_by_request.get(request_id)
+    if not effect_matches(derivation.verdict, effect.row if effect else None):
+        problems.append(
+            f"claims a reproduced pass but the side-effect state of {request_id} contradicts "
+            f"the derived {derivation.verdict}"
+        )
+    return problems

@@ -1,0 +1,84 @@
+"""Projection protocol: what was projected from where, and what was left out."""
+
+from __future__ import annotations
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import PROJECTION_PROTOCOL, RunInputs
+from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+
+REQUIRED = (
+    "protocol_id",
+    "source_refs",
+    "source_pattern_ids",
+    "projection_receipt_refs",
+    "target_refs",
+    "target_symbols",
+    "public_runtime_refs",
+    "omitted_secret_or_live_access_material",
+    "body_import_status",
+    "body_import_verification",
+)
+LISTS = REQUIRED[1:8]
+FALSE_FLAGS = {
+    name: False
+    for name in (
+        "body_in_receipt",
+        "copied_credential_or_account_bound_source",
+        "exports_secret_or_live_access_material",
+        "exports_executable_payloads",
+        "authorizes_live_network",
+        "authorizes_sandbox_escape",
+    )
+}
+FLOOR = "projection_protocol_floor"
+
+
+def check(run: RunInputs) -> LayerResult:
+    """Hold the protocol to its density floor and its authority ceiling."""
+    result = LayerResult(Layer.PROJECTION_PROTOCOL)
+    protocol = run.object(PROJECTION_PROTOCOL)
+    if protocol is None:
+        result.ran = False
+        return result
+    subject = protocol.get("protocol_id")
+    subject_id = subject if isinstance(subject, str) and subject else PROJECTION_PROTOCOL
+    missing = missing_fields(protocol, REQUIRED)
+    not_lists = [n for n in LISTS if n not in missing and not isinstance(protocol.get(n), list)]
+    if not isinstance(protocol.get("body_import_verification"), dict):
+        not_lists.append("body_import_verification")
+    if missing or not_lists:
+        parts = []
+        if missing:
+            parts.append(f"missing or empty: {describe(missing)}")
+        if not_lists:
+            parts.append(f"wrong type: {describe(sorted(set(not_lists)))}")
+        result.add(
+            codes.PROJECTION_DENSITY_MISSING,
+            "projection protocol " + "; ".join(parts),
+            FLOOR,
+            subject_id,
+            "projection_protocol",
+            PROJECTION_PROTOCOL,
+            run.key_line(PROJECTION_PROTOCOL, *missing, *not_lists),
+        )
+    overclaims = wrong_flags(protocol, FALSE_FLAGS)
+    if overclaims:
+        result.add(
+            codes.PROJECTION_AUTHORITY_OVERCLAIM,
+            f"projection protocol flags not exactly false: {describe(overclaims)}",
+            FLOOR,
+            subject_id,
+            "projection_protocol",
+            PROJECTION_PROTOCOL,
+            run.key_line(PROJECTION_PROTOCOL, *overclaims),
+        )
+    result.counts = {
+        "source_ref_count": _len(protocol.get("source_refs")),
+        "omitted_material_count": _len(protocol.get("omitted_secret_or_live_access_material")),
+    }
+    return result
+
+
+def _len(value: object) -> int:
+    return len(value) if isinstance(value, list) else 0

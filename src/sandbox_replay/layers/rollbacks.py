@@ -1,0 +1,90 @@
+"""Rollbacks: every executed action must be recoverable by a verified rollback."""
+
+from __future__ import annotations
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import RunInputs
+from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.layers.rows import ROLLBACK_FIELDS, ROLLBACK_FLAGS
+
+FLOOR = "rollback_floor"
+MIN_ROLLBACKS = 2
+
+
+def check(run: RunInputs) -> LayerResult:
+    """Check each rollback row's floor and that every executed action has one."""
+    result = LayerResult(Layer.ROLLBACKS)
+    if not run.files["rollback_receipts.json"].ok:
+        result.ran = False
+        return result
+    seen: set[str] = set()
+    for ref in run.rollbacks:
+        row = ref.row
+        problems = []
+        missing = missing_fields(row, ROLLBACK_FIELDS)
+        if missing:
+            problems.append(f"missing or empty: {describe(missing)}")
+        flags = wrong_flags(row, ROLLBACK_FLAGS)
+        if flags:
+            problems.append(f"not true: {describe(flags)}")
+        request_id = row.get("request_id")
+        if isinstance(request_id, str) and request_id not in run.request_by_id:
+            problems.append(f"names request {request_id}, which no action request declares")
+        rollback_id = row.get("rollback_id")
+        if isinstance(rollback_id, str):
+            if rollback_id in seen:
+                problems.append(f"rollback id {rollback_id} repeats; only the first is joined")
+            seen.add(rollback_id)
+        if problems:
+            result.add_for_row(
+                codes.ROLLBACK_RECEIPT_INVALID,
+                "rollback receipt " + "; ".join(problems),
+                FLOOR,
+                ref,
+                "rollback_id",
+                "rollback_receipt",
+            )
+    if len(run.rollbacks) < MIN_ROLLBACKS:
+        result.add(
+            codes.ROLLBACK_RECEIPTS_INSUFFICIENT,
+            f"{len(run.rollbacks)} rollback receipt(s); at least {MIN_ROLLBACKS} needed",
+            FLOOR,
+            "rollback_receipts",
+            "input_file",
+            "rollback_receipts.json",
+            1,
+        )
+    for request_id in run.derivations:
+        effect = run.effect_by_request.get(request_id)
+        if effect is None or effect.get("execution_attempted") is not True:
+            continue
+        if not rollback_covers(run, request_id, effect.get("rollback_receipt_ref")):
+            result.add_for_row(
+                codes.ROLLBACK_RECEIPT_MISSING,
+                f"{request_id} executed but its rollback ref names no verified rollback "
+                "receipt for it",
+                FLOOR,
+                effect,
+                "request_id",
+                "side_effect_receipt",
+            )
+    result.counts = {
+        "rollback_receipt_count": len(run.rollbacks),
+        "rollback_verified_count": sum(
+            1 for ref in run.rollbacks if ref.get("rollback_verified") is True
+        ),
+    }
+    return result
+
+
+def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bool:
+    """Say whether ``rollback_ref`` names a verified rollback receipt for ``request_id``."""
+    if not isinstance(rollback_ref, str):
+        return False
+    rollback = run.rollback_by_id.get(rollback_ref)
+    return (
+        rollback is not None
+        and rollback.get("request_id") == request_id
+        and rollback.get("rollback_verified") is True
+    )

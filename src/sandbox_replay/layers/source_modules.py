@@ -1,0 +1,256 @@
+"""Source-module manifest (bundle mode): copied public bodies, by digest and anchor.
+
+Bodies are read only to hash them and to look for their anchors; nothing of a body
+reaches a finding or a record. A module path that is absolute, climbs with ``..`` or
+resolves outside the bundle's ``source_modules/`` folder is refused and never opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
+from sandbox_replay.layers.base import LayerResult
+
+FLOOR = "source_module_manifest_floor"
+IMPORT_CLASS = "copied_non_secret_macro_body"
+MATERIAL_CLASSES = frozenset(
+    {
+        "public_macro_control_plane_body",
+        "public_macro_pattern_body",
+        "public_macro_receipt_body",
+        "public_macro_standard_body",
+        "public_macro_tool_body",
+    }
+)
+DIGEST_KEYS = ("sha256", "source_sha256", "target_sha256")
+BODY_FLAGS = {"body_copied": True, "body_in_receipt": False, "body_text_in_receipt": False}
+
+
+@dataclass(frozen=True)
+class ModuleBody:
+    """A copied body that was safely read: where it is and its digest (never its text)."""
+
+    module_id: str
+    path: str
+    material_class: str
+    sha256: str
+    size: int
+    anchors: tuple[str, ...]
+    verified: bool
+
+
+@dataclass
+class SourceModuleOutcome:
+    """The bodies that were read (for the scan and the report) and the manifest status."""
+
+    bodies: list[ModuleBody] = field(default_factory=list)
+    body_paths: list[tuple[str, Path]] = field(default_factory=list)
+    status: str = "not_applicable"
+
+
+def safe_module_path(root: Path, declared: object) -> Path | None:
+    """Resolve a declared module path inside ``root/source_modules``, or None if unsafe."""
+    if not isinstance(declared, str) or not declared or "\x00" in declared or "\\" in declared:
+        return None
+    pure = PurePosixPath(declared)
+    if pure.is_absolute() or ".." in pure.parts or pure.parts[:1] != (SOURCE_MODULES_DIR,):
+        return None
+    base = (root / SOURCE_MODULES_DIR).resolve()
+    try:
+        resolved = (root / pure).resolve(strict=False)
+    except (OSError, RuntimeError):
+        return None
+    if not resolved.is_relative_to(base) or resolved == base:
+        return None
+    return resolved
+
+
+def check(run: RunInputs) -> tuple[LayerResult, SourceModuleOutcome]:
+    """Check the manifest's boundary flags, its count, and every module's body on disk."""
+    result = LayerResult(Layer.SOURCE_MODULES)
+    outcome = SourceModuleOutcome()
+    manifest = run.object(SOURCE_MODULE_MANIFEST)
+    name = SOURCE_MODULE_MANIFEST
+
+    def add(code: str, message: str, subject: str, line: int | None) -> None:
+        result.add(code, message, FLOOR, subject, "source_module", name, line)
+
+    if manifest is None:
+        add(
+            codes.SOURCE_MODULE_MANIFEST_REQUIRED,
+            f"{name} is required in bundle mode and did not load",
+            name,
+            None,
+        )
+        outcome.status = "blocked"
+        return result, outcome
+    if manifest.get("source_import_class") != IMPORT_CLASS:
+        add(
+            codes.SOURCE_MODULE_CLASS_REQUIRED,
+            f"manifest source_import_class is not {IMPORT_CLASS}",
+            name,
+            run.key_line(name, "source_import_class"),
+        )
+    if (
+        manifest.get("body_in_receipt") is not False
+        or manifest.get("body_text_in_receipt") is not False
+    ):
+        add(
+            codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED,
+            "manifest body_in_receipt and body_text_in_receipt must both be exactly false",
+            name,
+            run.key_line(name, "body_in_receipt", "body_text_in_receipt"),
+        )
+    modules = manifest.get("modules")
+    if not isinstance(modules, list) or not modules:
+        add(
+            codes.SOURCE_MODULE_MANIFEST_REQUIRED,
+            "manifest lists no modules",
+            name,
+            run.key_line(name, "modules"),
+        )
+        modules = []
+    count = manifest.get("module_count")
+    if not isinstance(count, int) or isinstance(count, bool) or count != len(modules):
+        add(
+            codes.SOURCE_MODULE_COUNT_MISMATCH,
+            f"module_count does not equal the {len(modules)} module(s) listed",
+            name,
+            run.key_line(name, "module_count"),
+        )
+    line = run.key_line(name, "modules")
+    for index, module in enumerate(modules):
+        _check_module(run, index, module, line, add, outcome)
+    result.counts = {
+        "module_count": len(modules),
+        "module_verified_count": sum(1 for b in outcome.bodies if b.verified),
+    }
+    outcome.status = "pass" if not result.findings else "blocked"
+    return result, outcome
+
+
+def _check_module(
+    run: RunInputs,
+    index: int,
+    module: object,
+    line: int,
+    add: Any,
+    outcome: SourceModuleOutcome,
+) -> None:
+    if not isinstance(module, Mapping):
+        add(
+            codes.SOURCE_MODULE_CLASS_REQUIRED,
+            f"module {index} is not an object",
+            f"module#{index}",
+            line,
+        )
+        return
+    module_id = module.get("module_id")
+    subject = module_id if isinstance(module_id, str) and module_id else f"module#{index}"
+    ok = True
+    if (
+        module.get("material_class") not in MATERIAL_CLASSES
+        or module.get("source_import_class") != IMPORT_CLASS
+    ):
+        add(
+            codes.SOURCE_MODULE_CLASS_REQUIRED,
+            f"{subject} lacks a known material_class or the {IMPORT_CLASS} import class",
+            subject,
+            line,
+        )
+        ok = False
+    wrong = [k for k, v in BODY_FLAGS.items() if module.get(k) is not v]
+    if wrong:
+        add(
+            codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED,
+            f"{subject} body flags not as required: {', '.join(wrong)}",
+            subject,
+            line,
+        )
+        ok = False
+    declared_path = module.get("path")
+    path = safe_module_path(run.root, declared_path)
+    if path is None:
+        add(
+            codes.SOURCE_MODULE_PATH_UNSAFE
+            if declared_path
+            else codes.SOURCE_MODULE_TARGET_MISSING,
+            f"{subject} path is missing, absolute, climbs with '..' or leaves "
+            f"{SOURCE_MODULES_DIR}/; it was not opened",
+            subject,
+            line,
+        )
+        return
+    target_ref = module.get("target_ref")
+    if target_ref is not None and not isinstance(target_ref, str):
+        add(
+            codes.SOURCE_MODULE_TARGET_MISSING,
+            f"{subject} target_ref is not a string",
+            subject,
+            line,
+        )
+        ok = False
+    try:
+        body = path.read_bytes() if path.is_file() else None
+    except OSError:
+        body = None
+    if body is None:
+        add(
+            codes.SOURCE_MODULE_TARGET_MISSING,
+            f"{subject} body is not in the bundle",
+            subject,
+            line,
+        )
+        return
+    rel = path.relative_to(run.root.resolve()).as_posix()
+    outcome.body_paths.append((rel, path))
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    bad_digests = [k for k in DIGEST_KEYS if module.get(k) != digest]
+    if bad_digests:
+        add(
+            codes.SOURCE_MODULE_DIGEST_MISMATCH,
+            f"{subject} copied body does not match {', '.join(bad_digests)}",
+            subject,
+            line,
+        )
+        ok = False
+    anchors = module.get("required_anchors")
+    anchor_list = (
+        [a for a in anchors if isinstance(a, str) and a] if isinstance(anchors, list) else []
+    )
+    if not anchor_list:
+        add(
+            codes.SOURCE_MODULE_ANCHOR_MISSING,
+            f"{subject} declares no required anchors",
+            subject,
+            line,
+        )
+        ok = False
+    text = body.decode("utf-8", errors="replace")
+    absent = sum(1 for a in anchor_list if a not in text)
+    if absent:
+        add(
+            codes.SOURCE_MODULE_ANCHOR_MISSING,
+            f"{subject} copied body lacks {absent} of its {len(anchor_list)} required anchor(s)",
+            subject,
+            line,
+        )
+        ok = False
+    outcome.bodies.append(
+        ModuleBody(
+            subject,
+            rel,
+            str(module.get("material_class")),
+            digest,
+            len(body),
+            tuple(anchor_list),
+            ok,
+        )
+    )

@@ -1,0 +1,334 @@
+"""Strict loading of input files into plain rows, with the line each row starts on.
+
+The parser is the standard library's C scanner, driven one top-level value at a time so
+that every row of a file's named list is decoded separately: that gives each row its
+start line (for links from findings to the exact input line) at no extra pass, and lets
+an error inside a row name the row's line. Strictness beyond the JSON grammar: duplicate
+keys, NaN/Infinity and numbers that overflow to infinity are errors, as are invalid
+UTF-8 and a byte-order mark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import stat
+from dataclasses import dataclass, field
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from pathlib import Path
+from typing import Any
+
+from sandbox_replay import codes
+from sandbox_replay.findings import Finding
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """Resource limits applied to every input file; defaults are documented in the README."""
+
+    max_file_bytes: int = 512 * 1024 * 1024
+    max_rows: int = 2_000_000
+    max_string_chars: int = 1_000_000
+
+
+@dataclass
+class LoadedFile:
+    """One input file: its top-level object, its rows (for list files) and their lines.
+
+    ``data`` is None when the file could not be loaded; ``findings`` then says why.
+    """
+
+    name: str
+    size: int = 0
+    sha256: str = ""
+    data: dict[str, Any] | None = None
+    rows: list[Any] = field(default_factory=list)
+    row_lines: list[int] = field(default_factory=list)
+    key_lines: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.data is not None
+
+    def line_of(self, index: int) -> int | None:
+        return self.row_lines[index] if 0 <= index < len(self.row_lines) else None
+
+    def key_line(self, *keys: str) -> int:
+        """Return the line of the first top-level key present, else 1."""
+        for key in keys:
+            if key in self.key_lines:
+                return self.key_lines[key]
+        return 1
+
+
+class _Refused(Exception):
+    """A value the strict parser refuses; carries the code and a safe message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _pairs_to_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(codes.INPUT_DUPLICATE_KEY, f"duplicate key {_quote(key)}")
+            seen.add(key)
+    return obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Refused(codes.INPUT_NON_FINITE_NUMBER, f"non-finite number {name}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _Refused(codes.INPUT_NON_FINITE_NUMBER, "number overflows to infinity")
+    return value
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs_to_dict,
+    parse_constant=_refuse_constant,
+    parse_float=_finite_float,
+)
+
+
+def _quote(text: str, limit: int = 48) -> str:
+    """Return a short, printable rendering of a key name for a message."""
+    shown = text if len(text) <= limit else text[:limit] + "..."
+    return repr(shown)
+
+
+def _line_at(doc: str, pos: int) -> int:
+    return doc.count("\n", 0, pos) + 1
+
+
+def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None, LoadedFile]:
+    """Read one input file's bytes, refusing files that escape ``root`` or break limits."""
+    loaded = LoadedFile(name=name)
+    path = root / name
+
+    def refuse(code: str, message: str) -> tuple[None, LoadedFile]:
+        loaded.findings.append(
+            Finding(code, message, "strict_load_floor", name, "input_file", name)
+        )
+        return None, loaded
+
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return refuse(codes.INPUT_FILE_MISSING, f"{name} is missing")
+    except OSError as exc:
+        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be inspected ({exc.strerror})")
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be resolved")
+    if not resolved.is_relative_to(root.resolve()):
+        return refuse(
+            codes.INPUT_PATH_OUTSIDE_ROOT,
+            f"{name} resolves outside the input folder and was not opened",
+        )
+    if stat.S_ISLNK(info.st_mode):
+        info = resolved.stat()
+    if not stat.S_ISREG(info.st_mode):
+        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} is not a regular file")
+    if info.st_size > limits.max_file_bytes:
+        return refuse(
+            codes.INPUT_LIMIT_EXCEEDED,
+            f"{name} is {info.st_size} bytes, over the limit of {limits.max_file_bytes}",
+        )
+    try:
+        raw = resolved.read_bytes()
+    except OSError as exc:
+        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be read ({exc.strerror})")
+    loaded.size = len(raw)
+    loaded.sha256 = "sha256:" + hashlib.sha256(raw).hexdigest()
+    return raw, loaded
+
+
+def parse_input(
+    raw: bytes, loaded: LoadedFile, rows_key: str | None, limits: LoadLimits
+) -> LoadedFile:
+    """Parse ``raw`` strictly into ``loaded``; on error, record a finding and leave data None.
+
+    With ``rows_key`` the top-level object must hold a list under that key, and each of its
+    elements must be an object; their start lines are kept in ``row_lines``.
+    """
+    name = loaded.name
+
+    def fail(code: str, message: str, line: int | None) -> LoadedFile:
+        where = f"{name}:{line}" if line else name
+        loaded.findings.append(
+            Finding(
+                code, f"{where}: {message}", "strict_load_floor", name, "input_file", name, line
+            )
+        )
+        loaded.data, loaded.rows, loaded.row_lines = None, [], []
+        return loaded
+
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return fail(codes.INPUT_NOT_UTF8, "starts with a byte-order mark", 1)
+    try:
+        doc = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return fail(codes.INPUT_NOT_UTF8, f"invalid UTF-8 at byte {exc.start}", line)
+    try:
+        data = _parse_top_object(doc, rows_key, loaded, limits)
+    except json.JSONDecodeError as exc:
+        return fail(codes.INPUT_JSON_INVALID, exc.msg, exc.lineno)
+    except _RowError as exc:
+        return fail(exc.code, exc.message, exc.line)
+    except RecursionError:
+        return fail(codes.INPUT_LIMIT_EXCEEDED, "nesting is deeper than the parser allows", None)
+    if isinstance(data, str):
+        return fail(codes.INPUT_TOP_LEVEL_NOT_OBJECT, f"top-level value is {data}", 1)
+    loaded.data = data
+    if rows_key is not None:
+        rows = data.get(rows_key)
+        if not isinstance(rows, list):
+            what = "missing" if rows is None else f"a {_json_type(rows)}, not a list"
+            return fail(codes.INPUT_ROWS_NOT_LIST, f"top-level key {rows_key!r} is {what}", 1)
+        for index, row in enumerate(rows):
+            if not isinstance(row, dict):
+                return fail(
+                    codes.INPUT_ROW_NOT_OBJECT,
+                    f"row {index} of {rows_key!r} is a {_json_type(row)}, not an object",
+                    loaded.line_of(index),
+                )
+        loaded.rows = rows
+    return loaded
+
+
+class _RowError(Exception):
+    def __init__(self, code: str, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.line = code, message, line
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    return "object"
+
+
+def _decode_value(doc: str, pos: int, limits: LoadLimits) -> tuple[Any, int]:
+    try:
+        value, end = _DECODER.raw_decode(doc, pos)
+    except _Refused as exc:
+        raise _RowError(exc.code, exc.message, _line_at(doc, pos)) from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        # int() digit limits and similar conversions surface as plain ValueError.
+        raise _RowError(
+            codes.INPUT_JSON_INVALID, "unparseable number", _line_at(doc, pos)
+        ) from None
+    return value, end
+
+
+def _parse_top_object(
+    doc: str, rows_key: str | None, loaded: LoadedFile, limits: LoadLimits
+) -> dict[str, Any] | str:
+    """Parse the document; return the object, or a string naming the wrong top-level type."""
+    pos = _WS.match(doc, 0).end()  # type: ignore[union-attr]
+    if pos >= len(doc):
+        raise json.JSONDecodeError("empty file", doc, pos)
+    if doc[pos] != "{":
+        value, end = _decode_value(doc, pos, limits)
+        _expect_end(doc, end)
+        return f"a {_json_type(value)}, not an object"
+    result: dict[str, Any] = {}
+    pos = _WS.match(doc, pos + 1).end()  # type: ignore[union-attr]
+    if doc.startswith("}", pos):
+        _expect_end(doc, pos + 1)
+        return result
+    while True:
+        if not doc.startswith('"', pos):
+            raise json.JSONDecodeError(
+                "Expecting property name enclosed in double quotes", doc, pos
+            )
+        key_pos = pos
+        key, pos = scanstring(doc, pos + 1, True)
+        pos = _WS.match(doc, pos).end()  # type: ignore[union-attr]
+        if not doc.startswith(":", pos):
+            raise json.JSONDecodeError("Expecting ':' delimiter", doc, pos)
+        pos = _WS.match(doc, pos + 1).end()  # type: ignore[union-attr]
+        if key in result:
+            raise _RowError(
+                codes.INPUT_DUPLICATE_KEY, f"duplicate key {_quote(key)}", _line_at(doc, pos)
+            )
+        loaded.key_lines[key] = _line_at(doc, key_pos)
+        if key == rows_key and doc.startswith("[", pos):
+            result[key], pos = _parse_rows(doc, pos, loaded, limits)
+        else:
+            result[key], pos = _decode_value(doc, pos, limits)
+        pos = _WS.match(doc, pos).end()  # type: ignore[union-attr]
+        if doc.startswith(",", pos):
+            pos = _WS.match(doc, pos + 1).end()  # type: ignore[union-attr]
+            continue
+        if doc.startswith("}", pos):
+            _expect_end(doc, pos + 1)
+            return result
+        raise json.JSONDecodeError("Expecting ',' delimiter", doc, pos)
+
+
+def _parse_rows(
+    doc: str, pos: int, loaded: LoadedFile, limits: LoadLimits
+) -> tuple[list[Any], int]:
+    rows: list[Any] = []
+    lines: list[int] = []
+    line, counted_to = 1, 0
+    pos = _WS.match(doc, pos + 1).end()  # type: ignore[union-attr]
+    if doc.startswith("]", pos):
+        loaded.row_lines = lines
+        return rows, pos + 1
+    while True:
+        line += doc.count("\n", counted_to, pos)
+        counted_to = pos
+        if len(rows) >= limits.max_rows:
+            raise _RowError(codes.INPUT_LIMIT_EXCEEDED, f"more than {limits.max_rows} rows", line)
+        value, pos = _decode_value(doc, pos, limits)
+        rows.append(value)
+        lines.append(line)
+        pos = _WS.match(doc, pos).end()  # type: ignore[union-attr]
+        if doc.startswith(",", pos):
+            pos = _WS.match(doc, pos + 1).end()  # type: ignore[union-attr]
+            continue
+        if doc.startswith("]", pos):
+            loaded.row_lines = lines
+            return rows, pos + 1
+        raise json.JSONDecodeError("Expecting ',' delimiter", doc, pos)
+
+
+def _expect_end(doc: str, pos: int) -> None:
+    pos = _WS.match(doc, pos).end()  # type: ignore[union-attr]
+    if pos != len(doc):
+        raise json.JSONDecodeError("Extra data", doc, pos)
+
+
+def load_input(root: Path, name: str, rows_key: str | None, limits: LoadLimits) -> LoadedFile:
+    """Read and strictly parse one input file."""
+    raw, loaded = read_input(root, name, limits)
+    if raw is None:
+        return loaded
+    return parse_input(raw, loaded, rows_key, limits)

@@ -1,0 +1,239 @@
+"""Run one replay: load, scan, validate every layer, derive the trace, apply the pass rule.
+
+This is the library entry point the CLI and the site builder call. It reads only the
+input folder and writes nothing; the records it returns are written by ``records``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.findings import Finding
+from sandbox_replay.inputs import PROJECTION_PROTOCOL, InputMode, RunInputs, load_run
+from sandbox_replay.layers import (
+    actions,
+    bundle_manifest,
+    cold_replay,
+    forbidden_keys,
+    negative_cases,
+    projection,
+    rollbacks,
+    sandbox_policy,
+    side_effects,
+    source_modules,
+    verdicts,
+)
+from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.loader import LoadLimits
+from sandbox_replay.policy import PolicyTable, default_table
+from sandbox_replay.scan import ForbiddenScanner, ScanHit, ScanReport
+from sandbox_replay.trace import Trace, build_trace
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """What one replay needs: where its inputs are, which mode, and its limits."""
+
+    input_dir: Path
+    mode: InputMode
+    limits: LoadLimits = field(default_factory=LoadLimits)
+    table: PolicyTable | None = None
+    scanner: ForbiddenScanner | None = None
+
+
+@dataclass
+class InputFileInfo:
+    """One input file as the report lists it: never its body."""
+
+    path: str
+    size: int
+    sha256: str
+    loaded: bool
+    withheld: bool
+    kind: str
+
+
+@dataclass
+class Replay:
+    """Everything one replay found, before it is turned into records and pages."""
+
+    config: ReplayConfig
+    run: RunInputs
+    layers: list[LayerResult]
+    trace: Trace
+    scan: ScanReport
+    negative: negative_cases.NegativeCaseOutcome | None
+    modules: source_modules.SourceModuleOutcome | None
+    bundle_id: str
+    passed: bool
+    inputs: list[InputFileInfo]
+
+    @property
+    def findings(self) -> list[Finding]:
+        found = [f for layer in self.layers for f in layer.findings]
+        return sorted(found, key=Finding.sort_key)
+
+    def layer(self, layer: Layer) -> LayerResult | None:
+        return next((r for r in self.layers if r.layer is layer), None)
+
+    @property
+    def status(self) -> str:
+        return "pass" if self.passed else "blocked"
+
+
+class _ScanCollector:
+    """Scan each file's bytes as the loader reads them, keeping counts by file and class."""
+
+    def __init__(self, scanner: ForbiddenScanner) -> None:
+        self.scanner = scanner
+        self.counts: dict[str, dict[str, int]] = {}
+        self.matched: set[bytes] = set()
+        self.files = 0
+        self.bytes = 0
+
+    def __call__(self, name: str, raw: bytes) -> None:
+        counts, matched = self.scanner.scan_bytes(raw)
+        self._keep(name, len(raw), counts, matched)
+
+    def scan_path(self, name: str, path: Path) -> None:
+        counts, matched = self.scanner.scan_file(path)
+        self._keep(name, path.stat().st_size, counts, matched)
+
+    def _keep(self, name: str, size: int, counts: dict[str, int], matched: set[bytes]) -> None:
+        self.files += 1
+        self.bytes += size
+        if counts:
+            self.counts[name] = counts
+            self.matched |= matched
+
+    def report(self) -> ScanReport:
+        hits = tuple(
+            ScanHit(path, class_id, count)
+            for path in sorted(self.counts)
+            for class_id, count in sorted(self.counts[path].items())
+        )
+        return ScanReport(
+            files_scanned=self.files,
+            bytes_scanned=self.bytes,
+            hits=hits,
+            classes=self.scanner.classes,
+            matched_texts=frozenset(self.matched),
+        )
+
+
+def replay(config: ReplayConfig) -> Replay:
+    """Replay one fixture or bundle folder and return what every layer found."""
+    table = config.table or default_table()
+    scanner = config.scanner or ForbiddenScanner.default()
+    collector = _ScanCollector(scanner)
+    extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
+    run = load_run(config.input_dir, config.mode, table, config.limits, extra, collector)
+
+    layers: list[LayerResult] = [_strict_load_layer(run)]
+    modules = None
+    if config.mode is InputMode.BUNDLE:
+        module_layer, modules = source_modules.check(run)
+        for rel, path in modules.body_paths:
+            collector.scan_path(rel, path)
+    scan = collector.report()
+    layers.append(_scan_layer(scan))
+    keys_layer = forbidden_keys.check(run)
+    layers[-1].findings.extend(keys_layer.findings)
+    layers[-1].counts.update(keys_layer.counts)
+    layers += [
+        projection.check(run),
+        sandbox_policy.check(run),
+        actions.check(run),
+        verdicts.check(run),
+        side_effects.check(run),
+        rollbacks.check(run),
+        cold_replay.check(run),
+    ]
+    if config.mode is InputMode.BUNDLE:
+        bundle_id = bundle_manifest.bundle_id_of(run) or "unknown_bundle"
+    else:
+        protocol = run.object(PROJECTION_PROTOCOL) or {}
+        protocol_id = protocol.get("protocol_id")
+        bundle_id = f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
+    trace = build_trace(run, bundle_id)
+    layers.append(trace.audit)
+    negative = None
+    if config.mode is InputMode.FIXTURE:
+        negative_layer, negative = negative_cases.check(run)
+        layers.append(negative_layer)
+    else:
+        layers.append(bundle_manifest.check(run))
+        layers.append(module_layer)
+    passed = _passes(layers, scan, negative, modules, config.mode)
+    inputs = _input_files(run, scan, modules)
+    return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+
+
+def _strict_load_layer(run: RunInputs) -> LayerResult:
+    result = LayerResult(Layer.STRICT_LOAD)
+    for loaded in run.all_files():
+        result.findings.extend(loaded.findings)
+    result.counts = {
+        "files_loaded": sum(1 for f in run.all_files() if f.ok),
+        "files_expected": sum(1 for _ in run.all_files()),
+    }
+    return result
+
+
+def _scan_layer(scan: ScanReport) -> LayerResult:
+    result = LayerResult(Layer.FORBIDDEN_MATERIAL)
+    for hit in scan.hits:
+        result.add(
+            codes.FORBIDDEN_MATERIAL_DETECTED,
+            f"{hit.path}: {hit.count} match(es) of forbidden class {hit.class_id}",
+            "forbidden_material_floor",
+            hit.path,
+            "input_file",
+            hit.path,
+        )
+    result.counts = {
+        "files_scanned": scan.files_scanned,
+        "bytes_scanned": scan.bytes_scanned,
+        "blocking_hit_count": scan.blocking_hit_count,
+    }
+    return result
+
+
+def _passes(
+    layers: list[LayerResult],
+    scan: ScanReport,
+    negative: negative_cases.NegativeCaseOutcome | None,
+    modules: source_modules.SourceModuleOutcome | None,
+    mode: InputMode,
+) -> bool:
+    """Apply the pass rule of FORMAT.md: anything unverified or found blocks."""
+    if negative is not None and negative.missing:
+        return False
+    if scan.blocking_hit_count:
+        return False
+    for layer in layers:
+        if not layer.ran:
+            return False
+        if layer.layer is not Layer.NEGATIVE_CASES and layer.findings:
+            return False
+    return not (mode is InputMode.BUNDLE and (modules is None or modules.status != "pass"))
+
+
+def _input_files(
+    run: RunInputs, scan: ScanReport, modules: source_modules.SourceModuleOutcome | None
+) -> list[InputFileInfo]:
+    flagged = scan.flagged_paths
+    infos = [
+        InputFileInfo(f.name, f.size, f.sha256, f.ok, f.name in flagged, "input")
+        for f in run.all_files()
+        if f.sha256
+    ]
+    if modules is not None:
+        infos += [
+            InputFileInfo(b.path, b.size, b.sha256, True, True, "source_module")
+            for b in modules.bodies
+        ]
+    return sorted(infos, key=lambda i: i.path)

@@ -1,0 +1,386 @@
+"""Turn a replay into the records the tool writes: result, board, receipt, acceptance, card.
+
+File formats (all UTF-8 JSON, 2-space indent, ASCII-escaped, one trailing newline; keys
+in the order built here, so equal inputs give equal bytes):
+
+- result record: the full account of the run; FORMAT.md section 4 lists its fields.
+  Row lists carry only the format's known fields of each row, scalar values (longer
+  strings cut at ``MAX_TEXT``) and the row's ``line`` in its input file.
+- board: one entry per layer (status, finding count, codes) plus the run's totals.
+- validation receipt: status, error codes, the sha256 of every input and of the result
+  record's bytes, so the result can be checked against its inputs later.
+- acceptance record: whether the run is accepted, with each pass-rule criterion.
+- card: the compact projection printed by ``--card``; it lists the keys it omitted.
+
+When the forbidden-material scan matched anything, every string in every record that
+contains a matched text is replaced by ``REDACTED`` before anything is serialised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandbox_replay.atomic import dump_json, write_bytes_atomic
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import InputMode, RowRef
+from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.layers.rows import (
+    ACTION_FIELDS,
+    ACTION_FLAGS,
+    EFFECT_FIELDS,
+    REPLAY_FIELDS,
+    REPLAY_FLAGS,
+    ROLLBACK_FIELDS,
+    ROLLBACK_FLAGS,
+    VERDICT_FIELDS,
+)
+from sandbox_replay.layers.verdicts import derivation_passes
+from sandbox_replay.pipeline import Replay
+from sandbox_replay.version import TOOL_NAME, __version__
+
+SCHEMA_VERSION = "sandbox-replay.result/1"
+MAX_TEXT = 512
+REDACTED = "[redacted: forbidden material]"
+
+RESULT_FILE = "agent_sandbox_policy_escape_replay_result.json"
+BOARD_FILE = "agent_sandbox_policy_escape_replay_board.json"
+RECEIPT_FILE = "agent_sandbox_policy_escape_replay_validation_receipt.json"
+ACCEPTANCE_FILE = "agent_sandbox_policy_escape_replay_acceptance.json"
+BUNDLE_RESULT_FILE = "exported_sandbox_policy_escape_bundle_validation_result.json"
+
+AUTHORITY_CEILING = {
+    name: False
+    for name in (
+        "live_agent_execution_authorized",
+        "sandbox_escape_authorized",
+        "live_secret_handling_authorized",
+        "secret_export_authorized",
+        "live_network_access_authorized",
+        "host_filesystem_mutation_authorized",
+        "executable_payload_export_authorized",
+        "raw_environment_export_authorized",
+        "tool_output_expands_authority",
+        "security_benchmark_claim_authorized",
+        "provider_calls_authorized",
+        "source_body_export_authorized",
+        "release_authorized",
+    )
+}
+
+COUNT_KEYS = (
+    "action_request_count",
+    "policy_verdict_count",
+    "allow_count",
+    "block_count",
+    "review_count",
+    "derived_allow_count",
+    "derived_block_count",
+    "derived_review_count",
+    "derived_policy_verdict_mismatch_count",
+    "side_effect_receipt_count",
+    "executed_action_count",
+    "blocked_without_execution_count",
+    "rollback_receipt_count",
+    "rollback_verified_count",
+    "cold_replay_count",
+    "cold_replay_pass_count",
+)
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """The records of one run, ready to write; ``result_bytes`` is the result as written."""
+
+    result: dict[str, Any]
+    board: dict[str, Any]
+    receipt: dict[str, Any]
+    acceptance: dict[str, Any]
+    card: dict[str, Any]
+    result_bytes: bytes
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, str):
+        return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "...[truncated]"
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 64:
+        return [_scalar(v) for v in value]
+    return f"<{type(value).__name__}>"
+
+
+def _project(ref: RowRef, fields: Iterable[str]) -> dict[str, Any]:
+    row = {name: _scalar(ref.row[name]) for name in fields if name in ref.row}
+    row["line"] = ref.line
+    return row
+
+
+def _counts(replay: Replay) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for layer in replay.layers:
+        merged.update(layer.counts)
+    return {key: merged.get(key, 0) for key in COUNT_KEYS}
+
+
+def _derived_rows(replay: Replay) -> list[dict[str, Any]]:
+    run = replay.run
+    rows = []
+    for request_id, derivation in run.derivations.items():
+        request = run.request_by_id[request_id]
+        verdict = run.verdict_by_request.get(request_id)
+        rows.append(
+            {
+                "request_id": request_id,
+                "action_kind": _scalar(request.get("action_kind")),
+                "requested_capability": _scalar(request.get("requested_capability")),
+                "risk_class": _scalar(request.get("risk_class")),
+                "derived_verdict": derivation.verdict,
+                "derived_rule_ref": derivation.rule_ref,
+                "fail_closed": derivation.fail_closed,
+                "mismatched_fields": list(derivation.mismatched_fields),
+                "declared_verdict": _scalar(verdict.get("verdict")) if verdict else None,
+                "declared_rule_refs": _scalar(verdict.get("rule_refs")) if verdict else None,
+                "policy_derivation_passed": derivation_passes(
+                    derivation, verdict.row if verdict else None
+                ),
+            }
+        )
+    return rows
+
+
+def build_result(replay: Replay) -> dict[str, Any]:
+    """Build the full result record of one replay."""
+    run = replay.run
+    findings = replay.findings
+    fixture = run.mode is InputMode.FIXTURE
+    negative = replay.negative
+    modules = replay.modules
+    risk_classes = sorted(
+        {r.row["risk_class"] for r in run.requests if isinstance(r.get("risk_class"), str)}
+    )
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": TOOL_NAME, "version": __version__},
+        "status": replay.status,
+        "input_mode": run.mode.value,
+        "bundle_id": replay.bundle_id,
+        "expected_negative_cases": [c.case_id for c in NEGATIVE_CASES] if fixture else [],
+        "observed_negative_cases": dict(negative.observed) if negative else {},
+        "missing_negative_cases": list(negative.missing) if negative else [],
+        "error_codes": sorted({f.error_code for f in findings}),
+        "finding_count": len(findings),
+        "findings": [f.to_record() for f in findings],
+        "layers": [
+            {
+                "layer": layer.layer.value,
+                "title": layer.layer.label,
+                "status": layer.status,
+                "finding_count": len(layer.findings),
+                "counts": dict(layer.counts),
+            }
+            for layer in replay.layers
+        ],
+        "secret_exclusion_scan": replay.scan.to_record(),
+        "authority_ceiling": dict(AUTHORITY_CEILING),
+        "public_agent_execution_trace": replay.trace.to_record(),
+        "risk_classes": risk_classes,
+        **_counts(replay),
+        "source_module_manifest_status": modules.status if modules else "not_applicable",
+        "source_modules": [
+            {
+                "module_id": b.module_id,
+                "path": b.path,
+                "material_class": b.material_class,
+                "sha256": b.sha256,
+                "size": b.size,
+                "required_anchor_count": len(b.anchors),
+                "verified": b.verified,
+            }
+            for b in (modules.bodies if modules else [])
+        ],
+        "input_files": [
+            {
+                "path": info.path,
+                "kind": info.kind,
+                "size": info.size,
+                "sha256": info.sha256,
+                "loaded": info.loaded,
+                "forbidden_material_found": info.path in replay.scan.flagged_paths,
+            }
+            for info in replay.inputs
+        ],
+        "request_rows": [_project(r, (*ACTION_FIELDS, *ACTION_FLAGS)) for r in run.requests],
+        "policy_verdict_rows": [
+            _project(r, (*VERDICT_FIELDS, "approval_ref")) for r in run.verdicts
+        ],
+        "derived_policy_verdict_rows": _derived_rows(replay),
+        "side_effect_rows": [_project(r, EFFECT_FIELDS) for r in run.effects],
+        "rollback_rows": [_project(r, (*ROLLBACK_FIELDS, *ROLLBACK_FLAGS)) for r in run.rollbacks],
+        "cold_replay_rows": [_project(r, (*REPLAY_FIELDS, *REPLAY_FLAGS)) for r in run.replays],
+        "body_in_receipt": False,
+    }
+    redacted: dict[str, Any] = redact(record, replay.scan.matched_texts)
+    return redacted
+
+
+def redact(value: Any, matched: Iterable[bytes]) -> Any:
+    """Replace every string that contains a matched forbidden text; return ``value`` if none."""
+    needles = [m.decode("utf-8", errors="ignore") for m in matched]
+    needles = [n for n in needles if n]
+    if not needles:
+        return value
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return REDACTED if any(n in item for n in needles) else item
+        if isinstance(item, dict):
+            return {walk(k): walk(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)
+
+
+def build_board(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the per-layer board from a result record."""
+    by_layer: dict[str, list[str]] = {}
+    for finding in result["findings"]:
+        by_layer.setdefault(finding["layer"], []).append(finding["error_code"])
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": result["status"],
+        "input_mode": result["input_mode"],
+        "bundle_id": result["bundle_id"],
+        "layers": [
+            {
+                "layer": layer["layer"],
+                "title": layer["title"],
+                "status": layer["status"],
+                "finding_count": layer["finding_count"],
+                "error_codes": sorted(set(by_layer.get(layer["layer"], []))),
+            }
+            for layer in result["layers"]
+        ],
+        "totals": {key: result[key] for key in COUNT_KEYS}
+        | {"finding_count": result["finding_count"]},
+        "body_in_receipt": False,
+    }
+
+
+def build_receipt(result: Mapping[str, Any], result_bytes: bytes) -> dict[str, Any]:
+    """Build the validation receipt: what was checked, by digest."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "status": result["status"],
+        "input_mode": result["input_mode"],
+        "bundle_id": result["bundle_id"],
+        "tool": result["tool"],
+        "input_digests": {f["path"]: f["sha256"] for f in result["input_files"]},
+        "result_record_sha256": "sha256:" + hashlib.sha256(result_bytes).hexdigest(),
+        "error_codes": result["error_codes"],
+        "finding_count": result["finding_count"],
+        "expected_negative_case_count": len(result["expected_negative_cases"]),
+        "missing_negative_case_count": len(result["missing_negative_cases"]),
+        "body_in_receipt": False,
+    }
+
+
+def build_acceptance(replay: Replay, result: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the acceptance record: the pass rule, criterion by criterion."""
+    other_findings = sum(
+        len(layer.findings) for layer in replay.layers if layer.layer is not Layer.NEGATIVE_CASES
+    )
+    criteria = [
+        ("no_expected_negative_case_missing", not result["missing_negative_cases"]),
+        ("forbidden_material_scan_clean", replay.scan.blocking_hit_count == 0),
+        ("every_layer_ran", all(layer.ran for layer in replay.layers)),
+        ("no_finding_outside_negative_cases", other_findings == 0),
+    ]
+    if replay.run.mode is InputMode.BUNDLE:
+        criteria.append(
+            ("source_module_manifest_passed", result["source_module_manifest_status"] == "pass")
+        )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "accepted": replay.passed,
+        "status": result["status"],
+        "input_mode": result["input_mode"],
+        "bundle_id": result["bundle_id"],
+        "criteria": [{"criterion": name, "passed": ok} for name, ok in criteria],
+        "body_in_receipt": False,
+    }
+
+
+CARD_KEYS = ("status", "input_mode", "bundle_id", *COUNT_KEYS)
+
+
+def build_card(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the compact card: headline counts, validation counts and the authority boundary."""
+    trace = result["public_agent_execution_trace"]
+    card: dict[str, Any] = {key: result[key] for key in CARD_KEYS}
+    card["validation"] = {
+        "expected_negative_case_count": len(result["expected_negative_cases"]),
+        "missing_negative_cases": result["missing_negative_cases"],
+        "error_codes": result["error_codes"],
+        "finding_count": result["finding_count"],
+        "trace_status": trace["status"],
+        "span_count": trace["span_count"],
+        "outcome_counts": trace["summary"]["outcome_counts"],
+        "source_module_manifest_status": result["source_module_manifest_status"],
+        "forbidden_material_hit_count": result["secret_exclusion_scan"]["blocking_hit_count"],
+    }
+    card["authority_boundary"] = result["authority_ceiling"]
+    shown = {
+        *CARD_KEYS,
+        "error_codes",
+        "finding_count",
+        "missing_negative_cases",
+        "source_module_manifest_status",
+        "authority_ceiling",
+    }
+    card["omitted_keys"] = [key for key in result if key not in shown]
+    return card
+
+
+def build_records(replay: Replay) -> RunRecords:
+    """Build every record of one replay."""
+    result = build_result(replay)
+    result_bytes = dump_json(result)
+    return RunRecords(
+        result=result,
+        board=build_board(result),
+        receipt=build_receipt(result, result_bytes),
+        acceptance=build_acceptance(replay, result),
+        card=build_card(result),
+        result_bytes=result_bytes,
+    )
+
+
+def write_records(
+    records: RunRecords, mode: InputMode, out_dir: Path, acceptance_out: Path | None = None
+) -> list[Path]:
+    """Write a run's records atomically into ``out_dir``; return the paths written.
+
+    Fixture mode writes the result, board, validation receipt and acceptance record;
+    bundle mode writes the bundle validation result.
+    """
+    if mode is InputMode.BUNDLE:
+        target = out_dir / BUNDLE_RESULT_FILE
+        write_bytes_atomic(target, records.result_bytes)
+        return [target]
+    written = [
+        (out_dir / RESULT_FILE, records.result_bytes),
+        (out_dir / BOARD_FILE, dump_json(records.board)),
+        (out_dir / RECEIPT_FILE, dump_json(records.receipt)),
+        (acceptance_out or out_dir / ACCEPTANCE_FILE, dump_json(records.acceptance)),
+    ]
+    for path, data in written:
+        write_bytes_atomic(path, data)
+    return [path for path, _ in written]

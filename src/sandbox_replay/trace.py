@@ -1,0 +1,137 @@
+"""The public agent-execution trace: one span per request, and its audit.
+
+Spans are ordered by (episode_id, request_id). The trace digest is the sha256 of the
+spans' canonical JSON (sorted keys, no whitespace), so it changes exactly when a span does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox_replay import codes
+from sandbox_replay.codes import Layer
+from sandbox_replay.inputs import RowRef, RunInputs
+from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.layers.rollbacks import rollback_covers
+
+FLOOR = "public_trace_floor"
+
+
+@dataclass
+class Trace:
+    """The spans, their summary and the audit layer's result."""
+
+    spans: list[dict[str, Any]]
+    summary: dict[str, Any]
+    audit: LayerResult
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "status": self.audit.status,
+            "span_count": len(self.spans),
+            "spans": self.spans,
+            "summary": self.summary,
+            "audit": [f.to_record() for f in self.audit.findings],
+        }
+
+
+def canonical_digest(value: Any) -> str:
+    """Return ``sha256:<hex>`` of ``value``'s canonical JSON."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def build_trace(run: RunInputs, session_id: str) -> Trace:
+    """Build one span per joined request and audit each span's references."""
+    audit = LayerResult(Layer.PUBLIC_TRACE)
+    ordered = sorted(
+        run.request_by_id.items(), key=lambda item: (_text(item[1].get("episode_id")), item[0])
+    )
+    spans: list[dict[str, Any]] = []
+    for sequence, (request_id, request) in enumerate(ordered):
+        verdict = run.verdict_by_request.get(request_id)
+        effect = run.effect_by_request.get(request_id)
+        declared = verdict.get("verdict") if verdict else None
+        executed = effect is not None and effect.get("execution_attempted") is True
+        diff_count = effect.get("side_effect_diff_count") if effect else None
+        rollback_ref = effect.get("rollback_receipt_ref") if effect else None
+        if declared == "block":
+            outcome = "blocked"
+        elif executed:
+            outcome = "executed"
+        else:
+            outcome = declared if isinstance(declared, str) else "unverified"
+        span_id = f"span:{request_id}"
+
+        def flag(
+            code: str, message: str, span_id: str = span_id, request: RowRef = request
+        ) -> None:
+            audit.add(
+                code,
+                f"{span_id}: {message}",
+                FLOOR,
+                span_id,
+                "trace_span",
+                request.file,
+                request.line,
+            )
+
+        if verdict is None:
+            flag(codes.TRACE_VERDICT_REF_MISSING, "no verdict row to use as authority")
+        elif verdict.get("pre_execution") is not True:
+            flag(codes.TRACE_VERDICT_NOT_PRE_EXECUTION, "verdict not recorded before execution")
+        if effect is None:
+            flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt")
+        elif declared == "block" and (executed or diff_count not in (0, None)):
+            flag(codes.TRACE_BLOCKED_ACTION_EXECUTED, "block verdict but the action executed")
+        elif declared in ("allow", "review") and not executed:
+            flag(codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED, f"{declared} verdict but no execution")
+        if executed and not rollback_covers(run, request_id, rollback_ref):
+            flag(codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt")
+        if request_id not in run.replay_by_request:
+            flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row")
+        policy_version = verdict.get("policy_version") if verdict else None
+        spans.append(
+            {
+                "span_id": span_id,
+                "session_id": session_id,
+                "action_kind": request.get("action_kind"),
+                "sequence_index": sequence,
+                "episode_id": request.get("episode_id"),
+                "observation_ref": request.get("untrusted_tool_output_ref"),
+                "authority_verdict_id": (
+                    f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None
+                ),
+                "state_transition_ref": rollback_ref if isinstance(rollback_ref, str) else None,
+                "outcome": outcome,
+                "target_ref": request.get("requested_capability"),
+                "input_digest": canonical_digest(
+                    [
+                        request.get("normalized_action_ref"),
+                        request.get("requested_capability"),
+                        request.get("risk_class"),
+                    ]
+                ),
+                "recovery_ref": (
+                    rollback_ref
+                    if declared in ("allow", "review") and isinstance(rollback_ref, str)
+                    else None
+                ),
+            }
+        )
+    summary = {
+        "action_kind_counts": dict(sorted(Counter(_text(s["action_kind"]) for s in spans).items())),
+        "outcome_counts": dict(sorted(Counter(s["outcome"] for s in spans).items())),
+        "finding_count": len(audit.findings),
+        "trace_digest": canonical_digest(spans),
+    }
+    audit.counts = {"span_count": len(spans), "audit_finding_count": len(audit.findings)}
+    return Trace(spans, summary, audit)
