@@ -512,7 +512,7 @@ BUNDLE_MANIFEST_INVALID = _r(
     "SANDBOX_POLICY_BUNDLE_MANIFEST_INVALID",
     L.BUNDLE_MANIFEST,
     S.HIGH,
-    "The bundle manifest is missing or lacks a bundle_id.",
+    "The bundle manifest loaded but names no bundle_id (a missing manifest is a strict-load finding).",
 )
 
 del _r, L, S
