@@ -1,0 +1,61 @@
+"""Shared helpers for tests: locate the built-in fixtures, copy them, replay a folder.
+
+Import them directly (``from conftest import copy_fixture, replay_dir``); pytest puts
+this folder on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sandbox_replay import InputMode, Replay, ReplayConfig, RunRecords, build_records, replay
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+FIRST_WAVE = FIXTURES / "first_wave"
+EXPORTED_BUNDLE = FIXTURES / "bundles" / "exported_bundle"
+SCENARIOS = FIXTURES / "scenarios"
+
+
+def copy_fixture(tmp_path: Path, name: str = "first_wave") -> Path:
+    """Copy ``fixtures/<name>`` into ``tmp_path`` and return the copy's folder."""
+    target = tmp_path / Path(name).name
+    shutil.copytree(FIXTURES / name, target)
+    return target
+
+
+def replay_dir(path: Path, mode: InputMode = InputMode.FIXTURE) -> tuple[Replay, RunRecords]:
+    """Replay ``path`` in ``mode`` and build its records."""
+    outcome = replay(ReplayConfig(path, mode))
+    return outcome, build_records(outcome)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text("utf-8"))
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
+
+
+@contextmanager
+def edit_json(path: Path) -> Iterator[Any]:
+    """Yield a JSON file's data for in-place edits, and write it back afterwards."""
+    data = read_json(path)
+    yield data
+    write_json(path, data)
+
+
+def find_row(rows: list[dict[str, Any]], value: str, key: str = "request_id") -> dict[str, Any]:
+    """Return the first row whose ``key`` is ``value``."""
+    return next(row for row in rows if row.get(key) == value)
+
+
+def codes_of(outcome: Replay) -> list[str]:
+    """Return the sorted, unique finding codes of a replay."""
+    return sorted({f.error_code for f in outcome.findings})
