@@ -24,13 +24,14 @@ caller to redact with and are never formatted into a record, an exception or a r
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import re2
 
@@ -43,6 +44,7 @@ _EMPTY_PROBES = (b"", b"a", b" ", b"a b", b"_-/", b'"":')
 # Bytes kept before the resume point so that `\b` sees the byte it looks back at.
 _LOOKBEHIND = 1
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
+_MIN_CHUNK = 64 * 1024
 
 
 class ForbiddenClassesError(ValueError):
@@ -117,7 +119,11 @@ class ScanReport:
 
 
 class ForbiddenScanner:
-    """Count forbidden material in bytes and files with one compiled matcher."""
+    """Count forbidden material in bytes and files with one compiled matcher.
+
+    ``chunk_size`` is how many bytes of a file are read at a time; it is raised to twice
+    the longest match the table allows, below which chunks would mostly rescan overlap.
+    """
 
     def __init__(
         self, classes: Sequence[ForbiddenClass], *, chunk_size: int = DEFAULT_CHUNK_SIZE
@@ -151,8 +157,7 @@ class ForbiddenScanner:
 
     def scan_file(self, path: Path) -> tuple[dict[str, int], set[bytes]]:
         """Return match counts by class id and the distinct matched texts, reading in chunks."""
-        with path.open("rb") as stream:
-            counts, matched, _ = self._scan_stream(stream)
+        counts, matched, _ = self._scan_path(path)
         return counts, matched
 
     def scan_files(self, files: Iterable[tuple[str, Path]]) -> ScanReport:
@@ -162,8 +167,7 @@ class ForbiddenScanner:
         files_scanned = 0
         bytes_scanned = 0
         for relative, absolute in files:
-            with absolute.open("rb") as stream:
-                file_counts, file_matched, size = self._scan_stream(stream)
+            file_counts, file_matched, size = self._scan_path(absolute)
             files_scanned += 1
             bytes_scanned += size
             matched |= file_matched
@@ -172,25 +176,32 @@ class ForbiddenScanner:
         hits = tuple(ScanHit(path, class_id, n) for (path, class_id), n in sorted(counts.items()))
         return ScanReport(files_scanned, bytes_scanned, hits, self.classes, frozenset(matched))
 
-    def _scan_stream(self, stream: BinaryIO) -> tuple[dict[str, int], set[bytes], int]:
+    def _scan_path(self, path: Path) -> tuple[dict[str, int], set[bytes], int]:
         counts: dict[str, int] = {}
         matched: set[bytes] = set()
-        buffer = bytearray(self._chunk_size + 2 * self._overlap + _LOOKBEHIND)
-        view = memoryview(buffer)
-        kept = 0  # bytes carried over at the front of the buffer
-        pos = 0  # where the next search starts; bytes before it are look-behind only
-        total = 0
-        while True:
-            read = stream.readinto(view[kept : kept + self._chunk_size])
-            if not read:
-                self._scan_window(view[:kept], pos, True, counts, matched)
-                return counts, matched, total
-            total += read
-            end = kept + read
-            resume = self._scan_window(view[:end], pos, False, counts, matched)
-            pos = min(_LOOKBEHIND, resume)
-            kept = end - resume + pos
-            buffer[:kept] = buffer[resume - pos : end]
+        with path.open("rb") as stream:
+            # A small file gets a small buffer; one read past its size confirms the end.
+            size_hint = os.fstat(stream.fileno()).st_size
+            chunk = min(self._chunk_size, max(size_hint + 1, _MIN_CHUNK))
+            buffer = bytearray(chunk + 2 * self._overlap + _LOOKBEHIND)
+            view = memoryview(buffer)
+            kept = 0  # bytes carried over at the front of the buffer
+            pos = 0  # where the next search starts; bytes before it are look-behind only
+            total = 0
+            while True:
+                end = kept
+                at_eof = False
+                while end < kept + chunk and not at_eof:
+                    read = stream.readinto(view[end : kept + chunk])
+                    at_eof = not read
+                    end += read
+                total += end - kept
+                resume = self._scan_window(view[:end], pos, at_eof, counts, matched)
+                if at_eof:
+                    return counts, matched, total
+                pos = min(_LOOKBEHIND, resume)
+                kept = end - resume + pos
+                buffer[:kept] = buffer[resume - pos : end]
 
     def _scan_window(
         self,
@@ -210,10 +221,13 @@ class ForbiddenScanner:
             match = self._regex.search(text, pos)
             if match is None:
                 return max(pos, limit)
-            start, end = match.span()
+            span: tuple[int, int] = match.span()
+            start, end = span
             if end > limit:
                 return min(start, limit)
             if start == end:  # validation rules these out; never count or loop on one
+                if end == len(text):
+                    return end
                 pos = end + 1
                 continue
             class_id = self.classes[match.lastindex - 1].class_id
@@ -226,12 +240,12 @@ def load_forbidden_classes(path: Path | None = None) -> tuple[ForbiddenClass, ..
     """Load and validate a forbidden-classes table; the packaged one when ``path`` is None."""
     if path is None:
         source = "forbidden_classes.json"
-        text = (resources.files("sandbox_replay") / "data" / source).read_text("utf-8")
+        raw = (resources.files("sandbox_replay") / "data" / source).read_bytes()
     else:
         source = str(path)
-        text = path.read_text("utf-8")
+        raw = path.read_bytes()
     try:
-        document = json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+        document = json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
     except ValueError as error:
         raise ForbiddenClassesError(f"{source}: not valid JSON: {error}") from None
     try:
@@ -295,7 +309,9 @@ def _parse_class(entry: Any, where: str) -> ForbiddenClass:
     )
 
 
-def _check_keys(obj: dict[str, Any], allowed: Iterable[str], required: Iterable[str], where: str) -> None:
+def _check_keys(
+    obj: dict[str, Any], allowed: Iterable[str], required: Iterable[str], where: str
+) -> None:
     unknown = sorted(set(obj) - set(allowed))
     if unknown:
         raise ForbiddenClassesError(f"{where}: unknown key(s) {', '.join(unknown)}")
