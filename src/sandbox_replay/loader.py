@@ -199,7 +199,8 @@ def parse_input(
         rows = data.get(rows_key)
         if not isinstance(rows, list):
             what = "missing" if rows is None else f"a {_json_type(rows)}, not a list"
-            return fail(codes.INPUT_ROWS_NOT_LIST, f"top-level key {rows_key!r} is {what}", 1)
+            line = loaded.key_line(rows_key)
+            return fail(codes.INPUT_ROWS_NOT_LIST, f"top-level key {rows_key!r} is {what}", line)
         for index, row in enumerate(rows):
             if not isinstance(row, dict):
                 return fail(

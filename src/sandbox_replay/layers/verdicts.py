@@ -36,7 +36,9 @@ def check(run: RunInputs) -> LayerResult:
         return result
     policy = run.object(SANDBOX_POLICY) or {}
     allowed = policy.get("allowed_verdicts")
-    allowed_verdicts = set(allowed) if isinstance(allowed, list) else set(VERDICTS)
+    allowed_verdicts = (
+        {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set(VERDICTS)
+    )
     policy_version = policy.get("policy_version")
     seen: set[str] = set()
     for ref in run.verdicts:
@@ -46,7 +48,9 @@ def check(run: RunInputs) -> LayerResult:
         if missing:
             problems.append(f"missing or empty: {describe(missing)}")
         verdict = row.get("verdict")
-        if "verdict" not in missing and verdict not in allowed_verdicts:
+        if "verdict" not in missing and not (
+            isinstance(verdict, str) and verdict in allowed_verdicts
+        ):
             problems.append("verdict is not one of the policy's allowed verdicts")
         refs = row.get("rule_refs")
         if "rule_refs" not in missing and not (
