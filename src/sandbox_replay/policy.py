@@ -64,7 +64,9 @@ class PolicyTable:
 
     def derive(self, request: Mapping[str, Any]) -> Derivation:
         """Derive the verdict from the request's own shape; anything unrecognised blocks."""
-        rule = self.rules.get(request.get("risk_class"))  # type: ignore[arg-type]
+        risk_class = request.get("risk_class")
+        # A non-string risk class (a list, say) is unrecognised, not a lookup error.
+        rule = self.rules.get(risk_class) if isinstance(risk_class, str) else None
         if rule is None:
             return self.fail_closed_derivation
         mismatched = tuple(f for f in SHAPE_FIELDS if request.get(f) != getattr(rule, f))
