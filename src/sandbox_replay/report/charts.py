@@ -1,0 +1,235 @@
+"""Draw the index page's small inline-SVG charts, and shade the calibration heatmap.
+
+Each chart is a horizontal bar chart 320 units wide (readable on a phone, scalable with
+its ``viewBox``) whose ``<desc>`` states every number in words, so a screen reader and a
+printout carry the same figures as the bars. Bars carry CSS classes from a fixed list,
+never colours; ``CHART_CSS`` is a stylesheet for them with light, dark and print schemes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from markupsafe import Markup
+
+from sandbox_replay.report.svg import check_id_prefix, clean_text, escape, fit_text, num, text_width
+
+CSS_CLASSES: Final = frozenset(
+    {
+        "",
+        "status-pass",
+        "status-blocked",
+        "status-not_run",
+        "status-not_applicable",
+        "verdict-allow",
+        "verdict-block",
+        "verdict-review",
+        "verdict-missing",
+        "layer",
+        "finding",
+    }
+)
+HEATMAP_LEVELS: Final = 5  # heat_level returns 0 .. HEATMAP_LEVELS - 1
+
+WIDTH: Final = 320.0
+FONT: Final = 12.0
+ROW: Final = 22.0
+BAR: Final = 14.0
+PAD: Final = 6.0
+LABEL_MAX: Final = 118.0
+VALUE_ROOM: Final = 34.0
+LEGEND_ROW: Final = 18.0
+
+
+@dataclass(frozen=True)
+class BarDatum:
+    """One bar, or one segment of a stacked bar."""
+
+    label: str
+    value: int
+    css_class: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 0:
+            raise ValueError(f"bar value must be a non-negative int, got {self.value!r}")
+        if self.css_class not in CSS_CLASSES:
+            raise ValueError(
+                f"css_class must be one of {sorted(CSS_CLASSES)}, got {self.css_class!r}"
+            )
+
+
+def heat_level(value: int, maximum: int) -> int:
+    """Return the shade 0..4 of a calibration-matrix cell: 0 only for 0, 4 for the maximum."""
+    if value < 0 or value > maximum:
+        raise ValueError(f"need 0 <= value <= maximum, got {value} of {maximum}")
+    if value == 0:
+        return 0
+    top = HEATMAP_LEVELS - 1
+    return max(1, min(top, -(-value * top // maximum)))
+
+
+def bar_chart(data: Sequence[BarDatum], *, title: str, id_prefix: str) -> Markup:
+    """Draw one horizontal bar per datum, each with its value beside it."""
+    return stacked_bar_chart(
+        [(datum.label, [datum]) for datum in data], title=title, id_prefix=id_prefix, legend=False
+    )
+
+
+def stacked_bar_chart(
+    rows: Sequence[tuple[str, Sequence[BarDatum]]],
+    *,
+    title: str,
+    id_prefix: str,
+    legend: bool = True,
+) -> Markup:
+    """Draw one horizontal bar per row, split into its segments, with the row's total beside it.
+
+    The legend lists each segment label once, in order of first appearance.
+    """
+    prefix = check_id_prefix(id_prefix)
+    keys = _legend_keys(rows) if legend else []
+    label_width = min(
+        LABEL_MAX, max((text_width(clean_text(label), FONT) for label, _ in rows), default=0.0)
+    )
+    bar_left = PAD + label_width + PAD
+    bar_room = WIDTH - bar_left - VALUE_ROOM
+    largest = max((sum(d.value for d in segments) for _, segments in rows), default=0)
+    scale = bar_room / largest if largest else 0.0
+    top = PAD + (LEGEND_ROW * ((len(keys) + 2) // 3) if keys else 0.0)
+
+    body: list[str] = []
+    if keys:
+        body.append(_legend(keys))
+    for index, (label, segments) in enumerate(rows):
+        body.append(_bar_row(label, segments, top + index * ROW, bar_left, scale))
+    if not rows:
+        body.append(
+            f'<text class="chart-empty" x="{num(WIDTH / 2)}" y="{num(top + ROW * 0.7)}" '
+            f'text-anchor="middle" font-size="{num(FONT)}">No data</text>'
+        )
+    height = top + max(len(rows), 1) * ROW + PAD
+    description = _describe(rows)
+    return Markup(
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
+        f'width="{num(WIDTH)}" height="{num(height)}" viewBox="0 0 {num(WIDTH)} {num(height)}" '
+        f'aria-labelledby="{prefix}-title" aria-describedby="{prefix}-desc" '
+        f'font-family="sans-serif">'
+        f'<title id="{prefix}-title">{escape(title)}</title>'
+        f'<desc id="{prefix}-desc">{escape(description)}</desc>'
+        f"{''.join(body)}</svg>"
+    )
+
+
+def _legend_keys(rows: Sequence[tuple[str, Sequence[BarDatum]]]) -> list[tuple[str, str]]:
+    keys: list[tuple[str, str]] = []
+    for _, segments in rows:
+        for datum in segments:
+            key = (clean_text(datum.label), datum.css_class)
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _legend(keys: list[tuple[str, str]]) -> str:
+    column = (WIDTH - 2 * PAD) / 3
+    parts = ['<g class="chart-legend">']
+    for index, (label, css_class) in enumerate(keys):
+        x = PAD + (index % 3) * column
+        y = PAD + (index // 3) * LEGEND_ROW
+        parts.append(
+            f'<rect class="{_bar_class(css_class)}" x="{num(x)}" y="{num(y + 2)}" '
+            f'width="10" height="10" stroke="currentColor" stroke-width="0.5"/>'
+            f'<text x="{num(x + 14)}" y="{num(y + 11)}" font-size="{num(FONT - 1)}" '
+            f'fill="currentColor">{escape(fit_text(label, FONT - 1, column - 18))}</text>'
+        )
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _bar_class(css_class: str) -> str:
+    return f"bar {css_class}" if css_class else "bar"
+
+
+def _bar_row(
+    label: str, segments: Sequence[BarDatum], y: float, bar_left: float, scale: float
+) -> str:
+    text_y = num(y + ROW / 2 + FONT * 0.35)
+    shown = fit_text(clean_text(label), FONT, LABEL_MAX)
+    total = sum(datum.value for datum in segments)
+    parts = [
+        f'<g class="chart-row">'
+        f"<title>{escape(f'{clean_text(label)}: {_amounts(segments)}')}</title>"
+        f'<text class="chart-label" x="{num(bar_left - PAD)}" y="{text_y}" text-anchor="end" '
+        f'font-size="{num(FONT)}" fill="currentColor">{escape(shown)}</text>'
+    ]
+    left = bar_left
+    for datum in segments:
+        if not datum.value:
+            continue
+        width = datum.value * scale
+        parts.append(
+            f'<rect class="{_bar_class(datum.css_class)}" x="{num(left)}" '
+            f'y="{num(y + (ROW - BAR) / 2)}" width="{num(width)}" height="{num(BAR)}" '
+            f'stroke="currentColor" stroke-width="0.5"/>'
+        )
+        left += width
+    parts.append(
+        f'<text class="chart-value" x="{num(left + 4)}" y="{text_y}" font-size="{num(FONT)}" '
+        f'fill="currentColor">{total}</text></g>'
+    )
+    return "".join(parts)
+
+
+def _amounts(segments: Sequence[BarDatum]) -> str:
+    if len(segments) == 1:
+        return str(segments[0].value)
+    if not segments:
+        return "0"
+    listed = ", ".join(f"{clean_text(d.label)} {d.value}" for d in segments)
+    return f"{listed} (total {sum(d.value for d in segments)})"
+
+
+def _describe(rows: Sequence[tuple[str, Sequence[BarDatum]]]) -> str:
+    """Every number of the chart in words, row by row."""
+    if not rows:
+        return "No data."
+    return " ".join(f"{clean_text(label)}: {_amounts(segments)}." for label, segments in rows)
+
+
+CHART_CSS: Final = """\
+.chart { max-width: 100%; height: auto; color: #222; }
+.chart .bar { fill: #8a8a8a; }
+.chart .status-pass, .chart .verdict-allow { fill: #2e8b57; }
+.chart .status-blocked, .chart .verdict-block { fill: #c0392b; }
+.chart .status-not_run, .chart .verdict-missing { fill: #9e9e9e; }
+.chart .status-not_applicable { fill: #d0d0d0; }
+.chart .verdict-review { fill: #d9a21b; }
+.chart .layer, .chart .finding { fill: #3d6fb6; }
+.chart .chart-empty { fill: #666; font-style: italic; }
+.heat-0 { background: transparent; }
+.heat-1 { background: #e8eef8; }
+.heat-2 { background: #c7d6ef; }
+.heat-3 { background: #93b0df; }
+.heat-4 { background: #5a86cc; color: #fff; }
+@media (prefers-color-scheme: dark) {
+  .chart { color: #ddd; }
+  .chart .status-pass, .chart .verdict-allow { fill: #4fbf7f; }
+  .chart .status-blocked, .chart .verdict-block { fill: #ef6b5b; }
+  .chart .verdict-review { fill: #e9bd4c; }
+  .chart .layer, .chart .finding { fill: #6f9be0; }
+  .chart .chart-empty { fill: #aaa; }
+  .heat-1 { background: #1d2a3d; }
+  .heat-2 { background: #27406a; }
+  .heat-3 { background: #335a99; }
+  .heat-4 { background: #4a78c4; color: #fff; }
+}
+@media print {
+  .chart { color: #000; }
+  .chart .bar { fill: #bbb; }
+  .chart .status-blocked, .chart .verdict-block { fill: #444; }
+  .chart .status-pass, .chart .verdict-allow { fill: #fff; }
+  .heat-1, .heat-2, .heat-3, .heat-4 { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
+}
+"""

@@ -1,0 +1,655 @@
+"""Draw a run's pipeline as an inline SVG flowchart and as Mermaid source.
+
+The layout is the layered method of Sugiyama, Tagawa and Toda (1981), left to right:
+
+1. *Layers* by longest path from the sources; a source is then moved right to sit just
+   before its nearest successor, so a side input (a scan, a negative-case set) does not
+   drag a long edge across the whole chart.
+2. *Dummy vertices* split every edge that spans more than one layer, so the edge is
+   routed between the nodes of the layers it crosses.
+3. *Crossing reduction* by barycenter sweeps: each layer is reordered by the mean
+   position of its neighbours in the previous layer, sweeping right then left; the
+   order with the fewest crossings seen is kept.
+4. *Coordinates*: columns from the widest node of each layer; within a column each
+   vertex is pulled towards the mean height of its neighbours, keeping the order and a
+   minimum gap (an exact least-squares fit by pool-adjacent-violators), sweeping both
+   ways a fixed number of times.
+
+Everything is ordered by input position and computed with a fixed number of sweeps, and
+coordinates are printed with one fixed format, so the same input gives the same bytes.
+The SVG carries CSS classes, not colours (``FLOWCHART_CSS`` is a stylesheet for them);
+presentation attributes give only a neutral fallback that any stylesheet overrides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Final
+from urllib.parse import urlsplit
+
+from markupsafe import Markup
+
+from sandbox_replay.report.svg import (
+    check_id_prefix,
+    clean_text,
+    escape,
+    num,
+    text_width,
+    wrap_text,
+)
+
+STATUSES: Final = ("pass", "blocked", "not_run", "not_applicable")
+STATUS_WORDS: Final = {
+    "pass": "passed",
+    "blocked": "blocked",
+    "not_run": "not run",
+    "not_applicable": "not applicable",
+}
+# A shape cue besides colour, for colour-blind readers and black-and-white printouts.
+STATUS_GLYPHS: Final = {"pass": "✓", "blocked": "✗", "not_run": "○", "not_applicable": "–"}
+MAX_NODES: Final = 40
+
+_NODE_ID = re.compile(r"[a-z_]{1,64}")
+_DASHES: Final = {"pass": "", "blocked": "6 3", "not_run": "2 3", "not_applicable": "2 3"}
+_STROKES: Final = {"pass": "1.5", "blocked": "3", "not_run": "1.5", "not_applicable": "1"}
+
+# Geometry, in SVG user units (px at 100 % zoom).
+LABEL_FONT: Final = 12.0
+COUNT_FONT: Final = 14.0
+BOLD_COUNT_FONT: Final = COUNT_FONT * 1.1  # for width estimates: bold runs wider
+COUNT_LINE: Final = 18.0
+EDGE_FONT: Final = 11.0
+LABEL_LINE: Final = 15.0
+PAD_X: Final = 12.0
+PAD_Y: Final = 9.0
+NODE_MIN_WIDTH: Final = 112.0
+LABEL_MAX_WIDTH: Final = 132.0
+COLUMN_GAP: Final = 44.0
+NODE_GAP: Final = 20.0
+DUMMY_GAP: Final = 12.0
+MARGIN: Final = 8.0
+SWEEPS: Final = 12
+ALIGN_ROUNDS: Final = 8
+
+
+@dataclass(frozen=True)
+class FlowNode:
+    """One pipeline step: its count and its layer's status."""
+
+    node_id: str
+    label: str
+    count_text: str
+    status: str
+    href: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _NODE_ID.fullmatch(self.node_id):
+            raise ValueError(f"node_id must match {_NODE_ID.pattern}, got {self.node_id!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+        if self.href is not None:
+            check_relative_href(self.href)
+
+
+@dataclass(frozen=True)
+class FlowEdge:
+    """A step that feeds another."""
+
+    source: str
+    target: str
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Flowchart:
+    """The same graph twice: inline SVG for the page, Mermaid source for copying."""
+
+    svg: Markup
+    mermaid: str
+
+
+def check_relative_href(href: str) -> str:
+    """Return the link if it is relative: no scheme, no host, no whitespace or control character."""
+    if not href or any(char.isspace() or not char.isprintable() for char in href):
+        raise ValueError(f"href must be a non-empty link without whitespace: {href!r}")
+    head = re.split(r"[/?#]", href, maxsplit=1)[0]
+    parts = urlsplit(href)
+    if ":" in head or parts.scheme or parts.netloc or href.startswith("\\"):
+        raise ValueError(f"href must be relative (no scheme or host): {href!r}")
+    return href
+
+
+def draw_flowchart(
+    nodes: Sequence[FlowNode],
+    edges: Sequence[FlowEdge],
+    *,
+    title: str,
+    id_prefix: str = "flow",
+) -> Flowchart:
+    """Lay out the DAG left to right and render it as SVG and as Mermaid source."""
+    prefix = check_id_prefix(id_prefix)
+    graph = _Graph.build(nodes, edges)
+    layout = _layout(graph)
+    return Flowchart(
+        svg=Markup(_render_svg(graph, layout, title, prefix)),
+        mermaid=_render_mermaid(graph),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Graph and layout
+
+
+@dataclass
+class _Graph:
+    """Validated nodes and edges, by input position."""
+
+    nodes: list[FlowNode]
+    edges: list[tuple[int, int, str]]
+    succs: list[list[int]]
+    preds: list[list[int]]
+
+    @classmethod
+    def build(cls, nodes: Sequence[FlowNode], edges: Sequence[FlowEdge]) -> _Graph:
+        if len(nodes) > MAX_NODES:
+            raise ValueError(f"a flowchart holds at most {MAX_NODES} nodes, got {len(nodes)}")
+        index: dict[str, int] = {}
+        for position, node in enumerate(nodes):
+            if node.node_id in index:
+                raise ValueError(f"duplicate node_id {node.node_id!r}")
+            index[node.node_id] = position
+        pairs: list[tuple[int, int, str]] = []
+        seen: set[tuple[int, int]] = set()
+        for edge in edges:
+            if edge.source not in index or edge.target not in index:
+                raise ValueError(f"edge {edge.source!r} -> {edge.target!r} names an unknown node")
+            pair = (index[edge.source], index[edge.target])
+            if pair[0] == pair[1]:
+                raise ValueError(f"edge {edge.source!r} -> {edge.target!r} is a loop")
+            if pair in seen:
+                raise ValueError(f"duplicate edge {edge.source!r} -> {edge.target!r}")
+            seen.add(pair)
+            pairs.append((pair[0], pair[1], clean_text(edge.label)))
+        succs: list[list[int]] = [[] for _ in nodes]
+        preds: list[list[int]] = [[] for _ in nodes]
+        for source, target, _ in pairs:
+            succs[source].append(target)
+            preds[target].append(source)
+        return cls(list(nodes), pairs, succs, preds)
+
+    def topological_order(self) -> list[int]:
+        """Kahn's algorithm, taking ready nodes by input position; refuses a cycle."""
+        waiting = [len(p) for p in self.preds]
+        ready = [v for v, count in enumerate(waiting) if count == 0]
+        order: list[int] = []
+        while ready:
+            vertex = min(ready)
+            ready.remove(vertex)
+            order.append(vertex)
+            for succ in self.succs[vertex]:
+                waiting[succ] -= 1
+                if waiting[succ] == 0:
+                    ready.append(succ)
+        if len(order) != len(self.nodes):
+            raise ValueError("the flowchart's edges form a cycle")
+        return order
+
+
+@dataclass(frozen=True)
+class _Box:
+    """A real node's text lines and size."""
+
+    label_lines: list[str]
+    count_lines: list[str]
+    width: float
+    height: float
+
+
+@dataclass
+class _Layout:
+    """Where everything goes: vertex layers and order, boxes, centres, edge chains."""
+
+    layer_of: list[int]
+    layers: list[list[int]]
+    chains: list[list[int]]
+    boxes: list[_Box]
+    x: list[float] = field(default_factory=list)
+    y: list[float] = field(default_factory=list)
+    column_left: list[float] = field(default_factory=list)
+    column_width: list[float] = field(default_factory=list)
+    width: float = 0.0
+    height: float = 0.0
+
+    def is_dummy(self, vertex: int) -> bool:
+        return vertex >= len(self.boxes)
+
+    def half_height(self, vertex: int) -> float:
+        return 0.0 if self.is_dummy(vertex) else self.boxes[vertex].height / 2
+
+
+def _layout(graph: _Graph) -> _Layout:
+    layer_of = _assign_layers(graph)
+    boxes = [_measure(node) for node in graph.nodes]
+    chains, succs, preds = _split_long_edges(graph, layer_of)
+    layers = _order_layers(layer_of, succs, preds)
+    layout = _Layout(layer_of, layers, chains, boxes)
+    _assign_columns(layout, graph)
+    _assign_heights(layout, succs, preds)
+    return layout
+
+
+def _assign_layers(graph: _Graph) -> list[int]:
+    """Longest path from the sources, then each source moved next to its nearest successor."""
+    layer = [0] * len(graph.nodes)
+    for vertex in graph.topological_order():
+        for succ in graph.succs[vertex]:
+            layer[succ] = max(layer[succ], layer[vertex] + 1)
+    for vertex, preds in enumerate(graph.preds):
+        if not preds and graph.succs[vertex]:
+            layer[vertex] = min(layer[succ] for succ in graph.succs[vertex]) - 1
+    return layer
+
+
+def _measure(node: FlowNode) -> _Box:
+    """Wrap the label and the count (at most two lines each) and size the box around them."""
+    label_lines = wrap_text(_name(node), LABEL_FONT, LABEL_MAX_WIDTH, 2)
+    count = f"{STATUS_GLYPHS[node.status]} {clean_text(node.count_text)}".strip()
+    count_lines = wrap_text(count, BOLD_COUNT_FONT, LABEL_MAX_WIDTH, 2)
+    inner = max(
+        *(text_width(line, LABEL_FONT) for line in label_lines),
+        *(text_width(line, BOLD_COUNT_FONT) for line in count_lines),
+    )
+    width = max(NODE_MIN_WIDTH, inner + 2 * PAD_X)
+    height = 2 * PAD_Y + LABEL_LINE * len(label_lines) + COUNT_LINE * len(count_lines) + 2
+    return _Box(label_lines, count_lines, round(width), round(height))
+
+
+def _split_long_edges(
+    graph: _Graph, layer_of: list[int]
+) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """Give each edge a chain of vertices, one per layer, adding dummies where it skips layers."""
+    count = len(graph.nodes)
+    succs = [list(s) for s in graph.succs]
+    preds = [list(p) for p in graph.preds]
+    chains: list[list[int]] = []
+    for source, target, _ in graph.edges:
+        chain = [source]
+        for layer in range(layer_of[source] + 1, layer_of[target]):
+            dummy = count
+            count += 1
+            layer_of.append(layer)
+            succs.append([])
+            preds.append([])
+            chain.append(dummy)
+        chain.append(target)
+        if len(chain) > 2:
+            succs[source].remove(target)
+            preds[target].remove(source)
+            for left, right in pairwise(chain):
+                succs[left].append(right)
+                preds[right].append(left)
+        chains.append(chain)
+    return chains, succs, preds
+
+
+def _crossings(layers: list[list[int]], succs: list[list[int]]) -> int:
+    total = 0
+    for upper, lower in pairwise(layers):
+        position = {vertex: i for i, vertex in enumerate(lower)}
+        ends = [
+            (i, position[succ])
+            for i, vertex in enumerate(upper)
+            for succ in succs[vertex]
+            if succ in position
+        ]
+        for a, (a_top, a_bottom) in enumerate(ends):
+            for b_top, b_bottom in ends[a + 1 :]:
+                if (a_top - b_top) * (a_bottom - b_bottom) < 0:
+                    total += 1
+    return total
+
+
+def _order_layers(
+    layer_of: list[int], succs: list[list[int]], preds: list[list[int]]
+) -> list[list[int]]:
+    """Barycenter sweeps, keeping the order with the fewest crossings (the first one on a tie)."""
+    layers: list[list[int]] = [[] for _ in range(max(layer_of) + 1)] if layer_of else []
+    for vertex, layer in enumerate(layer_of):
+        layers[layer].append(vertex)
+    best = [list(layer) for layer in layers]
+    best_crossings = _crossings(layers, succs)
+    for sweep in range(SWEEPS):
+        if sweep % 2 == 0:
+            for index in range(1, len(layers)):
+                layers[index] = _by_barycenter(layers[index], layers[index - 1], preds)
+        else:
+            for index in range(len(layers) - 2, -1, -1):
+                layers[index] = _by_barycenter(layers[index], layers[index + 1], succs)
+        crossings = _crossings(layers, succs)
+        if crossings < best_crossings:
+            best, best_crossings = [list(layer) for layer in layers], crossings
+        if best_crossings == 0:
+            break
+    return best
+
+
+def _by_barycenter(layer: list[int], fixed: list[int], neighbours: list[list[int]]) -> list[int]:
+    """Sort the layer by the mean position of each vertex's neighbours in the fixed layer.
+
+    A vertex with no neighbour there keeps its own position as its key; ties keep the
+    current order, so the sort is stable and deterministic.
+    """
+    position = {vertex: i for i, vertex in enumerate(fixed)}
+
+    def key(item: tuple[int, int]) -> tuple[float, int]:
+        current, vertex = item
+        linked = [position[n] for n in neighbours[vertex] if n in position]
+        return (sum(linked) / len(linked) if linked else float(current), current)
+
+    return [vertex for _, vertex in sorted(enumerate(layer), key=key)]
+
+
+def _assign_columns(layout: _Layout, graph: _Graph) -> None:
+    """One column per layer, as wide as its widest node; gaps widen to fit edge labels."""
+    count = len(layout.layers)
+    widths = [0.0] * count
+    for vertex, box in enumerate(layout.boxes):
+        widths[layout.layer_of[vertex]] = max(widths[layout.layer_of[vertex]], box.width)
+    widths = [width or 24.0 for width in widths]
+    gaps = [COLUMN_GAP] * count
+    for (_, _, label), chain in zip(graph.edges, layout.chains, strict=True):
+        if label:
+            needed = text_width(label, EDGE_FONT) + 24
+            gaps[layout.layer_of[chain[0]]] = max(gaps[layout.layer_of[chain[0]]], needed)
+    left = MARGIN
+    for index in range(count):
+        layout.column_left.append(left)
+        layout.column_width.append(widths[index])
+        left += widths[index] + gaps[index]
+    layout.width = left - gaps[-1] + MARGIN if count else 2 * MARGIN
+    layout.x = [
+        layout.column_left[layer] + layout.column_width[layer] / 2 for layer in layout.layer_of
+    ]
+
+
+def _separation(layout: _Layout, upper: int, lower: int) -> float:
+    gap = DUMMY_GAP if layout.is_dummy(upper) or layout.is_dummy(lower) else NODE_GAP
+    return layout.half_height(upper) + layout.half_height(lower) + gap
+
+
+def _place_layer(layout: _Layout, layer: list[int], wanted: list[float]) -> None:
+    """Set the layer's heights closest (least squares) to ``wanted``, keeping order and gaps.
+
+    With offsets c_i (the packed position of vertex i), z_i = y_i - c_i must not decrease;
+    pool-adjacent-violators gives the exact fit of z to wanted_i - c_i.
+    """
+    offsets = [0.0]
+    for upper, lower in pairwise(layer):
+        offsets.append(offsets[-1] + _separation(layout, upper, lower))
+    blocks: list[list[float]] = []  # [sum, count]
+    for target, offset in zip(wanted, offsets, strict=True):
+        blocks.append([target - offset, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, size = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += size
+    fitted = [block[0] / block[1] for block in blocks for _ in range(int(block[1]))]
+    for vertex, z_value, offset in zip(layer, fitted, offsets, strict=True):
+        layout.y[vertex] = z_value + offset
+
+
+def _assign_heights(layout: _Layout, succs: list[list[int]], preds: list[list[int]]) -> None:
+    """Pull each vertex towards its neighbours' mean height, sweeping right then left."""
+    layout.y = [0.0] * len(layout.layer_of)
+    for layer in layout.layers:
+        _place_layer(layout, layer, [0.0] * len(layer))  # packed, centred on 0 below
+        middle = (layout.y[layer[0]] + layout.y[layer[-1]]) / 2 if layer else 0.0
+        for vertex in layer:
+            layout.y[vertex] -= middle
+
+    def mean_of(vertex: int, neighbours: list[int]) -> float:
+        if not neighbours:
+            return layout.y[vertex]
+        return sum(layout.y[n] for n in neighbours) / len(neighbours)
+
+    for _ in range(ALIGN_ROUNDS):
+        for layer in layout.layers[1:]:
+            _place_layer(layout, layer, [mean_of(v, preds[v]) for v in layer])
+        for layer in reversed(layout.layers[:-1]):
+            _place_layer(layout, layer, [mean_of(v, succs[v]) for v in layer])
+    for layer in layout.layers:
+        _place_layer(layout, layer, [mean_of(v, preds[v] + succs[v]) for v in layer])
+
+    vertices = range(len(layout.layer_of))
+    top = min((layout.y[v] - layout.half_height(v) for v in vertices), default=0.0)
+    bottom = max((layout.y[v] + layout.half_height(v) for v in vertices), default=0.0)
+    layout.y = [round(y - top + MARGIN, 1) for y in layout.y]
+    layout.height = bottom - top + 2 * MARGIN
+
+
+# ---------------------------------------------------------------------------------------
+# Rendering
+
+
+def _render_svg(graph: _Graph, layout: _Layout, title: str, prefix: str) -> str:
+    width, height = num(layout.width), num(layout.height)
+    arrow = f"{prefix}-arrow"
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="flowchart" role="img" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'aria-labelledby="{prefix}-title" aria-describedby="{prefix}-desc" '
+        f'font-family="sans-serif">',
+        f'<title id="{prefix}-title">{escape(title)}</title>',
+        f'<desc id="{prefix}-desc">{escape(_describe(graph))}</desc>',
+        f'<defs><marker id="{arrow}" class="flow-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+        'markerWidth="9" markerHeight="9" markerUnits="userSpaceOnUse" orient="auto">'
+        '<path d="M0 0L10 5L0 10z" fill="currentColor"/></marker></defs>',
+        '<g class="flow-edges" fill="none" stroke="currentColor" stroke-width="1.5">',
+    ]
+    ports = _ports(graph, layout)
+    labels: list[str] = []
+    for number, ((source, _, label), chain) in enumerate(
+        zip(graph.edges, layout.chains, strict=True)
+    ):
+        start, end = ports[number]
+        parts.append(
+            f'<path class="flow-edge" d="{_edge_path(layout, chain, start, end)}" '
+            f'marker-end="url(#{arrow})"/>'
+        )
+        if label:
+            gap_left = layout.x[source] + layout.boxes[source].width / 2
+            gap_right = layout.column_left[layout.layer_of[chain[1]]]
+            next_y = end if len(chain) == 2 else layout.y[chain[1]]
+            labels.append(
+                f'<text class="flow-edge-label" x="{num((gap_left + gap_right) / 2)}" '
+                f'y="{num((start + next_y) / 2 - 5)}" text-anchor="middle" '
+                f'font-size="{num(EDGE_FONT)}">{escape(label)}</text>'
+            )
+    parts.append("</g>")
+    if labels:
+        parts.append('<g class="flow-edge-labels" fill="currentColor">')
+        parts.extend(labels)
+        parts.append("</g>")
+    parts.append('<g class="flow-nodes">')
+    for vertex, node in enumerate(graph.nodes):
+        parts.append(_render_node(layout, vertex, node, prefix))
+    parts.append("</g></svg>")
+    return "".join(parts)
+
+
+def _ports(graph: _Graph, layout: _Layout) -> list[tuple[float, float]]:
+    """Spread the edges leaving (entering) a node along its right (left) side, by the next vertex's height."""
+    outgoing: list[list[int]] = [[] for _ in graph.nodes]
+    incoming: list[list[int]] = [[] for _ in graph.nodes]
+    for number, chain in enumerate(layout.chains):
+        outgoing[chain[0]].append(number)
+        incoming[chain[-1]].append(number)
+    starts = [0.0] * len(layout.chains)
+    ends = [0.0] * len(layout.chains)
+
+    def spread(vertex: int, numbers: list[int], toward: int, into: list[float]) -> None:
+        ordered = sorted(numbers, key=lambda n: (layout.y[layout.chains[n][toward]], n))
+        step = min(10.0, layout.boxes[vertex].height / (len(ordered) + 1))
+        for rank, number in enumerate(ordered):
+            into[number] = layout.y[vertex] + (rank - (len(ordered) - 1) / 2) * step
+
+    for vertex in range(len(graph.nodes)):
+        spread(vertex, outgoing[vertex], 1, starts)
+        spread(vertex, incoming[vertex], -2, ends)
+    return list(zip(starts, ends, strict=True))
+
+
+def _edge_path(layout: _Layout, chain: list[int], start_y: float, end_y: float) -> str:
+    """Smooth curves between layers; straight runs through the columns a long edge crosses."""
+    source, target = chain[0], chain[-1]
+    points: list[tuple[float, float, float]] = []  # (x in, x out, y) per vertex
+    points.append((0.0, layout.x[source] + layout.boxes[source].width / 2, start_y))
+    for dummy in chain[1:-1]:
+        column = layout.layer_of[dummy]
+        left = layout.column_left[column]
+        points.append((left, left + layout.column_width[column], layout.y[dummy]))
+    points.append((layout.x[target] - layout.boxes[target].width / 2, 0.0, end_y))
+    path = f"M{num(points[0][1])} {num(points[0][2])}"
+    for (_, x_out, y_out), (x_in, x_next, y_in) in pairwise(points):
+        middle = (x_out + x_in) / 2
+        path += f"C{num(middle)} {num(y_out)} {num(middle)} {num(y_in)} {num(x_in)} {num(y_in)}"
+        if x_next > x_in:
+            path += f"H{num(x_next)}"
+    return path
+
+
+def _render_node(layout: _Layout, vertex: int, node: FlowNode, prefix: str) -> str:
+    box = layout.boxes[vertex]
+    left = layout.x[vertex] - box.width / 2
+    top = layout.y[vertex] - box.height / 2
+    dash = _DASHES[node.status]
+    rect = (
+        f'<rect x="{num(left)}" y="{num(top)}" width="{num(box.width)}" '
+        f'height="{num(box.height)}" rx="7" fill="none" stroke="currentColor" '
+        f'stroke-width="{_STROKES[node.status]}" pointer-events="all"'
+        + (f' stroke-dasharray="{dash}"' if dash else "")
+        + "/>"
+    )
+    texts = []
+    baseline = top + PAD_Y + LABEL_FONT
+    for line in box.label_lines:
+        texts.append(
+            f'<text class="flow-label" x="{num(layout.x[vertex])}" y="{num(baseline)}" '
+            f'text-anchor="middle" font-size="{num(LABEL_FONT)}">{escape(line)}</text>'
+        )
+        baseline += LABEL_LINE
+    baseline += COUNT_LINE - LABEL_LINE + 4
+    for line in box.count_lines:
+        texts.append(
+            f'<text class="flow-count" x="{num(layout.x[vertex])}" y="{num(baseline)}" '
+            f'text-anchor="middle" font-size="{num(COUNT_FONT)}" font-weight="bold">'
+            f"{escape(line)}</text>"
+        )
+        baseline += COUNT_LINE
+    tooltip = f"{node.label}: {node.count_text} ({STATUS_WORDS[node.status]})"
+    group = (
+        f'<g id="{prefix}-node-{node.node_id}" class="flow-node node-{node.status}" '
+        f'fill="currentColor"><title>{escape(tooltip)}</title>{rect}{"".join(texts)}</g>'
+    )
+    if node.href is None:
+        return group
+    return f'<a href="{escape(node.href)}">{group}</a>'
+
+
+def _describe(graph: _Graph) -> str:
+    """Say in words what the chart shows: every step's count and status, then the arrows."""
+    steps = "; ".join(
+        f"{clean_text(node.label) or node.node_id}: {clean_text(node.count_text)}, "
+        f"{STATUS_WORDS[node.status]}"
+        for node in graph.nodes
+    )
+    arrows = "; ".join(
+        f"{_name(graph.nodes[source])} to {_name(graph.nodes[target])}"
+        + (f" ({label})" if label else "")
+        for source, target, label in graph.edges
+    )
+    text = f"{len(graph.nodes)} steps. {steps}."
+    return f"{text} Flow: {arrows}." if arrows else text
+
+
+def _name(node: FlowNode) -> str:
+    return clean_text(node.label) or node.node_id
+
+
+_MERMAID_PLAIN = re.compile(r"[^\W_]|[ .,:;()/+*!?'_=-]")
+_MERMAID_STYLES: Final = {
+    "pass": "fill:#e7f4ea,stroke:#1e6b34,stroke-width:1.5px",
+    "blocked": "fill:#fbe4e6,stroke:#a3142a,stroke-width:3px,stroke-dasharray:6 3",
+    "not_run": "fill:#eeeeee,stroke:#666666,stroke-dasharray:2 3",
+    "not_applicable": "fill:#f7f7f7,stroke:#999999,stroke-dasharray:2 3",
+}
+
+
+def mermaid_text(value: str) -> str:
+    """Encode text for a quoted Mermaid label: anything but letters, digits and plain
+    punctuation becomes a ``#code;`` entity, so no input can close the quote or the shape."""
+    return "".join(
+        char if _MERMAID_PLAIN.fullmatch(char) else f"#{ord(char)};" for char in clean_text(value)
+    )
+
+
+def _render_mermaid(graph: _Graph) -> str:
+    # Ids are prefixed so no node is the keyword "end" or starts an "o"/"x" edge head.
+    def ident(node: FlowNode) -> str:
+        return f"n_{node.node_id}"
+
+    lines = ["flowchart LR"]
+    for node in graph.nodes:
+        label = mermaid_text(_name(node))
+        count = mermaid_text(f"{STATUS_GLYPHS[node.status]} {clean_text(node.count_text)}")
+        lines.append(f'    {ident(node)}["{label}<br/>{count}"]')
+    for source, target, label in graph.edges:
+        arrow = f'-->|"{mermaid_text(label)}"|' if label else "-->"
+        lines.append(f"    {ident(graph.nodes[source])} {arrow} {ident(graph.nodes[target])}")
+    for status in STATUSES:
+        members = [ident(node) for node in graph.nodes if node.status == status]
+        if members:
+            lines.append(f"    classDef {status} {_MERMAID_STYLES[status]}")
+            lines.append(f"    class {','.join(members)} {status}")
+    return "\n".join(lines) + "\n"
+
+
+FLOWCHART_CSS: Final = """\
+.flowchart { max-width: 100%; height: auto; color: #333; }
+.flowchart .flow-edge { stroke: #555; }
+.flowchart .flow-arrow path { fill: #555; }
+.flowchart .flow-edge-label { fill: #333; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+.flowchart .flow-node rect { stroke: #555; }
+.flowchart .flow-node text { fill: #1a1a1a; stroke: none; }
+.flowchart .node-pass rect { fill: #e7f4ea; stroke: #1e6b34; }
+.flowchart .node-blocked rect { fill: #fbe4e6; stroke: #a3142a; }
+.flowchart .node-blocked .flow-count { fill: #a3142a; }
+.flowchart .node-not_run rect { fill: #eeeeee; stroke: #666; }
+.flowchart .node-not_applicable rect { fill: #f7f7f7; stroke: #999; }
+.flowchart .node-not_applicable text { fill: #555; }
+.flowchart a:focus-visible rect, .flowchart a:hover rect { stroke-width: 3px; }
+@media (prefers-color-scheme: dark) {
+  .flowchart { color: #ddd; }
+  .flowchart .flow-edge { stroke: #aaa; }
+  .flowchart .flow-arrow path { fill: #aaa; }
+  .flowchart .flow-edge-label { fill: #ddd; stroke: #111; }
+  .flowchart .flow-node text { fill: #eee; }
+  .flowchart .node-pass rect { fill: #173d22; stroke: #6fcf8a; }
+  .flowchart .node-blocked rect { fill: #4a1219; stroke: #ff8a99; }
+  .flowchart .node-blocked .flow-count { fill: #ffb3bd; }
+  .flowchart .node-not_run rect { fill: #2a2a2a; stroke: #999; }
+  .flowchart .node-not_applicable rect { fill: #1e1e1e; stroke: #777; }
+  .flowchart .node-not_applicable text { fill: #aaa; }
+}
+@media print {
+  .flowchart { color: #000; }
+  .flowchart .flow-edge { stroke: #000; }
+  .flowchart .flow-arrow path { fill: #000; }
+  .flowchart .flow-node text, .flowchart .node-blocked .flow-count { fill: #000; }
+  .flowchart .flow-node rect { fill: #fff; stroke: #000; }
+  .flowchart .node-blocked rect { fill: #e6e6e6; }
+}
+"""
