@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
+from sandbox_replay.exports import ExportTargets, export_run, write_exports
+from sandbox_replay.exports.markdown import check_site_url
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records, write_records
@@ -88,17 +90,37 @@ def summary_lines(records: RunRecords) -> list[str]:
     return lines
 
 
+def check_export_targets(targets: ExportTargets) -> None:
+    for path in targets.paths():
+        if path.is_dir():
+            raise usage_error(f"export path {path} is a folder, not a file")
+    if targets.site_url is not None:
+        try:
+            check_site_url(targets.site_url)
+        except ValueError as error:
+            raise usage_error(str(error)) from None
+
+
 def _execute(
-    input_dir: Path, out_dir: Path, mode: InputMode, card: bool, acceptance_out: Path | None
+    input_dir: Path,
+    out_dir: Path,
+    mode: InputMode,
+    card: bool,
+    acceptance_out: Path | None,
+    targets: ExportTargets,
 ) -> None:
     check_input_dir(input_dir)
     check_out_dir(out_dir)
     if acceptance_out is not None and acceptance_out.is_dir():
         raise usage_error(f"acceptance path {acceptance_out} is a folder, not a file")
+    check_export_targets(targets)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
     outcome = replay(ReplayConfig(input_dir, mode))
     records = build_records(outcome)
     written = write_records(records, mode, out_dir, acceptance_out)
+    if targets.paths():
+        runs = [export_run(input_dir.resolve().name, outcome)]
+        written += write_exports(targets, runs)
     for path in written:
         progress(f"wrote {path}")
     stream = sys.stderr if card else sys.stdout
@@ -128,6 +150,39 @@ CardOpt = Annotated[
         "--card", help="Print the compact JSON card to stdout (the summary moves to stderr)."
     ),
 ]
+SarifOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--sarif",
+        help="Also write the findings as a SARIF 2.1.0 log (for code scanning) to this file.",
+        show_default=False,
+    ),
+]
+JunitOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--junit",
+        help="Also write the layer checks as JUnit XML (for CI test reports) to this file.",
+        show_default=False,
+    ),
+]
+MarkdownOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--markdown",
+        help="Also write a Markdown summary (for a CI job summary or PR comment) to this file.",
+        show_default=False,
+    ),
+]
+SiteUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--site-url",
+        help="Absolute URL of the published report site; the Markdown summary links codes "
+        "to its catalog.",
+        show_default=False,
+    ),
+]
 
 
 @app.command("run")
@@ -143,6 +198,10 @@ def run_fixture(
         ),
     ] = None,
     card: CardOpt = False,
+    sarif: SarifOpt = None,
+    junit: JunitOpt = None,
+    markdown: MarkdownOpt = None,
+    site_url: SiteUrlOpt = None,
 ) -> None:
     """Replay a fixture folder: the seven core files plus the eight negative-case files.
 
@@ -150,17 +209,27 @@ def run_fixture(
     negative case must fire its code; a missing one blocks the run.
     Exit 0 pass, 1 blocked, 2 usage error.
     """
-    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out)
+    targets = ExportTargets(sarif, junit, markdown, site_url)
+    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out, targets)
 
 
 @app.command("run-sandbox-bundle")
-def run_bundle(input_dir: InputOpt, out_dir: OutOpt, card: CardOpt = False) -> None:
+def run_bundle(
+    input_dir: InputOpt,
+    out_dir: OutOpt,
+    card: CardOpt = False,
+    sarif: SarifOpt = None,
+    junit: JunitOpt = None,
+    markdown: MarkdownOpt = None,
+    site_url: SiteUrlOpt = None,
+) -> None:
     """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
     the source-module manifest and the copied bodies under source_modules/.
 
     Writes the bundle validation result. Exit 0 pass, 1 blocked, 2 usage error.
     """
-    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None)
+    targets = ExportTargets(sarif, junit, markdown, site_url)
+    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None, targets)
 
 
 @app.command("codes")

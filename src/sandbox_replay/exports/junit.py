@@ -1,0 +1,169 @@
+"""Write the layer checks of one or more runs as JUnit XML, for CI test reports.
+
+File format: UTF-8 XML with a declaration, 2-space indented, no timestamps (so equal runs
+give equal bytes)::
+
+    <testsuites name="sandbox-replay" tests= failures= errors="0" skipped="0" time="0">
+      <testsuite name="<run name>" tests= failures= errors="0" skipped="0" time="0">
+        <properties> status, input_mode, bundle_id, source_root </properties>
+        <testcase classname="<layer>" name="<layer title>" time="0">
+          <failure message="<n> finding(s): CODE, ..." type="<first code>">
+            one line per finding: code, subject, file:line, message
+          </failure>
+        </testcase>
+        ...
+      </testsuite>
+    </testsuites>
+
+One testsuite per run, one testcase per validator layer in pipeline order. In fixture
+mode the negative-case layer is split into one testcase per planted case (classname
+``negative_cases``, name = the case id): it passes when the case fired its code and fails
+with ``SANDBOX_POLICY_NEGATIVE_CASE_MISSING`` when it did not. A layer that did not run
+fails with type ``not_run``. Every input-derived value is made visible (control and bidi
+characters shown as ``<U+XXXX>``, which also keeps the XML well-formed) and then escaped
+by the XML serialiser; nothing is put in CDATA.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sandbox_replay.codes import Layer
+from sandbox_replay.exports import ExportRun
+from sandbox_replay.exports.text import one_line
+from sandbox_replay.findings import Finding
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.version import TOOL_NAME
+
+NOT_RUN = "not_run"
+MAX_SUBJECTS = 10
+
+
+@dataclass(frozen=True)
+class CheckCase:
+    """One JUnit testcase: a layer check or a negative case, and what failed it."""
+
+    classname: str
+    name: str
+    findings: tuple[Finding, ...]
+    ran: bool = True
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.findings) or not self.ran
+
+
+def check_cases(run: ExportRun) -> list[CheckCase]:
+    """Return the testcases of one run, in pipeline order."""
+    outcome = run.replay
+    fixture = outcome.run.mode is InputMode.FIXTURE
+    cases: list[CheckCase] = []
+    for layer in outcome.layers:
+        if fixture and layer.layer is Layer.NEGATIVE_CASES:
+            cases += _negative_cases(run)
+            continue
+        findings = tuple(sorted(layer.findings, key=Finding.sort_key))
+        cases.append(CheckCase(layer.layer.value, layer.layer.label, findings, layer.ran))
+    return cases
+
+
+def _negative_cases(run: ExportRun) -> list[CheckCase]:
+    outcome = run.replay
+    layer = outcome.layer(Layer.NEGATIVE_CASES)
+    missing = set(outcome.negative.missing) if outcome.negative else set()
+    findings = layer.findings if layer else []
+    cases = []
+    for case in NEGATIVE_CASES:
+        failing = tuple(
+            f for f in findings if f.negative_case_id == case.case_id and case.case_id in missing
+        )
+        cases.append(
+            CheckCase(Layer.NEGATIVE_CASES.value, case.case_id, failing, layer is not None)
+        )
+    return cases
+
+
+def _failure(parent: ET.Element, case: CheckCase, run: ExportRun) -> None:
+    if not case.ran:
+        element = ET.SubElement(
+            parent, "failure", {"message": "the layer did not run", "type": NOT_RUN}
+        )
+        element.text = "The layer did not run, so nothing it checks is verified."
+        return
+    counts = Counter(f.error_code for f in case.findings)
+    summary = ", ".join(f"{code} x{n}" if n > 1 else code for code, n in sorted(counts.items()))
+    subjects = sorted({f.subject_id for f in case.findings})
+    shown = ", ".join(subjects[:MAX_SUBJECTS])
+    if len(subjects) > MAX_SUBJECTS:
+        shown += f" and {len(subjects) - MAX_SUBJECTS} more"
+    message = f"{len(case.findings)} finding(s): {summary}; subjects: {shown}"
+    element = ET.SubElement(
+        parent,
+        "failure",
+        {"message": one_line(message), "type": case.findings[0].error_code},
+    )
+    element.text = "\n".join(_finding_line(f, run) for f in case.findings)
+
+
+def _finding_line(finding: Finding, run: ExportRun) -> str:
+    where = f"{run.artifact_path(finding.path)}:{finding.line or 1}" if finding.path else "(run)"
+    return one_line(f"{finding.error_code} {finding.subject_id} at {where}: {finding.message}")
+
+
+def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
+    cases = check_cases(run)
+    failures = sum(1 for c in cases if c.failed)
+    suite = ET.SubElement(
+        parent,
+        "testsuite",
+        {
+            "name": one_line(run.name),
+            "tests": str(len(cases)),
+            "failures": str(failures),
+            "errors": "0",
+            "skipped": "0",
+            "time": "0",
+        },
+    )
+    props = ET.SubElement(suite, "properties")
+    outcome = run.replay
+    for name, value in (
+        ("status", outcome.status),
+        ("input_mode", outcome.run.mode.value),
+        ("bundle_id", outcome.bundle_id),
+        ("source_root", run.source_root),
+    ):
+        ET.SubElement(props, "property", {"name": name, "value": one_line(value)})
+    for case in cases:
+        element = ET.SubElement(
+            suite,
+            "testcase",
+            {"classname": case.classname, "name": one_line(case.name), "time": "0"},
+        )
+        if case.failed:
+            _failure(element, case, run)
+    return len(cases), failures
+
+
+def build_junit(runs: Sequence[ExportRun]) -> ET.Element:
+    """Return the ``<testsuites>`` element of ``runs``."""
+    root = ET.Element("testsuites", {"name": TOOL_NAME})
+    totals = [_suite(root, run) for run in runs]
+    root.set("tests", str(sum(t for t, _ in totals)))
+    root.set("failures", str(sum(f for _, f in totals)))
+    root.set("errors", "0")
+    root.set("skipped", "0")
+    root.set("time", "0")
+    return root
+
+
+def junit_bytes(runs: Sequence[ExportRun]) -> bytes:
+    """Return the JUnit XML of ``runs`` as written."""
+    root = build_junit(runs)
+    ET.indent(root, space="  ")
+    body = ET.tostring(root, encoding="unicode", short_empty_elements=True)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n").encode("utf-8")

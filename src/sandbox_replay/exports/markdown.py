@@ -1,0 +1,289 @@
+"""Write a Markdown summary of one or more runs, for a CI job summary or a PR comment.
+
+File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
+of every run (status, requests, findings), then per run: a heading with the run's name and
+status, its headline (what the record claimed against what replayed), a layer status
+table, the top findings (at most ``MAX_FINDINGS``, most severe first, each code linking
+to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermaid`` block.
+
+Every input-derived value goes through ``md_text``: HTML's ``& < >`` become entities,
+every other ASCII punctuation character is backslash-escaped (so no input can open a
+link, an image, emphasis, a code span or a table cell), line breaks become spaces, and
+control and bidi characters are shown as ``<U+XXXX>``. Only the tool's own strings (codes,
+layer titles, counts) are written unescaped, and the Mermaid block holds no input value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from sandbox_replay.codes import REGISTRY, Layer, Severity
+from sandbox_replay.exports import ExportRun, is_expected
+from sandbox_replay.exports.text import one_line
+from sandbox_replay.findings import Finding
+from sandbox_replay.records import build_result
+from sandbox_replay.version import TOOL_NAME, __version__
+
+MAX_FINDINGS = 20
+# The site page holding the finding-code catalog, relative to the site root.
+CATALOG_PAGE = "codes.html"
+MAX_TEXT = 200
+STATUS_MARK = {"pass": "✅ pass", "blocked": "❌ blocked", "not_run": "⚪ not run"}
+_PUNCT = re.compile(r"([!\"#$%'()*+,\-./:;=?@\[\\\]^_`{|}~])")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_SEVERITY_RANK = {severity: index for index, severity in enumerate(Severity)}
+
+
+def md_text(value: object, limit: int = MAX_TEXT) -> str:
+    """Return an input value as inert Markdown text on one line, cut at ``limit`` chars."""
+    text = one_line(str(value))
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    text = "".join(_ENTITIES.get(char, char) for char in text)
+    return _PUNCT.sub(r"\\\1", text)
+
+
+def catalog_link(code: str, site_url: str | None) -> str:
+    """Return a code as inline code, linked to its catalog entry when a site URL is set."""
+    shown = f"`{code}`"
+    if not site_url:
+        return shown
+    return f"[{shown}]({site_url.rstrip('/')}/{CATALOG_PAGE}#{REGISTRY[code].anchor})"
+
+
+def check_site_url(url: str) -> str:
+    """Return ``url`` if it is an absolute http(s) URL safe to put in a Markdown link."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValueError(f"site URL must be an absolute http(s) URL, got {url!r}")
+    if any(char.isspace() or not char.isprintable() or char in "()<>[]\"'`" for char in url):
+        raise ValueError("site URL must not contain spaces, quotes, brackets or control characters")
+    return url
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """One node of the pipeline chart: a fixed id and label, this run's count, its status."""
+
+    node_id: str
+    label: str
+    count_text: str
+    status: str
+
+
+def _layer_status(result: dict[str, Any], *layers: Layer) -> str:
+    statuses = {row["layer"]: row["status"] for row in result["layers"]}
+    found = [statuses[layer.value] for layer in layers if layer.value in statuses]
+    if not found:
+        return "not_applicable"
+    for status in ("not_run", "blocked"):
+        if status in found:
+            return status
+    return "pass"
+
+
+def pipeline_steps(result: dict[str, Any]) -> tuple[list[PipelineStep], list[tuple[str, str]]]:
+    """Return the pipeline's steps with this run's counts, and the arrows between them."""
+    trace = result["public_agent_execution_trace"]
+    steps = [
+        PipelineStep(
+            "requests",
+            "Action requests",
+            f"{result['action_request_count']} requests",
+            _layer_status(result, Layer.ACTION_REQUESTS),
+        ),
+        PipelineStep(
+            "derived",
+            "Derived verdicts",
+            f"{result['derived_block_count']} block, {result['derived_allow_count']} allow, "
+            f"{result['derived_review_count']} review",
+            _layer_status(result, Layer.ACTION_REQUESTS),
+        ),
+        PipelineStep(
+            "declared",
+            "Declared verdicts checked",
+            f"{result['derived_policy_verdict_mismatch_count']} mismatches",
+            _layer_status(result, Layer.POLICY_VERDICTS),
+        ),
+        PipelineStep(
+            "effects",
+            "Side-effect records",
+            f"{result['side_effect_receipt_count']} rows, "
+            f"{result['blocked_without_execution_count']} blocked clean",
+            _layer_status(result, Layer.SIDE_EFFECTS),
+        ),
+        PipelineStep(
+            "rollbacks",
+            "Rollbacks",
+            f"{result['rollback_verified_count']}/{result['rollback_receipt_count']} verified",
+            _layer_status(result, Layer.ROLLBACKS),
+        ),
+        PipelineStep(
+            "replay",
+            "Cold replay",
+            f"{result['cold_replay_pass_count']}/{result['cold_replay_count']} pass",
+            _layer_status(result, Layer.COLD_REPLAY),
+        ),
+        PipelineStep(
+            "trace",
+            "Public trace",
+            f"{trace['span_count']} spans",
+            _layer_status(result, Layer.PUBLIC_TRACE),
+        ),
+        PipelineStep(
+            "result",
+            "Result",
+            f"{result['status']}, {result['finding_count']} findings",
+            "pass" if result["status"] == "pass" else "blocked",
+        ),
+    ]
+    edges = [
+        ("requests", "derived"),
+        ("derived", "declared"),
+        ("declared", "effects"),
+        ("effects", "rollbacks"),
+        ("effects", "replay"),
+        ("rollbacks", "trace"),
+        ("replay", "trace"),
+        ("trace", "result"),
+    ]
+    return steps, edges
+
+
+_MERMAID_STYLES = {
+    "pass": "fill:#e7f4ea,stroke:#1e6b34",
+    "blocked": "fill:#fbe4e6,stroke:#a3142a,stroke-width:3px",
+    "not_run": "fill:#eeeeee,stroke:#666666,stroke-dasharray:2 3",
+    "not_applicable": "fill:#f7f7f7,stroke:#999999,stroke-dasharray:2 3",
+}
+
+
+def pipeline_mermaid(result: dict[str, Any]) -> str:
+    """Return the pipeline chart as Mermaid source; it holds only the tool's own text."""
+    steps, edges = pipeline_steps(result)
+    lines = ["flowchart LR"]
+    lines += [f'    n_{s.node_id}["{s.label}<br/>{s.count_text}"]' for s in steps]
+    lines += [f"    n_{a} --> n_{b}" for a, b in edges]
+    for status, style in _MERMAID_STYLES.items():
+        members = [f"n_{s.node_id}" for s in steps if s.status == status]
+        if members:
+            lines.append(f"    classDef {status} {style}")
+            lines.append(f"    class {','.join(members)} {status}")
+    return "\n".join(lines) + "\n"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """Return the run's one-line headline of what was claimed against what replayed."""
+    if result["status"] == "pass":
+        return (
+            f"All {result['action_request_count']} verdicts re-derived; "
+            f"{result['blocked_without_execution_count']} blocks left no side effect; "
+            f"{result['rollback_verified_count']} rollbacks verified; "
+            f"{result['cold_replay_pass_count']}/{result['cold_replay_count']} cold replays "
+            "reproduced."
+        )
+    codes = ", ".join(result["error_codes"][:5])
+    more = f" and {len(result['error_codes']) - 5} more" if len(result["error_codes"]) > 5 else ""
+    return (
+        f"Blocked: {result['finding_count']} finding(s), "
+        f"{result['derived_policy_verdict_mismatch_count']} verdict mismatch(es); "
+        f"codes {codes}{more}."
+    )
+
+
+def top_findings(run: ExportRun) -> list[Finding]:
+    """Return the findings to show: unexpected ones first, most severe first, then by order."""
+    ranked = sorted(
+        run.replay.findings,
+        key=lambda f: (is_expected(run, f), _SEVERITY_RANK[REGISTRY[f.error_code].severity]),
+    )
+    return ranked[:MAX_FINDINGS]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _layer_mark(row: dict[str, Any], result: dict[str, Any]) -> str:
+    """Return a layer's status mark; planted negative cases that all fired read as a pass."""
+    expected = len(result["expected_negative_cases"])
+    if row["layer"] == Layer.NEGATIVE_CASES.value and expected and row["status"] != "not_run":
+        fired = expected - len(result["missing_negative_cases"])
+        status = "pass" if fired == expected else "blocked"
+        return f"{STATUS_MARK[status]} ({fired}/{expected} fired as expected)"
+    return STATUS_MARK.get(row["status"], md_text(row["status"]))
+
+
+def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
+    result = build_result(run.replay)
+    lines = [
+        f"## {md_text(run.name)}: {STATUS_MARK[result['status']]}",
+        "",
+        md_text(headline(result), limit=2000),
+        "",
+        f"Input `{result['input_mode']}`, bundle {md_text(result['bundle_id'])}, "
+        f"folder {md_text(run.source_root or '.')}.",
+        "",
+    ]
+    layer_rows = [
+        [row["title"], _layer_mark(row, result), str(row["finding_count"])]
+        for row in result["layers"]
+    ]
+    lines += _table(["Layer", "Status", "Findings"], layer_rows)
+    findings = top_findings(run)
+    if findings:
+        total = len(run.replay.findings)
+        lines += ["", f"### Findings ({len(findings)} of {total}, most severe first)", ""]
+        rows = []
+        for f in findings:
+            entry = REGISTRY[f.error_code]
+            where = f"{run.artifact_path(f.path)}:{f.line or 1}" if f.path else "(run)"
+            note = " (expected)" if is_expected(run, f) else ""
+            rows.append(
+                [
+                    entry.severity.value + note,
+                    catalog_link(f.error_code, site_url),
+                    md_text(f.subject_id),
+                    md_text(where),
+                    md_text(f.message),
+                ]
+            )
+        lines += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
+    lines += ["", "```mermaid", pipeline_mermaid(result).rstrip("\n"), "```", ""]
+    return lines
+
+
+def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> str:
+    """Return the Markdown summary of ``runs``."""
+    if site_url is not None:
+        check_site_url(site_url)
+    passed = sum(1 for run in runs if run.replay.passed)
+    lines = [
+        f"# {TOOL_NAME} {__version__}: {passed}/{len(runs)} runs pass",
+        "",
+    ]
+    summary_rows = [
+        [
+            md_text(run.name),
+            STATUS_MARK[run.replay.status],
+            str(len(run.replay.run.requests)),
+            str(len(run.replay.findings)),
+        ]
+        for run in runs
+    ]
+    lines += _table(["Run", "Status", "Requests", "Findings"], summary_rows)
+    lines.append("")
+    for run in runs:
+        lines += _run_section(run, site_url)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def markdown_bytes(runs: Sequence[ExportRun], site_url: str | None = None) -> bytes:
+    """Return the Markdown summary of ``runs`` as written."""
+    return build_markdown(runs, site_url).encode("utf-8")

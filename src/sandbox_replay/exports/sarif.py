@@ -1,0 +1,234 @@
+"""Write the findings of one or more runs as a SARIF 2.1.0 log, for code-scanning gates.
+
+File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newline) with
+``$schema``, ``version: "2.1.0"`` and one ``run`` per replayed run, in the order given:
+
+- ``tool.driver``: name, version and one rule per registered finding
+  code, in registry order (so ``ruleIndex`` is the same in every log of a version): id =
+  the code, name = the code in CamelCase, short description = its summary, full
+  description = the "What it checks" section of its document, help = the whole document
+  (text and Markdown), tags ``["security", <layer>]`` and ``security-severity`` (critical
+  9.5, high 7.5, medium 5.0).
+- ``runAutomationDetails.id``: ``sandbox-replay/<run name>/``, so each run is its own
+  code-scanning category and one run's results never close another's alerts.
+- ``originalUriBaseIds``: ``%SRCROOT%``, the repository root the URIs are relative to.
+- ``results``: one per finding, in the finding order of the result record: ``ruleId``,
+  ``ruleIndex``, ``level`` (critical/high: error, medium: warning), ``message.text``
+  (input values made visible and SARIF's link brackets escaped, so no input can open an
+  embedded link), one physical location (the input file relative to the repository root,
+  ``uriBaseId: %SRCROOT%``, and the row's start line, 1 when unknown) and
+  ``partialFingerprints["sandboxReplay/v1"]``: sha256 over code, file URI and subject id,
+  then ``:<n>`` for the n-th result with that hash. The line is left out on purpose so a
+  reformatted input keeps its alerts; the URI and subject are the same on every machine.
+- ``properties`` of a run: status, input mode and bundle id.
+
+Expected findings. In fixture mode each planted negative case must raise its code: that
+finding is the proof an alarm works, and a fixture that raises all of them passes. A gate
+that fails on any error-level result would fail every passing fixture, so a fired
+negative case is emitted at ``level: "note"`` with an accepted external suppression
+(justification: the planted case fired as designed) and ``properties.expected: true``.
+``kind: "pass"`` would say the same, but SARIF requires ``level: "none"`` with any kind
+other than ``fail``, and viewers then hide the proof altogether; a suppressed note keeps
+it visible and still out of the gate. A negative case that did *not* fire
+(``NEGATIVE_CASE_MISSING``) is a real failure and keeps its own level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from sandbox_replay.atomic import dump_json
+from sandbox_replay.codes import REGISTRY, FindingCode, Layer, Severity
+from sandbox_replay.exports import ExportRun, is_expected
+from sandbox_replay.exports.text import visible
+from sandbox_replay.findings import Finding
+from sandbox_replay.inputs import (
+    ACTION_REQUESTS,
+    BUNDLE_MANIFEST,
+    COLD_REPLAY,
+    POLICY_VERDICTS,
+    PROJECTION_PROTOCOL,
+    ROLLBACK_RECEIPTS,
+    SANDBOX_POLICY,
+    SIDE_EFFECT_RECEIPTS,
+    SOURCE_MODULE_MANIFEST,
+)
+from sandbox_replay.version import TOOL_NAME, __version__
+
+SARIF_SCHEMA_URI = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+SARIF_VERSION = "2.1.0"
+SRCROOT = "%SRCROOT%"
+FINGERPRINT_KEY = "sandboxReplay/v1"
+
+SECURITY_SEVERITY = {Severity.CRITICAL: "9.5", Severity.HIGH: "7.5", Severity.MEDIUM: "5.0"}
+LEVEL = {Severity.CRITICAL: "error", Severity.HIGH: "error", Severity.MEDIUM: "warning"}
+EXPECTED_LEVEL = "note"
+
+# Where a finding that names no row points: the file its layer reads.
+LAYER_FILE = {
+    Layer.STRICT_LOAD: PROJECTION_PROTOCOL,
+    Layer.FORBIDDEN_MATERIAL: PROJECTION_PROTOCOL,
+    Layer.PROJECTION_PROTOCOL: PROJECTION_PROTOCOL,
+    Layer.SANDBOX_POLICY: SANDBOX_POLICY,
+    Layer.ACTION_REQUESTS: ACTION_REQUESTS,
+    Layer.POLICY_VERDICTS: POLICY_VERDICTS,
+    Layer.SIDE_EFFECTS: SIDE_EFFECT_RECEIPTS,
+    Layer.ROLLBACKS: ROLLBACK_RECEIPTS,
+    Layer.COLD_REPLAY: COLD_REPLAY,
+    Layer.PUBLIC_TRACE: ACTION_REQUESTS,
+    Layer.NEGATIVE_CASES: PROJECTION_PROTOCOL,
+    Layer.SOURCE_MODULES: SOURCE_MODULE_MANIFEST,
+    Layer.BUNDLE_MANIFEST: BUNDLE_MANIFEST,
+}
+
+_SECTION = re.compile(r"^## What it checks\s*\n(.*?)(?=^## |\Z)", re.S | re.M)
+_LINK_CHARS = re.compile(r"([\\\[\]])")
+
+
+def rule_name(code: str) -> str:
+    """Return a code in CamelCase, e.g. ``SandboxPolicyVerdictMissing``."""
+    return "".join(part.capitalize() for part in code.split("_") if part)
+
+
+def _what_it_checks(entry: FindingCode) -> str:
+    found = _SECTION.search(entry.doc)
+    text = " ".join(found.group(1).split()) if found else ""
+    return text or entry.summary
+
+
+def build_rule(entry: FindingCode) -> dict[str, Any]:
+    """Return the SARIF reporting descriptor of one registered code."""
+    doc = entry.doc.strip() or entry.summary
+    return {
+        "id": entry.code,
+        "name": rule_name(entry.code),
+        "shortDescription": {"text": entry.summary},
+        "fullDescription": {"text": _what_it_checks(entry)},
+        "help": {"text": doc, "markdown": doc},
+        "defaultConfiguration": {"level": LEVEL[entry.severity]},
+        "properties": {
+            "tags": ["security", entry.layer.value],
+            "security-severity": SECURITY_SEVERITY[entry.severity],
+        },
+    }
+
+
+def plain_message(text: str) -> str:
+    """Return input-derived text fit for ``message.text``: visible, no live link syntax.
+
+    SARIF reads ``[text](target)`` in a plain-text message as an embedded link and asks
+    literal brackets (and the backslash) to be escaped with a backslash (§3.11.6).
+    """
+    return _LINK_CHARS.sub(r"\\\1", visible(text))
+
+
+def artifact_uri(run: ExportRun, path: str) -> str:
+    """Return a finding's file as a percent-encoded URI relative to the repository root."""
+    return quote(run.artifact_path(path), safe="/")
+
+
+def _message(finding: Finding) -> str:
+    if finding.subject_id in finding.message:
+        return finding.message
+    return f"{finding.message} (subject: {finding.subject_id})"
+
+
+def fingerprint(code: str, uri: str, subject_id: str) -> str:
+    """Return the line-independent hash of a finding: code, file URI and subject."""
+    digest = hashlib.sha256()
+    for part in (code, uri, subject_id):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def build_result(
+    run: ExportRun, finding: Finding, rule_index: dict[str, int], seen: Counter[str]
+) -> dict[str, Any]:
+    """Return the SARIF result of one finding; ``seen`` numbers equal fingerprints."""
+    entry = REGISTRY[finding.error_code]
+    uri = artifact_uri(run, finding.path or LAYER_FILE[finding.layer])
+    base = fingerprint(finding.error_code, uri, finding.subject_id)
+    seen[base] += 1
+    expected = is_expected(run, finding)
+    result: dict[str, Any] = {
+        "ruleId": finding.error_code,
+        "ruleIndex": rule_index[finding.error_code],
+        "level": EXPECTED_LEVEL if expected else LEVEL[entry.severity],
+        "message": {"text": plain_message(_message(finding))},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": uri, "uriBaseId": SRCROOT},
+                    "region": {"startLine": max(finding.line or 1, 1)},
+                }
+            }
+        ],
+        "partialFingerprints": {FINGERPRINT_KEY: f"{base}:{seen[base]}"},
+        "properties": {
+            "layer": finding.layer.value,
+            "subjectKind": visible(finding.subject_kind),
+            "negativeCaseId": visible(finding.negative_case_id),
+            "expected": expected,
+        },
+    }
+    if expected:
+        result["suppressions"] = [
+            {
+                "kind": "external",
+                "status": "accepted",
+                "justification": "Planted negative case: its alarm fired as designed, "
+                "which is what makes the fixture pass.",
+            }
+        ]
+    return result
+
+
+def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return the SARIF run of one replay."""
+    rule_index = {rule["id"]: i for i, rule in enumerate(rules)}
+    seen: Counter[str] = Counter()
+    outcome = run.replay
+    return {
+        "tool": {
+            "driver": {
+                "name": TOOL_NAME,
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": rules,
+            }
+        },
+        "automationDetails": {"id": f"{TOOL_NAME}/{visible(run.name)}/"},
+        "originalUriBaseIds": {
+            SRCROOT: {"description": {"text": "The repository root the command ran in."}}
+        },
+        "results": [build_result(run, f, rule_index, seen) for f in outcome.findings],
+        "columnKind": "unicodeCodePoints",
+        "properties": {
+            "status": outcome.status,
+            "inputMode": outcome.run.mode.value,
+            "bundleId": visible(outcome.bundle_id),
+        },
+    }
+
+
+def build_sarif(runs: Sequence[ExportRun]) -> dict[str, Any]:
+    """Return the SARIF log of ``runs``: one SARIF run per replayed run."""
+    rules = [build_rule(entry) for entry in REGISTRY]
+    return {
+        "$schema": SARIF_SCHEMA_URI,
+        "version": SARIF_VERSION,
+        "runs": [build_run(run, rules) for run in runs],
+    }
+
+
+def sarif_bytes(runs: Sequence[ExportRun]) -> bytes:
+    """Return the SARIF log of ``runs`` as written."""
+    return dump_json(build_sarif(runs))
