@@ -215,6 +215,26 @@ def test_layers_run_left_to_right_without_overlap() -> None:
         assert left >= 0 and top >= 0 and right <= width and bottom <= height
 
 
+def test_top_to_bottom_for_print_runs_downwards_and_is_narrow() -> None:
+    nodes, edges = pipeline()
+    wide = draw_flowchart(nodes, edges, title="t", direction="LR")
+    tall = draw_flowchart(nodes, edges, title="t", direction="TB")
+    root = parse(tall.svg)
+    box = boxes(root)
+    for edge, path in zip(edges, edge_paths(root), strict=True):
+        source, target = box[edge.source], box[edge.target]
+        assert target[1] > source[3], edge
+        numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", path)]
+        assert numbers[1] == pytest.approx(source[3])  # leaves from the source's bottom
+        assert numbers[-1] == pytest.approx(target[1])  # arrives at the target's top
+    assert box["rollbacks"][1] == box["cold_replay"][1]
+    assert float(root.attrib["width"]) <= 600 < float(parse(wide.svg).attrib["width"])
+    assert tall.mermaid.startswith("flowchart TB\n")
+    assert tall.mermaid.splitlines()[1:] == wide.mermaid.splitlines()[1:]
+    with pytest.raises(ValueError):
+        draw_flowchart(nodes, edges, title="t", direction="RL")
+
+
 def test_barycenter_ordering_removes_avoidable_crossings() -> None:
     # Given in an order that crosses (a->y, b->x with x above y); the layout must uncross it.
     nodes = [FlowNode(n, n, "1", "pass") for n in ("a", "b", "x", "y")]
@@ -235,20 +255,23 @@ dags = st.integers(min_value=1, max_value=20).flatmap(
 )
 
 
-@settings(max_examples=60, deadline=None)
-@given(dags)
-def test_any_small_dag_lays_out_cleanly(dag: tuple[int, list[tuple[int, int]]]) -> None:
+@settings(max_examples=80, deadline=None)
+@given(dags, st.sampled_from(["LR", "TB"]))
+def test_any_small_dag_lays_out_cleanly(
+    dag: tuple[int, list[tuple[int, int]]], direction: str
+) -> None:
     count, pairs = dag
     names = ["n" + "_" * i + "x" for i in range(count)]
     nodes = [FlowNode(name, f"Step {i}", str(i), "pass") for i, name in enumerate(names)]
     edges = [FlowEdge(names[s], names[t]) for s, t in pairs]
-    chart = draw_flowchart(nodes, edges, title="t")
+    chart = draw_flowchart(nodes, edges, title="t", direction=direction)
     root = parse(chart.svg)
     box = boxes(root)
     assert len(box) == count
     assert len(edge_paths(root)) == len(edges)
+    near, far = (0, 2) if direction == "LR" else (1, 3)
     for edge in edges:
-        assert box[edge.target][0] > box[edge.source][2]
+        assert box[edge.target][near] > box[edge.source][far]
     for first, second in itertools.combinations(box.values(), 2):
         assert (
             first[2] <= second[0]
@@ -256,7 +279,7 @@ def test_any_small_dag_lays_out_cleanly(dag: tuple[int, list[tuple[int, int]]]) 
             or first[3] <= second[1]
             or second[3] <= first[1]
         )
-    assert draw_flowchart(nodes, edges, title="t") == chart
+    assert draw_flowchart(nodes, edges, title="t", direction=direction) == chart
 
 
 def test_refuses_graphs_it_cannot_draw() -> None:

@@ -1,6 +1,7 @@
 """Draw a run's pipeline as an inline SVG flowchart and as Mermaid source.
 
-The layout is the layered method of Sugiyama, Tagawa and Toda (1981), left to right:
+The layout is the layered method of Sugiyama, Tagawa and Toda (1981), drawn left to right
+for the screen or top to bottom for a printed page (the same steps, axes swapped):
 
 1. *Layers* by longest path from the sources; a source is then moved right to sit just
    before its nearest successor, so a side input (a scan, a negative-case set) does not
@@ -10,7 +11,7 @@ The layout is the layered method of Sugiyama, Tagawa and Toda (1981), left to ri
 3. *Crossing reduction* by barycenter sweeps: each layer is reordered by the mean
    position of its neighbours in the previous layer, sweeping right then left; the
    order with the fewest crossings seen is kept.
-4. *Coordinates*: columns from the widest node of each layer; within a column each
+4. *Coordinates*: one rank per layer, as deep as its largest node; within a rank each
    vertex is pulled towards the mean height of its neighbours, keeping the order and a
    minimum gap (an exact least-squares fit by pool-adjacent-violators), sweeping both
    ways a fixed number of times.
@@ -51,6 +52,7 @@ STATUS_WORDS: Final = {
 # A shape cue besides colour, for colour-blind readers and black-and-white printouts.
 STATUS_GLYPHS: Final = {"pass": "✓", "blocked": "✗", "not_run": "○", "not_applicable": "–"}
 MAX_NODES: Final = 40
+DIRECTIONS: Final = ("LR", "TB")
 
 _NODE_ID = re.compile(r"[a-z_]{1,64}")
 _DASHES: Final = {"pass": "", "blocked": "6 3", "not_run": "2 3", "not_applicable": "2 3"}
@@ -67,8 +69,12 @@ PAD_X: Final = 12.0
 PAD_Y: Final = 9.0
 NODE_MIN_WIDTH: Final = 112.0
 LABEL_MAX_WIDTH: Final = 132.0
-COLUMN_GAP: Final = 44.0
-NODE_GAP: Final = 20.0
+RANK_GAP_LR: Final = 44.0
+RANK_GAP_TB: Final = 36.0
+NODE_GAP_LR: Final = 20.0
+NODE_GAP_TB: Final = 24.0
+PORT_STEP_LR: Final = 10.0
+PORT_STEP_TB: Final = 16.0
 DUMMY_GAP: Final = 12.0
 MARGIN: Final = 8.0
 SWEEPS: Final = 12
@@ -128,14 +134,21 @@ def draw_flowchart(
     *,
     title: str,
     id_prefix: str = "flow",
+    direction: str = "LR",
 ) -> Flowchart:
-    """Lay out the DAG left to right and render it as SVG and as Mermaid source."""
+    """Lay out the DAG in layers and render it as SVG and as Mermaid source.
+
+    ``direction`` is "LR" (left to right, for a wide screen) or "TB" (top to bottom: about
+    three times narrower, so a printed A4 page shows it at full size).
+    """
     prefix = check_id_prefix(id_prefix)
     graph = _Graph.build(nodes, edges)
-    layout = _layout(graph)
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    layout = _layout(graph, vertical=direction == "TB")
     return Flowchart(
         svg=Markup(_render_svg(graph, layout, title, prefix)),
-        mermaid=_render_mermaid(graph),
+        mermaid=_render_mermaid(graph, direction),
     )
 
 
@@ -210,34 +223,61 @@ class _Box:
 
 @dataclass
 class _Layout:
-    """Where everything goes: vertex layers and order, boxes, centres, edge chains."""
+    """Where everything goes, along the layer axis ("main") and across it ("cross").
+
+    Left to right, main is x and cross is y; top to bottom, the other way round.
+    """
 
     layer_of: list[int]
     layers: list[list[int]]
     chains: list[list[int]]
     boxes: list[_Box]
-    x: list[float] = field(default_factory=list)
-    y: list[float] = field(default_factory=list)
-    column_left: list[float] = field(default_factory=list)
-    column_width: list[float] = field(default_factory=list)
-    width: float = 0.0
-    height: float = 0.0
+    vertical: bool
+    main: list[float] = field(default_factory=list)
+    cross: list[float] = field(default_factory=list)
+    rank_start: list[float] = field(default_factory=list)
+    rank_size: list[float] = field(default_factory=list)
+    main_extent: float = 0.0
+    cross_extent: float = 0.0
 
     def is_dummy(self, vertex: int) -> bool:
         return vertex >= len(self.boxes)
 
-    def half_height(self, vertex: int) -> float:
-        return 0.0 if self.is_dummy(vertex) else self.boxes[vertex].height / 2
+    def main_size(self, vertex: int) -> float:
+        box = self.boxes[vertex]
+        return box.height if self.vertical else box.width
+
+    def cross_half(self, vertex: int) -> float:
+        if self.is_dummy(vertex):
+            return 0.0
+        box = self.boxes[vertex]
+        return (box.width if self.vertical else box.height) / 2
+
+    def xy(self, main: float, cross: float) -> tuple[float, float]:
+        """Turn a point in layout axes into SVG x and y."""
+        return (cross, main) if self.vertical else (main, cross)
+
+    def point(self, main: float, cross: float) -> str:
+        """Format a point in layout axes as SVG ``x y``."""
+        x, y = self.xy(main, cross)
+        return f"{num(x)} {num(y)}"
+
+    @property
+    def size(self) -> tuple[float, float]:
+        """Width and height of the drawing."""
+        if self.vertical:
+            return self.cross_extent, self.main_extent
+        return self.main_extent, self.cross_extent
 
 
-def _layout(graph: _Graph) -> _Layout:
+def _layout(graph: _Graph, vertical: bool) -> _Layout:
     layer_of = _assign_layers(graph)
     boxes = [_measure(node) for node in graph.nodes]
     chains, succs, preds = _split_long_edges(graph, layer_of)
     layers = _order_layers(layer_of, succs, preds)
-    layout = _Layout(layer_of, layers, chains, boxes)
-    _assign_columns(layout, graph)
-    _assign_heights(layout, succs, preds)
+    layout = _Layout(layer_of, layers, chains, boxes, vertical)
+    _assign_ranks(layout, graph)
+    _assign_cross(layout, succs, preds)
     return layout
 
 
@@ -352,43 +392,46 @@ def _by_barycenter(layer: list[int], fixed: list[int], neighbours: list[list[int
     return [vertex for _, vertex in sorted(enumerate(layer), key=key)]
 
 
-def _assign_columns(layout: _Layout, graph: _Graph) -> None:
-    """One column per layer, as wide as its widest node; gaps widen to fit edge labels."""
+def _assign_ranks(layout: _Layout, graph: _Graph) -> None:
+    """One rank per layer, as deep as its largest node; left to right, gaps widen for edge labels."""
     count = len(layout.layers)
-    widths = [0.0] * count
-    for vertex, box in enumerate(layout.boxes):
-        widths[layout.layer_of[vertex]] = max(widths[layout.layer_of[vertex]], box.width)
-    widths = [width or 24.0 for width in widths]
-    gaps = [COLUMN_GAP] * count
-    for (_, _, label), chain in zip(graph.edges, layout.chains, strict=True):
-        if label:
-            needed = text_width(label, EDGE_FONT) + 24
-            gaps[layout.layer_of[chain[0]]] = max(gaps[layout.layer_of[chain[0]]], needed)
-    left = MARGIN
+    sizes = [0.0] * count
+    for vertex in range(len(layout.boxes)):
+        layer = layout.layer_of[vertex]
+        sizes[layer] = max(sizes[layer], layout.main_size(vertex))
+    sizes = [size or 24.0 for size in sizes]
+    gaps = [RANK_GAP_TB if layout.vertical else RANK_GAP_LR] * count
+    if not layout.vertical:  # top to bottom, a label sits beside its edge and needs no room
+        for (_, _, label), chain in zip(graph.edges, layout.chains, strict=True):
+            if label:
+                layer = layout.layer_of[chain[0]]
+                gaps[layer] = max(gaps[layer], text_width(label, EDGE_FONT) + 24)
+    start = MARGIN
     for index in range(count):
-        layout.column_left.append(left)
-        layout.column_width.append(widths[index])
-        left += widths[index] + gaps[index]
-    layout.width = left - gaps[-1] + MARGIN if count else 2 * MARGIN
-    layout.x = [
-        layout.column_left[layer] + layout.column_width[layer] / 2 for layer in layout.layer_of
-    ]
+        layout.rank_start.append(start)
+        layout.rank_size.append(sizes[index])
+        start += sizes[index] + gaps[index]
+    layout.main_extent = start - gaps[-1] + MARGIN if count else 2 * MARGIN
+    layout.main = [layout.rank_start[rank] + layout.rank_size[rank] / 2 for rank in layout.layer_of]
 
 
-def _separation(layout: _Layout, upper: int, lower: int) -> float:
-    gap = DUMMY_GAP if layout.is_dummy(upper) or layout.is_dummy(lower) else NODE_GAP
-    return layout.half_height(upper) + layout.half_height(lower) + gap
+def _separation(layout: _Layout, before: int, after: int) -> float:
+    if layout.is_dummy(before) or layout.is_dummy(after):
+        gap = DUMMY_GAP
+    else:
+        gap = NODE_GAP_TB if layout.vertical else NODE_GAP_LR
+    return layout.cross_half(before) + layout.cross_half(after) + gap
 
 
 def _place_layer(layout: _Layout, layer: list[int], wanted: list[float]) -> None:
-    """Set the layer's heights closest (least squares) to ``wanted``, keeping order and gaps.
+    """Set the layer's cross positions closest (least squares) to ``wanted``, keeping order and gaps.
 
     With offsets c_i (the packed position of vertex i), z_i = y_i - c_i must not decrease;
     pool-adjacent-violators gives the exact fit of z to wanted_i - c_i.
     """
     offsets = [0.0]
-    for upper, lower in pairwise(layer):
-        offsets.append(offsets[-1] + _separation(layout, upper, lower))
+    for before, after in pairwise(layer):
+        offsets.append(offsets[-1] + _separation(layout, before, after))
     blocks: list[list[float]] = []  # [sum, count]
     for target, offset in zip(wanted, offsets, strict=True):
         blocks.append([target - offset, 1.0])
@@ -398,22 +441,22 @@ def _place_layer(layout: _Layout, layer: list[int], wanted: list[float]) -> None
             blocks[-1][1] += size
     fitted = [block[0] / block[1] for block in blocks for _ in range(int(block[1]))]
     for vertex, z_value, offset in zip(layer, fitted, offsets, strict=True):
-        layout.y[vertex] = z_value + offset
+        layout.cross[vertex] = z_value + offset
 
 
-def _assign_heights(layout: _Layout, succs: list[list[int]], preds: list[list[int]]) -> None:
-    """Pull each vertex towards its neighbours' mean height, sweeping right then left."""
-    layout.y = [0.0] * len(layout.layer_of)
+def _assign_cross(layout: _Layout, succs: list[list[int]], preds: list[list[int]]) -> None:
+    """Pull each vertex towards its neighbours' mean cross position, sweeping both ways."""
+    layout.cross = [0.0] * len(layout.layer_of)
     for layer in layout.layers:
-        _place_layer(layout, layer, [0.0] * len(layer))  # packed, centred on 0 below
-        middle = (layout.y[layer[0]] + layout.y[layer[-1]]) / 2 if layer else 0.0
+        _place_layer(layout, layer, [0.0] * len(layer))  # packed, then centred on 0
+        middle = (layout.cross[layer[0]] + layout.cross[layer[-1]]) / 2 if layer else 0.0
         for vertex in layer:
-            layout.y[vertex] -= middle
+            layout.cross[vertex] -= middle
 
     def mean_of(vertex: int, neighbours: list[int]) -> float:
         if not neighbours:
-            return layout.y[vertex]
-        return sum(layout.y[n] for n in neighbours) / len(neighbours)
+            return layout.cross[vertex]
+        return sum(layout.cross[n] for n in neighbours) / len(neighbours)
 
     for _ in range(ALIGN_ROUNDS):
         for layer in layout.layers[1:]:
@@ -424,10 +467,10 @@ def _assign_heights(layout: _Layout, succs: list[list[int]], preds: list[list[in
         _place_layer(layout, layer, [mean_of(v, preds[v] + succs[v]) for v in layer])
 
     vertices = range(len(layout.layer_of))
-    top = min((layout.y[v] - layout.half_height(v) for v in vertices), default=0.0)
-    bottom = max((layout.y[v] + layout.half_height(v) for v in vertices), default=0.0)
-    layout.y = [round(y - top + MARGIN, 1) for y in layout.y]
-    layout.height = bottom - top + 2 * MARGIN
+    low = min((layout.cross[v] - layout.cross_half(v) for v in vertices), default=0.0)
+    high = max((layout.cross[v] + layout.cross_half(v) for v in vertices), default=0.0)
+    layout.cross = [round(c - low + MARGIN, 1) for c in layout.cross]
+    layout.cross_extent = high - low + 2 * MARGIN
 
 
 # ---------------------------------------------------------------------------------------
@@ -435,7 +478,7 @@ def _assign_heights(layout: _Layout, succs: list[list[int]], preds: list[list[in
 
 
 def _render_svg(graph: _Graph, layout: _Layout, title: str, prefix: str) -> str:
-    width, height = num(layout.width), num(layout.height)
+    width, height = (num(extent) for extent in layout.size)
     arrow = f"{prefix}-arrow"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="flowchart" role="img" '
@@ -451,23 +494,14 @@ def _render_svg(graph: _Graph, layout: _Layout, title: str, prefix: str) -> str:
     ]
     ports = _ports(graph, layout)
     labels: list[str] = []
-    for number, ((source, _, label), chain) in enumerate(
-        zip(graph.edges, layout.chains, strict=True)
-    ):
+    for number, ((_, _, label), chain) in enumerate(zip(graph.edges, layout.chains, strict=True)):
         start, end = ports[number]
         parts.append(
             f'<path class="flow-edge" d="{_edge_path(layout, chain, start, end)}" '
             f'marker-end="url(#{arrow})"/>'
         )
         if label:
-            gap_left = layout.x[source] + layout.boxes[source].width / 2
-            gap_right = layout.column_left[layout.layer_of[chain[1]]]
-            next_y = end if len(chain) == 2 else layout.y[chain[1]]
-            labels.append(
-                f'<text class="flow-edge-label" x="{num((gap_left + gap_right) / 2)}" '
-                f'y="{num((start + next_y) / 2 - 5)}" text-anchor="middle" '
-                f'font-size="{num(EDGE_FONT)}">{escape(label)}</text>'
-            )
+            labels.append(_edge_label(layout, chain, start, end, label))
     parts.append("</g>")
     if labels:
         parts.append('<g class="flow-edge-labels" fill="currentColor">')
@@ -481,7 +515,7 @@ def _render_svg(graph: _Graph, layout: _Layout, title: str, prefix: str) -> str:
 
 
 def _ports(graph: _Graph, layout: _Layout) -> list[tuple[float, float]]:
-    """Spread the edges leaving (entering) a node along its right (left) side, by the next vertex's height."""
+    """Spread the edges leaving (entering) each node along its side, ordered by where they go."""
     outgoing: list[list[int]] = [[] for _ in graph.nodes]
     incoming: list[list[int]] = [[] for _ in graph.nodes]
     for number, chain in enumerate(layout.chains):
@@ -489,12 +523,13 @@ def _ports(graph: _Graph, layout: _Layout) -> list[tuple[float, float]]:
         incoming[chain[-1]].append(number)
     starts = [0.0] * len(layout.chains)
     ends = [0.0] * len(layout.chains)
+    widest_step = PORT_STEP_TB if layout.vertical else PORT_STEP_LR
 
     def spread(vertex: int, numbers: list[int], toward: int, into: list[float]) -> None:
-        ordered = sorted(numbers, key=lambda n: (layout.y[layout.chains[n][toward]], n))
-        step = min(10.0, layout.boxes[vertex].height / (len(ordered) + 1))
+        ordered = sorted(numbers, key=lambda n: (layout.cross[layout.chains[n][toward]], n))
+        step = min(widest_step, 2 * layout.cross_half(vertex) / (len(ordered) + 1))
         for rank, number in enumerate(ordered):
-            into[number] = layout.y[vertex] + (rank - (len(ordered) - 1) / 2) * step
+            into[number] = layout.cross[vertex] + (rank - (len(ordered) - 1) / 2) * step
 
     for vertex in range(len(graph.nodes)):
         spread(vertex, outgoing[vertex], 1, starts)
@@ -502,29 +537,49 @@ def _ports(graph: _Graph, layout: _Layout) -> list[tuple[float, float]]:
     return list(zip(starts, ends, strict=True))
 
 
-def _edge_path(layout: _Layout, chain: list[int], start_y: float, end_y: float) -> str:
-    """Smooth curves between layers; straight runs through the columns a long edge crosses."""
+def _edge_path(layout: _Layout, chain: list[int], start: float, end: float) -> str:
+    """Smooth curves between layers; straight runs through the ranks a long edge crosses."""
     source, target = chain[0], chain[-1]
-    points: list[tuple[float, float, float]] = []  # (x in, x out, y) per vertex
-    points.append((0.0, layout.x[source] + layout.boxes[source].width / 2, start_y))
+    stops = [(0.0, layout.main[source] + layout.main_size(source) / 2, start)]  # (in, out, cross)
     for dummy in chain[1:-1]:
-        column = layout.layer_of[dummy]
-        left = layout.column_left[column]
-        points.append((left, left + layout.column_width[column], layout.y[dummy]))
-    points.append((layout.x[target] - layout.boxes[target].width / 2, 0.0, end_y))
-    path = f"M{num(points[0][1])} {num(points[0][2])}"
-    for (_, x_out, y_out), (x_in, x_next, y_in) in pairwise(points):
-        middle = (x_out + x_in) / 2
-        path += f"C{num(middle)} {num(y_out)} {num(middle)} {num(y_in)} {num(x_in)} {num(y_in)}"
-        if x_next > x_in:
-            path += f"H{num(x_next)}"
+        rank = layout.layer_of[dummy]
+        begin = layout.rank_start[rank]
+        stops.append((begin, begin + layout.rank_size[rank], layout.cross[dummy]))
+    stops.append((layout.main[target] - layout.main_size(target) / 2, 0.0, end))
+    path = f"M{layout.point(stops[0][1], stops[0][2])}"
+    for (_, leave, cross_from), (arrive, then, cross_to) in pairwise(stops):
+        middle = (leave + arrive) / 2
+        path += (
+            f"C{layout.point(middle, cross_from)} {layout.point(middle, cross_to)} "
+            f"{layout.point(arrive, cross_to)}"
+        )
+        if then > arrive:
+            path += f"L{layout.point(then, cross_to)}"
     return path
+
+
+def _edge_label(layout: _Layout, chain: list[int], start: float, end: float, label: str) -> str:
+    """Place the label in the gap after the source: above the edge, or beside it top to bottom."""
+    source, after = chain[0], chain[1]
+    gap_from = layout.main[source] + layout.main_size(source) / 2
+    gap_to = layout.rank_start[layout.layer_of[after]]
+    cross = (start + (end if len(chain) == 2 else layout.cross[after])) / 2
+    main = (gap_from + gap_to) / 2
+    if layout.vertical:
+        x, y, anchor = num(cross + 6), num(main + EDGE_FONT / 3), "start"
+    else:
+        x, y, anchor = num(main), num(cross - 5), "middle"
+    return (
+        f'<text class="flow-edge-label" x="{x}" y="{y}" text-anchor="{anchor}" '
+        f'font-size="{num(EDGE_FONT)}">{escape(label)}</text>'
+    )
 
 
 def _render_node(layout: _Layout, vertex: int, node: FlowNode, prefix: str) -> str:
     box = layout.boxes[vertex]
-    left = layout.x[vertex] - box.width / 2
-    top = layout.y[vertex] - box.height / 2
+    centre_x, centre_y = layout.xy(layout.main[vertex], layout.cross[vertex])
+    left = centre_x - box.width / 2
+    top = centre_y - box.height / 2
     dash = _DASHES[node.status]
     rect = (
         f'<rect x="{num(left)}" y="{num(top)}" width="{num(box.width)}" '
@@ -537,14 +592,14 @@ def _render_node(layout: _Layout, vertex: int, node: FlowNode, prefix: str) -> s
     baseline = top + PAD_Y + LABEL_FONT
     for line in box.label_lines:
         texts.append(
-            f'<text class="flow-label" x="{num(layout.x[vertex])}" y="{num(baseline)}" '
+            f'<text class="flow-label" x="{num(centre_x)}" y="{num(baseline)}" '
             f'text-anchor="middle" font-size="{num(LABEL_FONT)}">{escape(line)}</text>'
         )
         baseline += LABEL_LINE
     baseline += COUNT_LINE - LABEL_LINE + 4
     for line in box.count_lines:
         texts.append(
-            f'<text class="flow-count" x="{num(layout.x[vertex])}" y="{num(baseline)}" '
+            f'<text class="flow-count" x="{num(centre_x)}" y="{num(baseline)}" '
             f'text-anchor="middle" font-size="{num(COUNT_FONT)}" font-weight="bold">'
             f"{escape(line)}</text>"
         )
@@ -596,12 +651,12 @@ def mermaid_text(value: str) -> str:
     )
 
 
-def _render_mermaid(graph: _Graph) -> str:
+def _render_mermaid(graph: _Graph, direction: str) -> str:
     # Ids are prefixed so no node is the keyword "end" or starts an "o"/"x" edge head.
     def ident(node: FlowNode) -> str:
         return f"n_{node.node_id}"
 
-    lines = ["flowchart LR"]
+    lines = [f"flowchart {direction}"]
     for node in graph.nodes:
         label = mermaid_text(_name(node))
         count = mermaid_text(f"{STATUS_GLYPHS[node.status]} {clean_text(node.count_text)}")
@@ -617,7 +672,10 @@ def _render_mermaid(graph: _Graph) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The site may draw the chart twice, left to right for the screen and top to bottom for
+# print, each in a wrapper with one of the two *-only classes below.
 FLOWCHART_CSS: Final = """\
+.flowchart-print-only { display: none; }
 .flowchart { max-width: 100%; height: auto; color: #333; }
 .flowchart .flow-edge { stroke: #555; }
 .flowchart .flow-arrow path { fill: #555; }
@@ -645,6 +703,8 @@ FLOWCHART_CSS: Final = """\
   .flowchart .node-not_applicable text { fill: #aaa; }
 }
 @media print {
+  .flowchart-screen-only { display: none; }
+  .flowchart-print-only { display: block; }
   .flowchart { color: #000; }
   .flowchart .flow-edge { stroke: #000; }
   .flowchart .flow-arrow path { fill: #000; }
