@@ -43,8 +43,9 @@ def md_text(value: object, limit: int = MAX_TEXT) -> str:
     text = one_line(str(value))
     if len(text) > limit:
         text = text[:limit] + "…"
-    text = "".join(_ENTITIES.get(char, char) for char in text)
-    return _PUNCT.sub(r"\\\1", text)
+    # Backslashes first: the entities' own "&" and ";" must stay unescaped to be entities.
+    text = _PUNCT.sub(r"\\\1", text)
+    return "".join(_ENTITIES.get(char, char) for char in text)
 
 
 def catalog_link(code: str, site_url: str | None) -> str:
