@@ -296,7 +296,8 @@ def _assign_layers(graph: _Graph) -> list[int]:
 def _measure(node: FlowNode) -> _Box:
     """Wrap the label and the count (at most two lines each) and size the box around them."""
     label_lines = wrap_text(_name(node), LABEL_FONT, LABEL_MAX_WIDTH, 2)
-    count = f"{STATUS_GLYPHS[node.status]} {clean_text(node.count_text)}".strip()
+    # A no-break space keeps the glyph on the count's first line when a long count wraps.
+    count = f"{STATUS_GLYPHS[node.status]}\u00a0{clean_text(node.count_text)}".strip()
     count_lines = wrap_text(count, BOLD_COUNT_FONT, LABEL_MAX_WIDTH, 2)
     inner = max(
         *(text_width(line, LABEL_FONT) for line in label_lines),
