@@ -13,6 +13,7 @@ from sandbox_replay.codes import REGISTRY, Layer, lookup
 from sandbox_replay.exports import ExportTargets, export_run, write_exports
 from sandbox_replay.exports.markdown import check_site_url
 from sandbox_replay.inputs import InputMode
+from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records, write_records
 from sandbox_replay.version import __version__
@@ -108,6 +109,7 @@ def _execute(
     card: bool,
     acceptance_out: Path | None,
     targets: ExportTargets,
+    limits: LoadLimits,
 ) -> None:
     check_input_dir(input_dir)
     check_out_dir(out_dir)
@@ -115,7 +117,7 @@ def _execute(
         raise usage_error(f"acceptance path {acceptance_out} is a folder, not a file")
     check_export_targets(targets)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
-    outcome = replay(ReplayConfig(input_dir, mode))
+    outcome = replay(ReplayConfig(input_dir, mode, limits))
     records = build_records(outcome)
     written = write_records(records, mode, out_dir, acceptance_out)
     if targets.paths():
@@ -174,6 +176,47 @@ MarkdownOpt = Annotated[
         show_default=False,
     ),
 ]
+_DEFAULT_LIMITS = LoadLimits()
+_MB = 1024 * 1024
+MaxFileMbOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-file-mb",
+        min=1,
+        help="Refuse any input file or copied body larger than this many MiB, unread.",
+    ),
+]
+MaxRowsOpt = Annotated[
+    int, typer.Option("--max-rows", min=1, help="Refuse a list file with more rows than this.")
+]
+MaxDepthOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-depth",
+        min=1,
+        max=512,
+        help="Refuse a file whose arrays and objects nest deeper than this (checked before "
+        "parsing).",
+    ),
+]
+MaxStringOpt = Annotated[
+    int,
+    typer.Option("--max-string-chars", min=1, help="Refuse a file holding a longer string or key."),
+]
+
+
+def load_limits(
+    max_file_mb: int, max_rows: int, max_depth: int, max_string_chars: int
+) -> LoadLimits:
+    """Build the loader's limits from the command-line options."""
+    return LoadLimits(
+        max_file_bytes=max_file_mb * _MB,
+        max_rows=max_rows,
+        max_string_chars=max_string_chars,
+        max_depth=max_depth,
+    )
+
+
 SiteUrlOpt = Annotated[
     str | None,
     typer.Option(
@@ -202,15 +245,21 @@ def run_fixture(
     junit: JunitOpt = None,
     markdown: MarkdownOpt = None,
     site_url: SiteUrlOpt = None,
+    max_file_mb: MaxFileMbOpt = _DEFAULT_LIMITS.max_file_bytes // _MB,
+    max_rows: MaxRowsOpt = _DEFAULT_LIMITS.max_rows,
+    max_depth: MaxDepthOpt = _DEFAULT_LIMITS.max_depth,
+    max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
 ) -> None:
     """Replay a fixture folder: the seven core files plus the eight negative-case files.
 
     Writes the result record, board, validation receipt and acceptance record. Every
-    negative case must fire its code; a missing one blocks the run.
+    negative case must fire its code; a missing one blocks the run. A file over a limit
+    (--max-*) is refused with SANDBOX_POLICY_INPUT_LIMIT_EXCEEDED, which blocks.
     Exit 0 pass, 1 blocked, 2 usage error.
     """
     targets = ExportTargets(sarif, junit, markdown, site_url)
-    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out, targets)
+    limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
+    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out, targets, limits)
 
 
 @app.command("run-sandbox-bundle")
@@ -222,14 +271,20 @@ def run_bundle(
     junit: JunitOpt = None,
     markdown: MarkdownOpt = None,
     site_url: SiteUrlOpt = None,
+    max_file_mb: MaxFileMbOpt = _DEFAULT_LIMITS.max_file_bytes // _MB,
+    max_rows: MaxRowsOpt = _DEFAULT_LIMITS.max_rows,
+    max_depth: MaxDepthOpt = _DEFAULT_LIMITS.max_depth,
+    max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
 ) -> None:
     """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
     the source-module manifest and the copied bodies under source_modules/.
 
-    Writes the bundle validation result. Exit 0 pass, 1 blocked, 2 usage error.
+    Writes the bundle validation result. A file over a limit (--max-*) is refused with
+    SANDBOX_POLICY_INPUT_LIMIT_EXCEEDED, which blocks. Exit 0 pass, 1 blocked, 2 usage error.
     """
     targets = ExportTargets(sarif, junit, markdown, site_url)
-    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None, targets)
+    limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
+    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None, targets, limits)
 
 
 @app.command("codes")

@@ -6,6 +6,11 @@ start line (for links from findings to the exact input line) at no extra pass, a
 an error inside a row name the row's line. Strictness beyond the JSON grammar: duplicate
 keys, NaN/Infinity and numbers that overflow to infinity are errors, as are invalid
 UTF-8 and a byte-order mark.
+
+Limits (``LoadLimits``) are checked before the costly step they guard: the file size
+before reading, the nesting depth on the raw bytes before parsing (so the C scanner never
+recurses deep), the row count while rows are decoded, and string length only on a row or
+value whose text span is longer than the limit (a shorter span cannot hold such a string).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ import hashlib
 import json
 import re
 import stat
+from array import array
 from dataclasses import dataclass, field
+from itertools import accumulate
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ class LoadLimits:
     max_file_bytes: int = 512 * 1024 * 1024
     max_rows: int = 2_000_000
     max_string_chars: int = 1_000_000
+    max_depth: int = 64
 
 
 @dataclass
@@ -146,7 +154,8 @@ def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None,
     if info.st_size > limits.max_file_bytes:
         return refuse(
             codes.INPUT_LIMIT_EXCEEDED,
-            f"{name} is {info.st_size} bytes, over the limit of {limits.max_file_bytes}",
+            f"{name} is {info.st_size} bytes, over the limit of {limits.max_file_bytes} "
+            "bytes (max_file_bytes); it was not read",
         )
     try:
         raw = resolved.read_bytes()
@@ -184,6 +193,12 @@ def parse_input(
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         return fail(codes.INPUT_NOT_UTF8, f"invalid UTF-8 at byte {exc.start}", line)
+    if _max_depth(raw) > limits.max_depth:
+        return fail(
+            codes.INPUT_LIMIT_EXCEEDED,
+            f"nesting is deeper than the limit of {limits.max_depth} (max_depth)",
+            _depth_exceeded_line(raw, limits.max_depth),
+        )
     try:
         data = _parse_top_object(doc, rows_key, loaded, limits)
     except json.JSONDecodeError as exc:
@@ -191,6 +206,7 @@ def parse_input(
     except _RowError as exc:
         return fail(exc.code, exc.message, exc.line)
     except RecursionError:
+        # Only reachable with a max_depth above what the interpreter's stack allows.
         return fail(codes.INPUT_LIMIT_EXCEEDED, "nesting is deeper than the parser allows", None)
     if isinstance(data, str):
         return fail(codes.INPUT_TOP_LEVEL_NOT_OBJECT, f"top-level value is {data}", 1)
@@ -244,7 +260,67 @@ def _decode_value(doc: str, pos: int, limits: LoadLimits) -> tuple[Any, int]:
         raise _RowError(
             codes.INPUT_JSON_INVALID, "unparseable number", _line_at(doc, pos)
         ) from None
+    if end - pos > limits.max_string_chars and _has_long_string(value, limits.max_string_chars):
+        raise _RowError(
+            codes.INPUT_LIMIT_EXCEEDED,
+            f"a string is longer than the limit of {limits.max_string_chars} characters "
+            "(max_string_chars)",
+            _line_at(doc, pos),
+        )
     return value, end
+
+
+def _has_long_string(value: Any, limit: int) -> bool:
+    """Return whether any string or key in ``value`` is longer than ``limit`` characters."""
+    stack = [value]  # depth is already bounded, but a loop needs no stack frames at all
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) > limit:
+                return True
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+    return False
+
+
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
+_DEPTH_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]', re.DOTALL)
+
+
+def _max_depth(raw: bytes) -> int:
+    """Return the deepest nesting of arrays and objects in ``raw``, brackets in strings aside.
+
+    Whole-buffer C passes only, no per-character Python loop: escaped backslashes and
+    quotes are dropped, then every byte but brackets and quotes. A string without a
+    bracket is then ``""`` and vanishes; only if one held a bracket are strings cut out
+    by splitting on quotes. The running sum of +1/-1 steps peaks at the depth.
+    """
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    reduced = raw.translate(None, _NOT_BRACKET_OR_QUOTE).replace(b'""', b"")
+    if b'"' in reduced:
+        reduced = b"".join(reduced.split(b'"')[::2])
+    if not reduced:
+        return 0
+    return max(accumulate(array("b", reduced.translate(_BRACKET_STEPS))))
+
+
+def _depth_exceeded_line(raw: bytes, limit: int) -> int | None:
+    """Return the line where nesting first goes past ``limit`` (error path only)."""
+    depth = 0
+    for token in _DEPTH_TOKENS.finditer(raw):
+        first = raw[token.start()]
+        if first in b"[{":
+            depth += 1
+            if depth > limit:
+                return raw.count(b"\n", 0, token.start()) + 1
+        elif first in b"]}":
+            depth -= 1
+    return None
 
 
 def _parse_top_object(
@@ -270,6 +346,13 @@ def _parse_top_object(
             )
         key_pos = pos
         key, pos = scanstring(doc, pos + 1, True)
+        if len(key) > limits.max_string_chars:
+            raise _RowError(
+                codes.INPUT_LIMIT_EXCEEDED,
+                f"a key is longer than the limit of {limits.max_string_chars} characters "
+                "(max_string_chars)",
+                _line_at(doc, key_pos),
+            )
         pos = _WS.match(doc, pos).end()  # type: ignore[union-attr]
         if not doc.startswith(":", pos):
             raise json.JSONDecodeError("Expecting ':' delimiter", doc, pos)
@@ -307,7 +390,11 @@ def _parse_rows(
         line += doc.count("\n", counted_to, pos)
         counted_to = pos
         if len(rows) >= limits.max_rows:
-            raise _RowError(codes.INPUT_LIMIT_EXCEEDED, f"more than {limits.max_rows} rows", line)
+            raise _RowError(
+                codes.INPUT_LIMIT_EXCEEDED,
+                f"more than the limit of {limits.max_rows} rows (max_rows)",
+                line,
+            )
         value, pos = _decode_value(doc, pos, limits)
         rows.append(value)
         lines.append(line)

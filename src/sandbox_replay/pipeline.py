@@ -135,7 +135,7 @@ def replay(config: ReplayConfig) -> Replay:
     layers: list[LayerResult] = [_strict_load_layer(run)]
     modules = None
     if config.mode is InputMode.BUNDLE:
-        module_layer, modules = source_modules.check(run)
+        module_layer, modules = source_modules.check(run, config.limits.max_file_bytes)
         for rel, path in modules.body_paths:
             collector.scan_path(rel, path)
     scan = collector.report()

@@ -17,6 +17,7 @@ from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
 from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.loader import LoadLimits
 
 FLOOR = "source_module_manifest_floor"
 IMPORT_CLASS = "copied_non_secret_macro_body"
@@ -72,8 +73,13 @@ def safe_module_path(root: Path, declared: object) -> Path | None:
     return resolved
 
 
-def check(run: RunInputs) -> tuple[LayerResult, SourceModuleOutcome]:
-    """Check the manifest's boundary flags, its count, and every module's body on disk."""
+def check(
+    run: RunInputs, max_body_bytes: int = LoadLimits().max_file_bytes
+) -> tuple[LayerResult, SourceModuleOutcome]:
+    """Check the manifest's boundary flags, its count, and every module's body on disk.
+
+    A body larger than ``max_body_bytes`` is refused by its size and never read.
+    """
     result = LayerResult(Layer.SOURCE_MODULES)
     outcome = SourceModuleOutcome()
     manifest = run.object(SOURCE_MODULE_MANIFEST)
@@ -127,7 +133,7 @@ def check(run: RunInputs) -> tuple[LayerResult, SourceModuleOutcome]:
         )
     line = run.key_line(name, "modules")
     for index, module in enumerate(modules):
-        _check_module(run, index, module, line, add, outcome)
+        _check_module(run, index, module, line, add, outcome, max_body_bytes)
     result.counts = {
         "module_count": len(modules),
         "module_verified_count": sum(1 for b in outcome.bodies if b.verified),
@@ -143,6 +149,7 @@ def _check_module(
     line: int,
     add: Any,
     outcome: SourceModuleOutcome,
+    max_body_bytes: int,
 ) -> None:
     if not isinstance(module, Mapping):
         add(
@@ -198,7 +205,17 @@ def _check_module(
         )
         ok = False
     try:
-        body = path.read_bytes() if path.is_file() else None
+        size = path.stat().st_size if path.is_file() else None
+        if size is not None and size > max_body_bytes:
+            add(
+                codes.INPUT_LIMIT_EXCEEDED,
+                f"{subject} body is {size} bytes, over the limit of {max_body_bytes} bytes "
+                "(max_file_bytes); it was not read",
+                subject,
+                line,
+            )
+            return
+        body = path.read_bytes() if size is not None else None
     except OSError:
         body = None
     if body is None:
