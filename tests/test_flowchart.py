@@ -176,7 +176,7 @@ def test_bytes_do_not_depend_on_hash_seed() -> None:
         "c = draw_flowchart(*t.pipeline(), title='t'); print(c.svg + c.mermaid)"
     )
     outputs = set()
-    for seed in ("0", "1", "12345"):
+    for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         here = os.path.dirname(__file__)
         run = subprocess.run(
