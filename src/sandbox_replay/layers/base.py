@@ -66,6 +66,12 @@ def missing_fields(row: Mapping[str, Any], required: Iterable[str]) -> list[str]
     return [name for name in required if not is_nonempty(row.get(name))]
 
 
+def not_text(row: Mapping[str, Any], fields: Iterable[str], missing: Iterable[str]) -> list[str]:
+    """Return the fields that are present and non-empty but not strings (refs are text)."""
+    skip = set(missing)
+    return [name for name in fields if name not in skip and not isinstance(row.get(name), str)]
+
+
 def wrong_flags(row: Mapping[str, Any], expected: Mapping[str, bool]) -> list[str]:
     """Return the flags whose value is not exactly the expected boolean (a missing flag is wrong)."""
     return [name for name, want in expected.items() if row.get(name) is not want]

@@ -8,7 +8,13 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.layers.base import (
+    LayerResult,
+    describe,
+    missing_fields,
+    not_text,
+    wrong_flags,
+)
 from sandbox_replay.layers.rows import REPLAY_FIELDS, REPLAY_FLAGS
 from sandbox_replay.layers.side_effects import effect_matches
 from sandbox_replay.layers.verdicts import derivation_passes
@@ -31,6 +37,9 @@ def check(run: RunInputs) -> LayerResult:
         missing = missing_fields(row, REPLAY_FIELDS)
         if missing:
             problems.append(f"missing or empty: {describe(missing)}")
+        wrong_type = not_text(row, REPLAY_FIELDS, missing)
+        if wrong_type:
+            problems.append(f"not a string: {describe(wrong_type)}")
         flags = wrong_flags(row, REPLAY_FLAGS)
         if flags:
             problems.append(f"not true: {describe(flags)}")

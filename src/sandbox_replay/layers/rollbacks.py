@@ -5,7 +5,13 @@ from __future__ import annotations
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.layers.base import (
+    LayerResult,
+    describe,
+    missing_fields,
+    not_text,
+    wrong_flags,
+)
 from sandbox_replay.layers.rows import ROLLBACK_FIELDS, ROLLBACK_FLAGS
 
 FLOOR = "rollback_floor"
@@ -25,6 +31,9 @@ def check(run: RunInputs) -> LayerResult:
         missing = missing_fields(row, ROLLBACK_FIELDS)
         if missing:
             problems.append(f"missing or empty: {describe(missing)}")
+        wrong_type = not_text(row, ROLLBACK_FIELDS, missing)
+        if wrong_type:
+            problems.append(f"not a string: {describe(wrong_type)}")
         flags = wrong_flags(row, ROLLBACK_FLAGS)
         if flags:
             problems.append(f"not true: {describe(flags)}")

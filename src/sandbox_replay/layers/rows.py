@@ -29,6 +29,8 @@ VERDICT_FIELDS = (
     "decision_reason_ref",
     "body_redacted",
 )
+# The verdict and receipt fields that hold refs or ids, and so must be strings.
+VERDICT_TEXT_FIELDS = ("request_id", "policy_version", "decision_reason_ref")
 EFFECT_FIELDS = (
     "request_id",
     "execution_attempted",
@@ -38,6 +40,13 @@ EFFECT_FIELDS = (
     "side_effect_diff_count",
     "rollback_receipt_ref",
     "body_redacted",
+)
+EFFECT_TEXT_FIELDS = (
+    "request_id",
+    "filesystem_diff_ref",
+    "network_diff_ref",
+    "database_diff_ref",
+    "rollback_receipt_ref",
 )
 ROLLBACK_FIELDS = ("rollback_id", "request_id", "rollback_command_ref")
 ROLLBACK_FLAGS = {"rollback_required": True, "rollback_verified": True, "body_redacted": True}

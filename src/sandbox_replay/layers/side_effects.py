@@ -8,8 +8,8 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields
-from sandbox_replay.layers.rows import EFFECT_FIELDS
+from sandbox_replay.layers.base import LayerResult, describe, missing_fields, not_text
+from sandbox_replay.layers.rows import EFFECT_FIELDS, EFFECT_TEXT_FIELDS
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")
@@ -66,6 +66,9 @@ def check(run: RunInputs) -> LayerResult:
         missing = missing_fields(row, EFFECT_FIELDS)
         if missing:
             problems.append(f"missing or empty: {describe(missing)}")
+        wrong_type = not_text(row, EFFECT_TEXT_FIELDS, missing)
+        if wrong_type:
+            problems.append(f"not a string: {describe(wrong_type)}")
         if not effect_is_typed(row):
             problems.append(
                 "execution_attempted must be a boolean and side_effect_diff_count "

@@ -8,8 +8,8 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields
-from sandbox_replay.layers.rows import VERDICT_FIELDS
+from sandbox_replay.layers.base import LayerResult, describe, missing_fields, not_text
+from sandbox_replay.layers.rows import VERDICT_FIELDS, VERDICT_TEXT_FIELDS
 from sandbox_replay.policy import VERDICTS, Derivation
 
 FLOOR = "policy_verdict_floor"
@@ -47,6 +47,9 @@ def check(run: RunInputs) -> LayerResult:
         missing = missing_fields(row, VERDICT_FIELDS)
         if missing:
             problems.append(f"missing or empty: {describe(missing)}")
+        wrong_type = not_text(row, VERDICT_TEXT_FIELDS, missing)
+        if wrong_type:
+            problems.append(f"not a string: {describe(wrong_type)}")
         verdict = row.get("verdict")
         if "verdict" not in missing and not (
             isinstance(verdict, str) and verdict in allowed_verdicts
