@@ -16,6 +16,7 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records, write_records
+from sandbox_replay.schemas import SCHEMA_MODELS, schema_bytes, write_schemas
 from sandbox_replay.version import __version__
 
 app = typer.Typer(
@@ -314,6 +315,37 @@ def explain_codes(
     print(found.summary)
     print()
     print(found.doc.strip())
+
+
+@app.command("schema")
+def print_schema(
+    name: Annotated[
+        str | None,
+        typer.Argument(help="A schema to print; omit to list them.", show_default=False),
+    ] = None,
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--write",
+            help="Write every schema as <name>.schema.json into this folder instead.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Print the JSON Schema of an input file or of the result record, or list them."""
+    if write is not None:
+        if write.exists() and not write.is_dir():
+            raise usage_error(f"schema folder {write} is a file")
+        for path in write_schemas(write):
+            progress(f"wrote {path}")
+        return
+    if name is None:
+        for known, model in SCHEMA_MODELS.items():
+            print(f"{known}  {(model.__doc__ or '').strip().splitlines()[0]}")
+        return
+    if name not in SCHEMA_MODELS:
+        raise usage_error(f"unknown schema {name!r}; run 'sandbox-replay schema' to list them")
+    sys.stdout.write(schema_bytes(name).decode("ascii"))
 
 
 def _version(value: bool) -> None:
