@@ -269,6 +269,49 @@ def test_exfiltration_allowed_is_not_rescued_by_its_replay_pass_label(tmp_path: 
     assert outcomes == {"allow": 1, "blocked": 3, "executed": 2}
 
 
+@pytest.mark.parametrize(
+    ("file", "value", "key", "field", "code"),
+    [
+        ("policy_verdicts.json", EXFIL, "request_id", "decision_reason_ref", codes.VERDICT_INVALID),
+        (
+            "side_effect_receipts.json",
+            EXFIL,
+            "request_id",
+            "network_diff_ref",
+            codes.SIDE_EFFECT_RECEIPT_INVALID,
+        ),
+        (
+            "rollback_receipts.json",
+            "rollback_mock_db_update",
+            "rollback_id",
+            "rollback_command_ref",
+            codes.ROLLBACK_RECEIPT_INVALID,
+        ),
+        ("cold_replay.json", EXFIL, "request_id", "receipt_ref", codes.COLD_REPLAY_INVALID),
+    ],
+)
+def test_a_ref_that_is_not_text_fails_its_row_floor(
+    file: str, value: str, key: str, field: str, code: str, tmp_path: Path
+) -> None:
+    folder = copy_fixture(tmp_path)
+    edit_row(folder, file, value, key, **{field: 0})
+    outcome, _ = replay_dir(folder)
+    assert non_negative_codes({"error_codes": codes_of(outcome)}) == [code]
+    [finding] = [f for f in outcome.findings if f.error_code == code]
+    assert f"not a string: {field}" in finding.message
+
+
+def test_a_list_risk_class_fails_closed_without_a_traceback(tmp_path: Path) -> None:
+    folder = copy_fixture(tmp_path)
+    edit_row(folder, "action_requests.json", EXFIL, risk_class=["network_exfiltration"])
+    _, records = replay_dir(folder)
+    result = records.result
+    assert result["status"] == "blocked"
+    assert codes.ACTION_RISK_CLASS_UNRECOGNIZED in result["error_codes"]
+    derived = find_row(result["derived_policy_verdict_rows"], EXFIL)
+    assert (derived["derived_verdict"], derived["derived_rule_ref"]) == ("block", FAIL_CLOSED_RULE)
+
+
 # --- Every registered code: an input that raises it ------------------------------------
 
 
