@@ -26,6 +26,7 @@ from sandbox_replay.exports import ExportRun, is_expected
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
 from sandbox_replay.records import build_result
+from sandbox_replay.report.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
@@ -155,26 +156,15 @@ def pipeline_steps(result: dict[str, Any]) -> tuple[list[PipelineStep], list[tup
     return steps, edges
 
 
-_MERMAID_STYLES = {
-    "pass": "fill:#e7f4ea,stroke:#1e6b34",
-    "blocked": "fill:#fbe4e6,stroke:#a3142a,stroke-width:3px",
-    "not_run": "fill:#eeeeee,stroke:#666666,stroke-dasharray:2 3",
-    "not_applicable": "fill:#f7f7f7,stroke:#999999,stroke-dasharray:2 3",
-}
-
-
 def pipeline_mermaid(result: dict[str, Any]) -> str:
     """Return the pipeline chart as Mermaid source; it holds only the tool's own text."""
     steps, edges = pipeline_steps(result)
-    lines = ["flowchart LR"]
-    lines += [f'    n_{s.node_id}["{s.label}<br/>{s.count_text}"]' for s in steps]
-    lines += [f"    n_{a} --> n_{b}" for a, b in edges]
-    for status, style in _MERMAID_STYLES.items():
-        members = [f"n_{s.node_id}" for s in steps if s.status == status]
-        if members:
-            lines.append(f"    classDef {status} {style}")
-            lines.append(f"    class {','.join(members)} {status}")
-    return "\n".join(lines) + "\n"
+    chart = draw_flowchart(
+        [FlowNode(s.node_id, s.label, s.count_text, s.status) for s in steps],
+        [FlowEdge(a, b) for a, b in edges],
+        title="Replay pipeline",
+    )
+    return chart.mermaid
 
 
 def headline(result: dict[str, Any]) -> str:
