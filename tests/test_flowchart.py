@@ -8,12 +8,16 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jinja2 import Environment
+from markupsafe import Markup
 
 from sandbox_replay.report.flowchart import (
+    Flowchart,
     FlowEdge,
     FlowNode,
     check_relative_href,
@@ -344,6 +348,32 @@ def test_hostile_text_stays_text(hostile: str) -> None:
     )
     tooltips = [g.findtext(f"{SVG}title") or "" for g in node_groups(root).values()]
     assert all(expected in tip for tip in tooltips)
+
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[tuple[str, str]] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.seen.add((tag, ""))
+        self.seen.update((tag, name) for name, _ in attrs)
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_svg_goes_into_an_autoescaped_page_as_is_and_stays_inert(hostile: str) -> None:
+    page = Environment(autoescape=True).from_string("<p>{{ name }}</p>{{ chart.svg }}")
+
+    def tags(chart: Flowchart) -> set[tuple[str, str]]:
+        html = page.render(name=hostile, chart=chart)
+        assert html.count("<svg") == 1  # the SVG is markup, not escaped text
+        collector = _TagCollector()
+        collector.feed(html)
+        return collector.seen
+
+    hostile_chart = draw_flowchart(*pipeline(hostile, hostile), title=hostile)
+    assert isinstance(hostile_chart.svg, Markup)
+    assert tags(hostile_chart) == tags(draw_flowchart(*pipeline(" x", " x"), title="x"))
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
