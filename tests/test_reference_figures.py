@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from conftest import EXPORTED_BUNDLE, FIRST_WAVE, replay_dir
+from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, copy_fixture, read_json, replay_dir
 from sandbox_replay import InputMode, codes
 from sandbox_replay.cli import app
 
@@ -185,3 +187,29 @@ def test_records_are_byte_identical_across_runs(mode: str, tmp_path: Path) -> No
     written = [{p.name: p.read_bytes() for p in sorted(out.iterdir())} for out in outs]
     assert written[0] == written[1]
     assert written[0]
+
+
+def test_bundle_bodies_are_byte_copies_of_their_targets() -> None:
+    manifest = read_json(EXPORTED_BUNDLE / "source_module_manifest.json")
+    stale = [
+        module["module_id"]
+        for module in manifest["modules"]
+        if (EXPORTED_BUNDLE / module["path"]).read_bytes()
+        != (REPO / module["target_ref"]).read_bytes()
+    ]
+    assert not stale, (
+        f"copied bodies differ from their target_ref: {stale}; run "
+        "'.venv/bin/python fixtures/refresh_bundle_digests.py --recopy'"
+    )
+
+
+def test_refresh_script_repairs_digests_after_a_body_changes(tmp_path: Path) -> None:
+    folder = copy_fixture(tmp_path, "bundles/exported_bundle")
+    body = folder / read_json(folder / "source_module_manifest.json")["modules"][0]["path"]
+    body.write_bytes(body.read_bytes() + b"\n")
+    script = [sys.executable, str(REPO / "fixtures" / "refresh_bundle_digests.py")]
+    assert replay_dir(folder, InputMode.BUNDLE)[0].status == "blocked"
+    assert subprocess.run([*script, "--check", str(folder)], capture_output=True).returncode == 1
+    assert subprocess.run([*script, str(folder)], capture_output=True).returncode == 0
+    assert subprocess.run([*script, "--check", str(folder)], capture_output=True).returncode == 0
+    assert replay_dir(folder, InputMode.BUNDLE)[0].status == "pass"
