@@ -12,6 +12,13 @@ import typer
 from sandbox_replay.codes import REGISTRY, Layer, lookup
 from sandbox_replay.exports import ExportTargets, export_run, write_exports
 from sandbox_replay.exports.markdown import check_site_url
+from sandbox_replay.exports.pack import (
+    PackConfig,
+    PackError,
+    default_archive,
+    pack_site,
+    source_date_epoch,
+)
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
@@ -346,6 +353,35 @@ def print_schema(
     if name not in SCHEMA_MODELS:
         raise usage_error(f"unknown schema {name!r}; run 'sandbox-replay schema' to list them")
     sys.stdout.write(schema_bytes(name).decode("ascii"))
+
+
+@app.command("pack")
+def pack(
+    site_dir: Annotated[
+        Path, typer.Argument(help="The built report site folder.", show_default=False)
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Archive to write (default: <site folder>.tar.gz beside the folder).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Pack a built site into a reproducible tar.gz and write SHA256SUMS beside it.
+
+    Entries are sorted, owned by 0:0 with normalised modes, and dated SOURCE_DATE_EPOCH
+    (0 when unset), so packing the same site twice gives the same bytes.
+    """
+    try:
+        config = PackConfig(site_dir, out or default_archive(site_dir), source_date_epoch())
+        written = pack_site(config)
+    except PackError as error:
+        raise usage_error(str(error)) from None
+    for path in written:
+        progress(f"wrote {path}")
 
 
 def _version(value: bool) -> None:
