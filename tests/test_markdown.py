@@ -93,7 +93,7 @@ def test_codes_link_to_the_catalog_when_a_site_url_is_given() -> None:
     text = build_markdown([run], "https://reports.example.org/sandbox/")
     assert (
         "[`SANDBOX_POLICY_REAL_SECRET_FORBIDDEN`](https://reports.example.org/sandbox/"
-        "codes.html#sandbox-policy-real-secret-forbidden)"
+        "codes/index.html#sandbox-policy-real-secret-forbidden)"
     ) in text
     assert "](" not in build_markdown([run])
 

@@ -31,7 +31,7 @@ from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
 # The site page holding the finding-code catalog, relative to the site root.
-CATALOG_PAGE = "codes.html"
+CATALOG_PAGE = "codes/index.html"
 MAX_TEXT = 200
 STATUS_MARK = {"pass": "✅ pass", "blocked": "❌ blocked", "not_run": "⚪ not run"}
 _PUNCT = re.compile(r"([!\"#$%'()*+,\-./:;=?@\[\\\]^_`{|}~])")
