@@ -308,3 +308,22 @@ def test_real_process_prints_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert (tmp_path / RESULT_FILE).is_file()
+
+
+def test_findings_never_quote_a_field_value(tmp_path: Path) -> None:
+    """A hostile verdict or diff count is reported by its field, not by its text."""
+    folder = tmp_path / "in"
+    shutil.copytree(FIXTURE, folder)
+    verdicts = json.loads((folder / "policy_verdicts.json").read_text())
+    verdicts["policy_verdicts"][0]["verdict"] = PLANT
+    (folder / "policy_verdicts.json").write_text(json.dumps(verdicts, indent=2))
+    effects = json.loads((folder / "side_effect_receipts.json").read_text())
+    for row in effects["side_effect_receipts"]:
+        row["side_effect_diff_count"] = PLANT
+    (folder / "side_effect_receipts.json").write_text(json.dumps(effects, indent=2))
+    outcome = replay(ReplayConfig(folder, InputMode.FIXTURE))
+    assert outcome.status == "blocked"
+    codes_found = {f.error_code for f in outcome.findings}
+    assert codes.VERDICT_SEMANTIC_MISMATCH in codes_found
+    assert codes.SIDE_EFFECT_RECEIPT_INVALID in codes_found
+    assert not [f.message for f in outcome.findings if PLANT in f.message]

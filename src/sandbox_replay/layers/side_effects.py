@@ -155,4 +155,6 @@ def check(run: RunInputs) -> LayerResult:
 def _shown(row: Mapping[str, Any]) -> str:
     executed = "executed" if row.get("execution_attempted") is True else "not executed"
     count = row.get("side_effect_diff_count")
-    return f"{executed} with {count} diff(s)"
+    # Only a count is shown: any other value is the input's own text and stays out.
+    shown = count if isinstance(count, int) and not isinstance(count, bool) else "no usable"
+    return f"{executed} with {shown} diff(s)"

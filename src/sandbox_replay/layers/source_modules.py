@@ -163,7 +163,8 @@ def _check_module(
     subject = module_id if isinstance(module_id, str) and module_id else f"module#{index}"
     ok = True
     if (
-        module.get("material_class") not in MATERIAL_CLASSES
+        not isinstance(module.get("material_class"), str)
+        or module.get("material_class") not in MATERIAL_CLASSES
         or module.get("source_import_class") != IMPORT_CLASS
     ):
         add(

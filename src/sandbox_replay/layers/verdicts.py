@@ -114,7 +114,8 @@ def check(run: RunInputs) -> LayerResult:
         if not derivation_passes(derivation, verdict_ref.row):
             mismatches += 1
             declared = verdict_ref.get("verdict")
-            declared_text = declared if isinstance(declared, str) else "no usable verdict"
+            # Only a known verdict is named: anything else is the input's own text.
+            declared_text = declared if declared in VERDICTS else "no usable verdict"
             if declared == derivation.verdict:
                 detail = f"does not cite the derived rule {derivation.rule_ref}"
             else:
