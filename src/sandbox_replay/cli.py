@@ -384,6 +384,69 @@ def pack(
         progress(f"wrote {path}")
 
 
+@app.command("build")
+def build(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Fixture or bundle folders, or folders to search for them (default: ./fixtures).",
+            show_default=False,
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write the site into.")
+    ] = Path("site"),
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when any run is 'blocked' (for CI gates); by default the "
+            "command exits 0 whenever the site is built.",
+            show_default=False,
+        ),
+    ] = None,
+    templates: Annotated[
+        Path | None,
+        typer.Option(
+            "--templates",
+            help="Folder of templates (and assets/) searched before the built-in ones.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Replay every run found and render the static report site.
+
+    Exit 0 when the site is built, whatever the runs found; with --fail-on blocked,
+    1 if any run was blocked; 2 on a usage error.
+    """
+    from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
+    from sandbox_replay.report.discover import DiscoveryError
+
+    if fail_on not in (None, "blocked"):
+        raise usage_error(f"--fail-on accepts only 'blocked', got {fail_on!r}")
+    if not paths:
+        paths = [Path("fixtures")]
+        if not paths[0].is_dir():
+            raise usage_error(
+                "no PATH given and there is no fixtures/ folder here; "
+                "pass the fixture or bundle folders to build"
+            )
+    if templates is not None and not templates.is_dir():
+        raise usage_error(f"templates folder {templates} does not exist")
+    try:
+        config = BuildConfig(tuple(paths), out_dir, templates, epoch_from_env(), progress=progress)
+        result = build_site(config)
+    except (BuildError, DiscoveryError) as error:
+        raise usage_error(str(error)) from None
+    blocked = sum(1 for run in result.runs if run.status == "blocked")
+    state = "unchanged" if result.unchanged else "written"
+    progress(
+        f"site {state}: {result.out_dir}/index.html "
+        f"({len(result.runs)} runs, {blocked} blocked, {result.file_count} files)"
+    )
+    raise typer.Exit(EXIT_BLOCKED if fail_on == "blocked" and result.any_blocked else EXIT_PASS)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sandbox-replay {__version__}")

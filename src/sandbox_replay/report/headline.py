@@ -1,0 +1,358 @@
+"""The gap headline: one sentence that says what the record claimed against what replayed.
+
+A passing run states what was re-derived and verified. A blocked run names each gap with
+its count and the ids it concerns, most fundamental first (the verdicts, then what the
+actions did, then recovery, then the record's own alarms and hygiene); it never reads as
+a bare "FAILED". The headline is computed from the (already redacted) result record, so
+every figure in it can be traced there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox_replay import codes
+from sandbox_replay.codes import REGISTRY, Layer, Severity
+
+MAX_IDS = 3
+
+# Gap phrases by code: (one, many). A count and the subject ids are added around them.
+_PHRASES: dict[str, tuple[str, str]] = {
+    codes.VERDICT_MISSING: ("request has no verdict row", "requests have no verdict row"),
+    codes.VERDICT_INVALID: ("verdict row breaks its floor", "verdict rows break their floor"),
+    codes.VERDICT_COVERAGE_INCOMPLETE: (
+        "gap in verdict coverage (allow, block and review must all occur)",
+        "gaps in verdict coverage",
+    ),
+    codes.SIDE_EFFECT_RECEIPT_MISSING: (
+        "request has no side-effect receipt",
+        "requests have no side-effect receipt",
+    ),
+    codes.SIDE_EFFECT_RECEIPT_INVALID: (
+        "side-effect receipt is malformed",
+        "side-effect receipts are malformed",
+    ),
+    codes.BLOCKED_ACTION_EXECUTED: (
+        "action declared block executed anyway",
+        "actions declared block executed anyway",
+    ),
+    codes.ALLOWED_ACTION_MISSING_DIFF: (
+        "action declared allow or review left no diff receipt",
+        "actions declared allow or review left no diff receipt",
+    ),
+    codes.ROLLBACK_RECEIPT_MISSING: (
+        "executed action has no verified rollback",
+        "executed actions have no verified rollback",
+    ),
+    codes.ROLLBACK_RECEIPT_INVALID: (
+        "rollback receipt breaks its floor",
+        "rollback receipts break their floor",
+    ),
+    codes.COLD_REPLAY_INVALID: (
+        "cold replay claims what does not re-derive or breaks its floor",
+        "cold replays claim what does not re-derive or break their floor",
+    ),
+    codes.COLD_REPLAY_MISSING: ("request has no cold replay", "requests have no cold replay"),
+    codes.FORBIDDEN_KEY_PRESENT: (
+        "row carries a forbidden key",
+        "rows carry a forbidden key",
+    ),
+    codes.ACTION_POLICY_SHAPE_MISMATCH: (
+        "request's shape does not match its risk class",
+        "requests' shapes do not match their risk class",
+    ),
+    codes.ACTION_RISK_CLASS_UNRECOGNIZED: (
+        "request has an unrecognised risk class",
+        "requests have an unrecognised risk class",
+    ),
+    codes.ACTION_REQUEST_INVALID: (
+        "action request breaks its floor",
+        "action requests break their floor",
+    ),
+    codes.ACTION_REQUEST_DUPLICATE: (
+        "request id is used twice",
+        "request ids are used twice",
+    ),
+    codes.SOURCE_MODULE_DIGEST_MISMATCH: (
+        "copied source body differs from its recorded digest",
+        "copied source bodies differ from their recorded digests",
+    ),
+    codes.SOURCE_MODULE_TARGET_MISSING: (
+        "copied source body is missing",
+        "copied source bodies are missing",
+    ),
+    codes.SOURCE_MODULE_ANCHOR_MISSING: (
+        "copied source body lacks its required anchors",
+        "copied source bodies lack their required anchors",
+    ),
+    codes.SOURCE_MODULE_PATH_UNSAFE: (
+        "source module path leaves source_modules/ and was refused",
+        "source module paths leave source_modules/ and were refused",
+    ),
+    codes.TRACE_VERDICT_NOT_PRE_EXECUTION: (
+        "verdict was not recorded before execution",
+        "verdicts were not recorded before execution",
+    ),
+    codes.TRACE_BLOCKED_ACTION_EXECUTED: (
+        "trace span shows a blocked action executed",
+        "trace spans show blocked actions executed",
+    ),
+    codes.TRACE_ROLLBACK_REF_MISSING: (
+        "executed trace span has no rollback to recover by",
+        "executed trace spans have no rollback to recover by",
+    ),
+}
+
+# Phrases chosen by what the finding's message says, for codes that cover several gaps.
+_MESSAGE_PHRASES: dict[str, tuple[tuple[str, tuple[str, str]], ...]] = {
+    codes.VERDICT_INVALID: (
+        (
+            "pre_execution is not true",
+            (
+                "verdict was not recorded before execution",
+                "verdicts were not recorded before execution",
+            ),
+        ),
+    ),
+    codes.COLD_REPLAY_INVALID: (
+        (
+            "claims a reproduced pass",
+            (
+                "cold replay still claims a reproduced pass",
+                "cold replays still claim a reproduced pass",
+            ),
+        ),
+    ),
+}
+
+# Codes folded into the verdict-mismatch phrase, for the requests it already names.
+_FOLDED = {codes.SIDE_EFFECT_SEMANTIC_MISMATCH, codes.VERDICT_SEMANTIC_MISMATCH}
+
+
+@dataclass(frozen=True)
+class GapHeadline:
+    """The run's one-sentence headline, and the gaps it joins (empty for a pass)."""
+
+    text: str
+    passed: bool
+    gaps: tuple[str, ...]
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _ids(ids: Sequence[str]) -> str:
+    unique = list(dict.fromkeys(ids))
+    shown = ", ".join(unique[:MAX_IDS])
+    if len(unique) > MAX_IDS:
+        shown += f" and {len(unique) - MAX_IDS} more"
+    return f" ({shown})" if shown else ""
+
+
+def _executed_diffs(result: Mapping[str, Any], request_ids: set[str]) -> tuple[int, int]:
+    """Return how many of ``request_ids`` executed, and the diffs they left."""
+    executed = diffs = 0
+    for row in result["side_effect_rows"]:
+        if row.get("request_id") in request_ids and row.get("execution_attempted") is True:
+            executed += 1
+            count = row.get("side_effect_diff_count")
+            diffs += count if isinstance(count, int) and not isinstance(count, bool) else 0
+    return executed, diffs
+
+
+def _verdict_gaps(result: Mapping[str, Any]) -> tuple[list[str], set[str]]:
+    """Name each declared → derived disagreement, grouped, with what those actions left."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in result["derived_policy_verdict_rows"]:
+        declared = row.get("declared_verdict")
+        if row.get("policy_derivation_passed") or declared is None:
+            continue
+        declared_text = declared if isinstance(declared, str) else "unusable"
+        groups.setdefault((declared_text, row["derived_verdict"]), []).append(row["request_id"])
+    gaps = []
+    named: set[str] = set()
+    for (declared, derived), ids in groups.items():
+        named.update(ids)
+        if declared == derived:
+            text = _plural(
+                len(ids),
+                f"declared {declared} does not cite its derived rule",
+                f"declared {declared} verdicts do not cite their derived rule",
+            )
+        else:
+            text = (
+                f"{len(ids)} declared {declared} derive{'s' if len(ids) == 1 else ''} to {derived}"
+            )
+        text += _ids(ids)
+        executed, diffs = _executed_diffs(result, set(ids))
+        if derived == "block" and executed:
+            text += (
+                " and left " + _plural(diffs, "side effect", "side effects")
+                if diffs
+                else (" and executed")
+            )
+        gaps.append(text)
+    return gaps, named
+
+
+def _request_of(subject: str) -> str:
+    """Return the request a subject concerns (a trace span names its request)."""
+    return subject.removeprefix("span:")
+
+
+def _phrase_key(finding: Mapping[str, Any]) -> tuple[str, str]:
+    """Return the finding's code and, for codes phrased by message, which phrase fits."""
+    code: str = finding["error_code"]
+    for needle, _ in _MESSAGE_PHRASES.get(code, ()):
+        if needle in finding["message"]:
+            return code, needle
+    return code, ""
+
+
+def _finding_gaps(result: Mapping[str, Any], named: set[str]) -> list[str]:
+    """Name every other gap by code, most fundamental layer first, with its subjects.
+
+    A trace-audit or side-effect finding about a request an earlier gap already names
+    only restates that gap, so it is folded into it.
+    """
+    blocked_executed = {
+        f["subject_id"]
+        for f in result["findings"]
+        if f["error_code"] == codes.BLOCKED_ACTION_EXECUTED
+    }
+    by_key: dict[tuple[str, str], list[str]] = {}
+    for finding in result["findings"]:
+        key = _phrase_key(finding)
+        entry = REGISTRY[key[0]]
+        if entry.layer is Layer.NEGATIVE_CASES:
+            continue
+        subject = finding["subject_id"]
+        if key[0] in _FOLDED and subject in named | blocked_executed:
+            continue
+        by_key.setdefault(key, []).append(subject)
+    layer_order = {layer: index for index, layer in enumerate(Layer)}
+    code_order = {entry.code: index for index, entry in enumerate(REGISTRY)}
+    severity_order = {severity: index for index, severity in enumerate(Severity)}
+
+    def rank(key: tuple[str, str]) -> tuple[int, int, int, str]:
+        entry = REGISTRY[key[0]]
+        return (
+            layer_order[entry.layer],
+            severity_order[entry.severity],
+            code_order[entry.code],
+            key[1],
+        )
+
+    gaps = []
+    for key in sorted(by_key, key=rank):
+        subjects = by_key[key]
+        if REGISTRY[key[0]].layer is Layer.PUBLIC_TRACE:
+            subjects = [s for s in subjects if _request_of(s) not in named]
+            if not subjects:
+                continue
+        gap = _code_gap(key, subjects)
+        if key[0] == codes.BLOCKED_ACTION_EXECUTED:
+            _, diffs = _executed_diffs(result, set(subjects))
+            gap += " and left " + _plural(diffs, "side effect", "side effects") if diffs else ""
+        gaps.append(gap)
+        named.update(_request_of(s) for s in subjects)
+    return gaps
+
+
+def _code_gap(key: tuple[str, str], subjects: list[str]) -> str:
+    code, needle = key
+    count = len(subjects)
+    for known, phrase in _MESSAGE_PHRASES.get(code, ()):
+        if known == needle:
+            return _plural(count, *phrase) + _ids(subjects)
+    if code == codes.ROLLBACK_RECEIPTS_INSUFFICIENT:
+        return "fewer than 2 rollback receipts recorded"
+    if code == codes.FORBIDDEN_MATERIAL_DETECTED:
+        return (
+            "forbidden material found in "
+            + _plural(len(set(subjects)), "input file", "input files")
+            + _ids(subjects)
+            + ", withheld from this report"
+        )
+    if code == codes.SIDE_EFFECT_SEMANTIC_MISMATCH:
+        return _plural(
+            count,
+            "side effect contradicts its derived verdict",
+            "side effects contradict their derived verdicts",
+        ) + _ids(subjects)
+    if code == codes.VERDICT_SEMANTIC_MISMATCH:
+        return _plural(
+            count, "verdict row names no request", "verdict rows name no request"
+        ) + _ids(subjects)
+    known_phrase = _PHRASES.get(code)
+    if known_phrase is not None:
+        return _plural(count, *known_phrase) + _ids(subjects)
+    entry = REGISTRY[code]
+    return (
+        _plural(
+            count, f"{entry.layer.label.lower()} finding", f"{entry.layer.label.lower()} findings"
+        )
+        + f" ({entry.code})"
+    )
+
+
+def _negative_gap(result: Mapping[str, Any]) -> list[str]:
+    missing = list(result["missing_negative_cases"])
+    expected = len(result["expected_negative_cases"])
+    if not missing:
+        return []
+    fired = expected - len(missing)
+    return [f"only {fired}/{expected} negative cases fired (missing: {', '.join(missing)})"]
+
+
+def _unrun_gaps(result: Mapping[str, Any]) -> list[str]:
+    unrun = [layer["title"] for layer in result["layers"] if layer["status"] == "not_run"]
+    if not unrun:
+        return []
+    return [
+        _plural(len(unrun), "layer could not run", "layers could not run")
+        + f" because its input did not load ({', '.join(unrun)})"
+    ]
+
+
+def _pass_text(result: Mapping[str, Any]) -> str:
+    parts = [
+        f"All {result['action_request_count']} verdicts re-derived",
+        _plural(
+            result["blocked_without_execution_count"],
+            "block left no side effect",
+            "blocks left no side effect",
+        ),
+        _plural(result["rollback_verified_count"], "rollback verified", "rollbacks verified"),
+        f"{result['cold_replay_pass_count']}/{result['cold_replay_count']} cold replays reproduced",
+    ]
+    expected = len(result["expected_negative_cases"])
+    if expected:
+        parts.append(
+            f"{expected - len(result['missing_negative_cases'])}/{expected} negative cases fired"
+        )
+    modules = result["source_modules"]
+    if modules:
+        verified = sum(1 for m in modules if m.get("verified"))
+        parts.append(f"{verified}/{len(modules)} source modules verified")
+    return "; ".join(parts) + "."
+
+
+def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
+    """Return the headline of one run from its result record."""
+    if result["status"] == "pass":
+        return GapHeadline(_pass_text(result), True, ())
+    verdict_gaps, named = _verdict_gaps(result)
+    gaps = [
+        *_unrun_gaps(result),
+        *verdict_gaps,
+        *_finding_gaps(result, named),
+        *_negative_gap(result),
+    ]
+    if not gaps:
+        gaps = [f"blocked by the pass rule with {result['finding_count']} finding(s); see Layers"]
+    text = "; ".join(gaps)
+    return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps))

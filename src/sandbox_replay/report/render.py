@@ -1,0 +1,67 @@
+"""Render view-models with Jinja2: autoescaped, strict, templates overridable by a user folder.
+
+Templates and assets are package data (``sandbox_replay.templates``, the repository's
+top-level ``templates/`` folder). A user folder given with ``--templates`` is searched
+first, for templates and for files under ``assets/`` alike. Nothing rendered here reads
+an input: templates get only view-models, and the only ``|safe`` values are the
+``Markup`` objects this package builds (SVG, Pygments output, the catalog's Markdown).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATE_PACKAGE = "sandbox_replay.templates"
+ASSETS = ("assets/site.css", "assets/site.js")
+
+
+def _package_root() -> Traversable:
+    return resources.files(TEMPLATE_PACKAGE)
+
+
+def _package_source(name: str) -> str | None:
+    node = _package_root()
+    for part in name.split("/"):
+        node = node / part
+    if not node.is_file():
+        return None
+    return node.read_text(encoding="utf-8")
+
+
+class Renderer:
+    """Render pages and read assets, looking in the user folder first, then the package."""
+
+    def __init__(self, override: Path | None = None) -> None:
+        loaders: list[jinja2.BaseLoader] = []
+        if override is not None:
+            loaders.append(jinja2.FileSystemLoader(str(override)))
+        loaders.append(jinja2.FunctionLoader(_package_source))
+        self.override = override
+        self.env = jinja2.Environment(
+            loader=jinja2.ChoiceLoader(loaders),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+        )
+
+    def render(self, template: str, **context: Any) -> bytes:
+        """Render one page to UTF-8 bytes."""
+        return self.env.get_template(template).render(**context).encode("utf-8")
+
+    def asset(self, name: str) -> bytes:
+        """Return an asset's bytes, from the user folder when it has one."""
+        if self.override is not None:
+            candidate = self.override / name
+            if candidate.is_file():
+                return candidate.read_bytes()
+        source = _package_source(name)
+        if source is None:
+            raise FileNotFoundError(f"asset {name} is missing from the package")
+        return source.encode("utf-8")

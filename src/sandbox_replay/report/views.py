@@ -1,0 +1,1344 @@
+"""View-models of every page: everything a template shows, decided here.
+
+Templates only loop, branch and escape; every URL, CSS class, sort key, percentage and
+sentence is computed in this module. Figures come from each run's result record, which
+is already redacted (see ``records``), so a page can only show what the record shows;
+the few values taken from the replay itself (module anchors, input bytes) are redacted
+or scan-checked here too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from markupsafe import Markup
+
+from sandbox_replay import codes
+from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.pipeline import Replay
+from sandbox_replay.policy import VERDICTS
+from sandbox_replay.records import RunRecords, redact
+from sandbox_replay.report import charts
+from sandbox_replay.report.catalog import render_doc
+from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.flowchart import FlowEdge, FlowNode, draw_flowchart
+from sandbox_replay.report.headline import GapHeadline, gap_headline
+from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
+
+GAP = "— missing"
+MAX_SHOWN_BYTES = 256 * 1024
+CORE_VERDICTS = ("allow", "block", "review")
+MODE_LABELS = {InputMode.FIXTURE: "fixture", InputMode.BUNDLE: "bundle"}
+STATUS_LABELS = {
+    "pass": "Pass",
+    "blocked": "Blocked",
+    "not_run": "Not run",
+    "not_applicable": "N/A",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Shared pieces
+
+
+@dataclass(frozen=True)
+class Chrome:
+    """What every page's frame needs: title, and links relative to the page."""
+
+    title: str
+    root: str
+    css_href: str
+    js_href: str
+    index_href: str
+    codes_href: str
+    active: str
+    build_time: str
+    tool_version: str
+
+
+def chrome(title: str, root: str, active: str, build_time: str, version: str) -> Chrome:
+    """Return the frame of a page ``root`` levels below the site root (``""``, ``"../"``)."""
+    return Chrome(
+        title=title,
+        root=root,
+        css_href=f"{root}assets/site.css",
+        js_href=f"{root}assets/site.js",
+        index_href=f"{root}index.html",
+        codes_href=f"{root}codes/index.html",
+        active=active,
+        build_time=build_time,
+        tool_version=version,
+    )
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text, an optional second line, and its CSS class."""
+
+    text: str
+    note: str = ""
+    css: str = ""
+    sort: str = ""
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A status shown by word and colour."""
+
+    text: str
+    css: str
+
+
+def badge(status: str) -> Badge:
+    return Badge(STATUS_LABELS.get(status, status), f"badge status-{status}")
+
+
+def text(value: Any) -> str:
+    """Return a record value as display text (``true``/``false`` for booleans, ``""`` for null)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(text(v) for v in value)
+    return str(value)
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def short_code(code: str) -> str:
+    """Return a code without its family prefix, for narrow cells (the link names it in full)."""
+    for prefix in ("PUBLIC_TRACE_SANDBOX_", "SANDBOX_POLICY_"):
+        if code.startswith(prefix):
+            return code.removeprefix(prefix)
+    return code
+
+
+def code_href(code: str, root: str) -> str:
+    return f"{root}codes/index.html#{REGISTRY[code].anchor}"
+
+
+def _first_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Mapping[str, Any]]:
+    index: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, str) and value not in index:
+            index[value] = row
+    return index
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------------------------------
+# Run page
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class JoinRow:
+    """One request joined across every record that should mention it."""
+
+    anchor: str
+    request_id: str
+    request_href: str
+    risk_class: str
+    shape: str
+    declared: Cell
+    derived: Cell
+    side_effect: Cell
+    rollback: Cell
+    cold_replay: Cell
+    trace: Cell
+    finding_links: tuple[tuple[str, str], ...]
+    css: str
+
+
+@dataclass(frozen=True)
+class FindingView:
+    anchor: str
+    code: str
+    code_href: str
+    severity: str
+    subject: str
+    subject_kind: str
+    message: str
+    location: str
+    location_href: str
+    request_href: str
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    layer_id: str
+    title: str
+    note: str
+    expected: bool
+    findings: tuple[FindingView, ...]
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    value: int
+    css: str
+    label: str
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    declared: str
+    cells: tuple[MatrixCell, ...]
+    total: int
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    derived: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+    agree: int
+    disagree: int
+    summary: str
+
+
+@dataclass(frozen=True)
+class NegativeRow:
+    case_id: str
+    expected_code: str
+    expected_href: str
+    observed: tuple[tuple[str, str], ...]
+    outcome: Badge
+    location: str
+    location_href: str
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    anchor: str
+    title: str
+    status: Badge
+    finding_count: int
+    note: str
+    counts: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ScanClassRow:
+    class_id: str
+    label: str
+    count: int
+    remediation: str
+
+
+@dataclass(frozen=True)
+class ScanView:
+    status: Badge
+    files_scanned: int
+    bytes_scanned: str
+    class_count: int
+    hit_count: int
+    by_class: tuple[ScanClassRow, ...]
+    flagged: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class SpanRow:
+    anchor: str
+    sequence: str
+    span_id: str
+    episode: str
+    action_kind: str
+    outcome: Cell
+    verdict_id: str
+    state_ref: str
+    recovery_ref: str
+    input_digest: str
+    input_digest_short: str
+
+
+@dataclass(frozen=True)
+class TraceView:
+    status: Badge
+    spans: tuple[SpanRow, ...]
+    digest: str
+    outcome_counts: str
+    kind_counts: str
+    audit_count: int
+
+
+@dataclass(frozen=True)
+class InputView:
+    anchor: str
+    path: str
+    kind: str
+    size: str
+    sha256: str
+    html: Markup | None
+    notice: str
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    module_id: str
+    path: str
+    material_class: str
+    sha256: str
+    size: str
+    anchors: tuple[str, ...]
+    verified: Badge
+
+
+@dataclass(frozen=True)
+class DigestRow:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ProvenanceView:
+    tool: str
+    version: str
+    command: str
+    source_path: str
+    bundle_id: str
+    result_href: str
+    result_sha256: str
+    digests: tuple[DigestRow, ...]
+    build_time: str
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """The run's figures as the index shows and sorts them."""
+
+    requests: int
+    derived_block: int
+    derived_allow: int
+    derived_review: int
+    mismatches: int
+    findings: int
+    expected_alarms: int
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the run page shows, in SITE.md order."""
+
+    chrome: Chrome
+    name: str
+    mode: str
+    mode_label: str
+    status: str
+    status_badge: Badge
+    source_path: str
+    bundle_id: str
+    headline: GapHeadline
+    facts: tuple[Fact, ...]
+    flowchart_svg: Markup
+    mermaid: str
+    join_rows: tuple[JoinRow, ...]
+    finding_groups: tuple[FindingGroup, ...]
+    gap_finding_count: int
+    matrix: MatrixView
+    negative_rows: tuple[NegativeRow, ...] | None
+    layer_rows: tuple[LayerRow, ...]
+    scan: ScanView
+    trace: TraceView
+    inputs: tuple[InputView, ...]
+    modules: tuple[ModuleView, ...]
+    provenance: ProvenanceView
+    counts: RunCounts
+    error_codes: tuple[str, ...]
+    expected_codes: tuple[str, ...]
+
+
+def _layer_status(layer: Mapping[str, Any], result: Mapping[str, Any]) -> str:
+    """Return the status a reader should see: fired negative-case alarms are a pass."""
+    if layer["layer"] == Layer.NEGATIVE_CASES.value and layer["status"] == "blocked":
+        return "blocked" if result["missing_negative_cases"] else "pass"
+    return str(layer["status"])
+
+
+def _expected_alarm(finding: Mapping[str, Any]) -> bool:
+    return (
+        REGISTRY[finding["error_code"]].layer is Layer.NEGATIVE_CASES
+        and finding["error_code"] != codes.NEGATIVE_CASE_MISSING
+    )
+
+
+class _RunBuilder:
+    """Build one run page's view-model from its replay and records."""
+
+    def __init__(
+        self,
+        run: DiscoveredRun,
+        replay: Replay,
+        records: RunRecords,
+        build_time: str,
+        version: str,
+    ) -> None:
+        self.run = run
+        self.replay = replay
+        self.records = records
+        self.result = records.result
+        self.build_time = build_time
+        self.version = version
+        self.root = "../../"
+        self.shown_files = {
+            f["path"]
+            for f in self.result["input_files"]
+            if f["kind"] == "input" and not f["forbidden_material_found"]
+        }
+        self.slugs = _unique_slugs(
+            [f["path"] for f in self.result["input_files"] if f["kind"] == "input"]
+        )
+        self.findings = list(self.result["findings"])
+        self.finding_anchor = {i: f"finding-{i + 1}" for i in range(len(self.findings))}
+        self.layer_status = {
+            layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
+        }
+        self.request_anchor: dict[str, str] = {}
+        for index, row in enumerate(self.result["request_rows"]):
+            rid = row.get("request_id")
+            if isinstance(rid, str) and rid not in self.request_anchor:
+                self.request_anchor[rid] = f"request-{index + 1}"
+
+    # -- helpers
+
+    def line_href(self, path: Any, line: Any) -> str:
+        if not isinstance(path, str) or path not in self.shown_files:
+            return ""
+        if _is_count(line) and line >= 1:
+            return "#" + line_id(self.slugs[path], line)
+        return "#file-" + self.slugs[path]
+
+    def location(self, path: Any, line: Any) -> str:
+        if not isinstance(path, str):
+            return ""
+        return f"{path}:{line}" if _is_count(line) else path
+
+    # -- sections
+
+    def headline(self) -> GapHeadline:
+        return gap_headline(self.result)
+
+    def counts(self) -> RunCounts:
+        r = self.result
+        expected = sum(1 for f in self.findings if _expected_alarm(f))
+        return RunCounts(
+            requests=r["action_request_count"],
+            derived_block=r["derived_block_count"],
+            derived_allow=r["derived_allow_count"],
+            derived_review=r["derived_review_count"],
+            mismatches=r["derived_policy_verdict_mismatch_count"],
+            findings=len(self.findings) - expected,
+            expected_alarms=expected,
+        )
+
+    def facts(self, counts: RunCounts) -> tuple[Fact, ...]:
+        r = self.result
+        facts = [
+            Fact("Requests", str(counts.requests)),
+            Fact(
+                "Derived",
+                f"{counts.derived_block} block · {counts.derived_allow} allow · "
+                f"{counts.derived_review} review",
+            ),
+            Fact("Mismatches", str(counts.mismatches), "gap" if counts.mismatches else ""),
+            Fact(
+                "Executed",
+                f"{r['executed_action_count']} of {r['side_effect_receipt_count']} receipts",
+            ),
+            Fact("Rollbacks", f"{r['rollback_verified_count']}/{r['rollback_receipt_count']}"),
+            Fact("Cold replays", f"{r['cold_replay_pass_count']}/{r['cold_replay_count']}"),
+            Fact("Findings", str(counts.findings), "gap" if counts.findings else ""),
+        ]
+        expected = len(r["expected_negative_cases"])
+        if expected:
+            fired = expected - len(r["missing_negative_cases"])
+            facts.append(
+                Fact("Alarms fired", f"{fired}/{expected}", "gap" if fired < expected else "")
+            )
+        return tuple(facts)
+
+    def flowchart(self) -> tuple[Markup, str]:
+        r = self.result
+        st = self.layer_status
+
+        def node(node_id: str, label: str, count: str, layer: Layer | None) -> FlowNode:
+            status = st.get(layer.value, "not_applicable") if layer else r["status"]
+            href = f"#layer-{layer.value}" if layer else "#headline"
+            return FlowNode(node_id, label, count, status, href)
+
+        scan = r["secret_exclusion_scan"]
+        policy_status = (
+            "blocked"
+            if "blocked"
+            in (st.get(Layer.SANDBOX_POLICY.value), st.get(Layer.PROJECTION_PROTOCOL.value))
+            else st.get(Layer.SANDBOX_POLICY.value, "not_run")
+        )
+        nodes = [
+            node(
+                "strict_load",
+                "Strict load",
+                self._layer_count(Layer.STRICT_LOAD, "files_loaded", "files_expected", "files"),
+                Layer.STRICT_LOAD,
+            ),
+            node(
+                "scan",
+                "Forbidden-material scan",
+                plural(scan["blocking_hit_count"], "hit"),
+                Layer.FORBIDDEN_MATERIAL,
+            ),
+            FlowNode(
+                "policy",
+                "Sandbox policy and projection",
+                "2 contracts",
+                policy_status,
+                f"#layer-{Layer.SANDBOX_POLICY.value}",
+            ),
+            node(
+                "requests",
+                "Action requests",
+                plural(r["action_request_count"], "request"),
+                Layer.ACTION_REQUESTS,
+            ),
+            node(
+                "derived",
+                "Derived verdicts",
+                f"{r['derived_block_count']} block · {r['derived_allow_count']} allow · "
+                f"{r['derived_review_count']} review",
+                Layer.ACTION_REQUESTS,
+            ),
+            node(
+                "declared",
+                "Declared verdicts checked",
+                plural(r["derived_policy_verdict_mismatch_count"], "mismatch", "mismatches"),
+                Layer.POLICY_VERDICTS,
+            ),
+            node(
+                "side_effects",
+                "Side-effect receipts",
+                f"{r['executed_action_count']} executed · "
+                f"{r['blocked_without_execution_count']} held",
+                Layer.SIDE_EFFECTS,
+            ),
+            node(
+                "rollbacks",
+                "Rollbacks",
+                f"{r['rollback_verified_count']}/{r['rollback_receipt_count']} verified",
+                Layer.ROLLBACKS,
+            ),
+            node(
+                "cold_replay",
+                "Cold replay",
+                f"{r['cold_replay_pass_count']}/{r['cold_replay_count']} reproduced",
+                Layer.COLD_REPLAY,
+            ),
+            node(
+                "trace",
+                "Public trace",
+                plural(r["public_agent_execution_trace"]["span_count"], "span"),
+                Layer.PUBLIC_TRACE,
+            ),
+        ]
+        edges = [
+            FlowEdge("strict_load", "requests"),
+            FlowEdge("requests", "derived"),
+            FlowEdge("policy", "declared"),
+            FlowEdge("derived", "declared"),
+            FlowEdge("declared", "side_effects"),
+            FlowEdge("side_effects", "rollbacks"),
+            FlowEdge("side_effects", "cold_replay"),
+            FlowEdge("rollbacks", "trace"),
+            FlowEdge("cold_replay", "trace"),
+            FlowEdge("trace", "result"),
+            FlowEdge("scan", "result"),
+        ]
+        if self.run.mode is InputMode.FIXTURE:
+            expected = len(r["expected_negative_cases"])
+            fired = expected - len(r["missing_negative_cases"])
+            nodes.append(
+                node(
+                    "negative", "Negative cases", f"{fired}/{expected} fired", Layer.NEGATIVE_CASES
+                )
+            )
+            edges.append(FlowEdge("negative", "result"))
+        else:
+            modules = r["source_modules"]
+            verified = sum(1 for m in modules if m.get("verified"))
+            nodes.append(
+                node(
+                    "modules",
+                    "Source modules",
+                    f"{verified}/{len(modules)} verified",
+                    Layer.SOURCE_MODULES,
+                )
+            )
+            edges.append(FlowEdge("modules", "result"))
+        nodes.append(
+            FlowNode(
+                "result",
+                "Result",
+                STATUS_LABELS[r["status"]].upper(),
+                r["status"],
+                "#headline",
+            )
+        )
+        chart = draw_flowchart(
+            nodes, edges, title=f"Replay pipeline of {self.run.name}", id_prefix="flow"
+        )
+        return chart.svg, chart.mermaid
+
+    def _layer_count(self, layer: Layer, done: str, total: str, noun: str) -> str:
+        for entry in self.result["layers"]:
+            if entry["layer"] == layer.value:
+                counts = entry["counts"]
+                return f"{counts.get(done, 0)}/{counts.get(total, 0)} {noun}"
+        return "not run"
+
+    def finding_views(self) -> list[FindingView]:
+        views = []
+        for index, f in enumerate(self.findings):
+            subject = f["subject_id"]
+            rid = subject.removeprefix("span:") if isinstance(subject, str) else ""
+            views.append(
+                FindingView(
+                    anchor=self.finding_anchor[index],
+                    code=f["error_code"],
+                    code_href=code_href(f["error_code"], self.root),
+                    severity=REGISTRY[f["error_code"]].severity.value,
+                    subject=text(subject),
+                    subject_kind=text(f["subject_kind"]).replace("_", " "),
+                    message=text(f["message"]),
+                    location=self.location(f["path"], f["line"]),
+                    location_href=self.line_href(f["path"], f["line"]),
+                    request_href=(
+                        "#" + self.request_anchor[rid] if rid in self.request_anchor else ""
+                    ),
+                )
+            )
+        return views
+
+    def finding_groups(self, views: list[FindingView]) -> tuple[FindingGroup, ...]:
+        groups = []
+        for layer in Layer:
+            members = [
+                (f, v) for f, v in zip(self.findings, views, strict=True) if f["layer"] == layer
+            ]
+            if not members:
+                continue
+            expected = all(_expected_alarm(f) for f, _ in members)
+            note = (
+                "Expected: each planted negative case raised its code, proving that alarm works."
+                if expected
+                else plural(len(members), "finding")
+            )
+            groups.append(
+                FindingGroup(layer.value, layer.label, note, expected, tuple(v for _, v in members))
+            )
+        return tuple(groups)
+
+    def join_rows(self, views: list[FindingView]) -> tuple[JoinRow, ...]:
+        r = self.result
+        derived_by = _first_by(r["derived_policy_verdict_rows"], "request_id")
+        verdict_by = _first_by(r["policy_verdict_rows"], "request_id")
+        effect_by = _first_by(r["side_effect_rows"], "request_id")
+        rollback_by = _first_by(r["rollback_rows"], "rollback_id")
+        replay_by = _first_by(r["cold_replay_rows"], "request_id")
+        span_by = _first_by(r["public_agent_execution_trace"]["spans"], "span_id")
+        rows = []
+        seen: set[str] = set()
+        for index, request in enumerate(r["request_rows"]):
+            rid = request.get("request_id")
+            anchor = f"request-{index + 1}"
+            shape = " · ".join(
+                text(request.get(k))
+                for k in ("action_kind", "requested_capability", "source_trust_label")
+            )
+            joined = isinstance(rid, str) and rid not in seen
+            if isinstance(rid, str):
+                seen.add(rid)
+            request_href = self.line_href("action_requests.json", request.get("line"))
+            if not joined:
+                unjoined = Cell("— not joined", "duplicate or unusable request id", "gap")
+                rows.append(
+                    JoinRow(
+                        anchor,
+                        text(rid) or "(no id)",
+                        request_href,
+                        text(request.get("risk_class")),
+                        shape,
+                        unjoined,
+                        unjoined,
+                        unjoined,
+                        unjoined,
+                        unjoined,
+                        unjoined,
+                        (),
+                        "row-gap",
+                    )
+                )
+                continue
+            assert isinstance(rid, str)
+            derived = derived_by.get(rid)
+            verdict = verdict_by.get(rid)
+            effect = effect_by.get(rid)
+            replay_row = replay_by.get(rid)
+            span = span_by.get(f"span:{rid}")
+            related_rows = [request, verdict, effect, replay_row]
+            rollback = None
+            if effect is not None and isinstance(effect.get("rollback_receipt_ref"), str):
+                rollback = rollback_by.get(effect["rollback_receipt_ref"])
+                related_rows.append(rollback)
+            subjects = {rid, f"span:{rid}"}
+            for row, key in ((replay_row, "replay_id"), (rollback, "rollback_id")):
+                if row is not None and isinstance(row.get(key), str):
+                    subjects.add(row[key])
+            lines = {
+                (name, row.get("line"))
+                for name, row in zip(
+                    (
+                        "action_requests.json",
+                        "policy_verdicts.json",
+                        "side_effect_receipts.json",
+                        "cold_replay.json",
+                        "rollback_receipts.json",
+                    ),
+                    related_rows,
+                    strict=False,
+                )
+                if row is not None
+            }
+            links = tuple(
+                (short_code(v.code), "#" + v.anchor)
+                for f, v in zip(self.findings, views, strict=True)
+                if not _expected_alarm(f)
+                and (f["subject_id"] in subjects or (f["path"], f["line"]) in lines)
+            )
+            derived_verdict = derived["derived_verdict"] if derived else ""
+            rows.append(
+                JoinRow(
+                    anchor=anchor,
+                    request_id=rid,
+                    request_href=request_href,
+                    risk_class=text(request.get("risk_class")),
+                    shape=shape,
+                    declared=self._declared_cell(derived, verdict),
+                    derived=self._derived_cell(derived),
+                    side_effect=self._effect_cell(derived_verdict, effect),
+                    rollback=self._rollback_cell(effect, rollback, rid),
+                    cold_replay=self._replay_cell(replay_row),
+                    trace=self._trace_cell(span),
+                    finding_links=links,
+                    css="row-gap" if links else "",
+                )
+            )
+        return tuple(rows)
+
+    @staticmethod
+    def _declared_cell(
+        derived: Mapping[str, Any] | None, verdict: Mapping[str, Any] | None
+    ) -> Cell:
+        if verdict is None:
+            return Cell(GAP, "no verdict row", "gap")
+        declared = text(verdict.get("verdict")) or "(none)"
+        agrees = bool(derived and derived.get("policy_derivation_passed"))
+        css = f"verdict v-{declared}" if declared in VERDICTS else "verdict"
+        if not agrees:
+            css += " gap"
+        note = text(verdict.get("rule_refs"))
+        if verdict.get("pre_execution") is not True:
+            note = (note + " · " if note else "") + "not pre-execution"
+            css += " gap" if "gap" not in css else ""
+        return Cell(declared + ("" if agrees else " ≠"), note, css)
+
+    @staticmethod
+    def _derived_cell(derived: Mapping[str, Any] | None) -> Cell:
+        if derived is None:
+            return Cell(GAP, "", "gap")
+        verdict = text(derived["derived_verdict"])
+        note = text(derived["derived_rule_ref"])
+        if derived.get("fail_closed"):
+            note += " · fail-closed"
+        return Cell(verdict, note, f"verdict v-{verdict}")
+
+    @staticmethod
+    def _effect_cell(derived_verdict: str, effect: Mapping[str, Any] | None) -> Cell:
+        if effect is None:
+            return Cell(GAP, "no side-effect receipt", "gap")
+        executed = effect.get("execution_attempted") is True
+        count = effect.get("side_effect_diff_count")
+        diffs = plural(count, "diff") if _is_count(count) else "diff count unusable"
+        if derived_verdict == "block":
+            ok = not executed and count == 0
+        elif derived_verdict in ("allow", "review"):
+            ok = executed and _is_count(count) and count >= 1
+        else:
+            ok = True
+        return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
+
+    @staticmethod
+    def _rollback_cell(
+        effect: Mapping[str, Any] | None, rollback: Mapping[str, Any] | None, rid: str
+    ) -> Cell:
+        if effect is None:
+            return Cell(GAP, "no receipt to recover from", "gap")
+        ref = text(effect.get("rollback_receipt_ref"))
+        executed = effect.get("execution_attempted") is True
+        if rollback is None:
+            if executed:
+                return Cell(GAP, ref, "gap")
+            return Cell("not required", "", "muted")
+        if rollback.get("request_id") != rid or rollback.get("rollback_verified") is not True:
+            return Cell("not verified", ref, "gap")
+        return Cell("verified", ref)
+
+    def _replay_cell(self, replay_row: Mapping[str, Any] | None) -> Cell:
+        if replay_row is None:
+            return Cell(GAP, "no cold-replay row", "gap")
+        replay_id = text(replay_row.get("replay_id"))
+        flagged = any(
+            f["error_code"] == codes.COLD_REPLAY_INVALID and f["subject_id"] == replay_id
+            for f in self.findings
+        )
+        claims = all(
+            replay_row.get(k) is True
+            for k in ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
+        )
+        label = "reproduced" if claims else "not reproduced"
+        if flagged:
+            return Cell(f"claims {label}", "does not re-derive", "gap")
+        return Cell(label, "", "" if claims else "gap")
+
+    @staticmethod
+    def _trace_cell(span: Mapping[str, Any] | None) -> Cell:
+        if span is None:
+            return Cell(GAP, "", "gap")
+        outcome = text(span.get("outcome"))
+        return Cell(outcome, "", f"outcome o-{outcome}")
+
+    def matrix(self) -> MatrixView:
+        rows = self.result["derived_policy_verdict_rows"]
+        derived_axis = [
+            v
+            for v in VERDICTS
+            if v in CORE_VERDICTS or any(r["derived_verdict"] == v for r in rows)
+        ]
+        declared_values: list[str] = []
+        for row in rows:
+            value = row.get("declared_verdict")
+            label = (
+                value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
+            )
+            declared_values.append(label)
+        declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_values]
+        declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_values]
+        counts: dict[tuple[str, str], int] = {}
+        for row, declared in zip(rows, declared_values, strict=True):
+            key = (declared, row["derived_verdict"])
+            counts[key] = counts.get(key, 0) + 1
+        maximum = max(counts.values(), default=0)
+        matrix_rows = []
+        agree = disagree = 0
+        for declared in declared_axis:
+            cells = []
+            for derived in derived_axis:
+                value = counts.get((declared, derived), 0)
+                diagonal = declared == derived
+                level = charts.heat_level(value, maximum)
+                kind = "agree" if diagonal else "disagree"
+                if diagonal:
+                    agree += value
+                else:
+                    disagree += value
+                label = f"{plural(value, 'request')} declared {declared}, derived {derived}" + (
+                    " (agree)" if diagonal else " (disagree)" if value else ""
+                )
+                cells.append(MatrixCell(value, f"heat-{level} {kind}", label))
+            matrix_rows.append(
+                MatrixRow(
+                    declared, tuple(cells), sum(counts.get((declared, d), 0) for d in derived_axis)
+                )
+            )
+        summary = (
+            f"{agree} of {len(rows)} declared verdicts agree with the derived verdict"
+            + (f"; {disagree} disagree" if disagree else "")
+            + "."
+        )
+        return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
+
+    def negative_rows(self) -> tuple[NegativeRow, ...] | None:
+        if self.run.mode is not InputMode.FIXTURE:
+            return None
+        observed = self.result["observed_negative_cases"]
+        rows = []
+        for case in NEGATIVE_CASES:
+            seen = observed.get(case.case_id, [])
+            finding = next(
+                (
+                    f
+                    for f in self.findings
+                    if f["layer"] == Layer.NEGATIVE_CASES.value and f["subject_id"] == case.case_id
+                ),
+                None,
+            )
+            path = finding["path"] if finding else case.file_name
+            line = finding["line"] if finding else None
+            fired = case.code in seen
+            rows.append(
+                NegativeRow(
+                    case_id=case.case_id,
+                    expected_code=case.code,
+                    expected_href=code_href(case.code, self.root),
+                    observed=tuple((c, code_href(c, self.root)) for c in seen if c in REGISTRY),
+                    outcome=Badge("fired", "badge status-pass")
+                    if fired
+                    else Badge("missing", "badge status-blocked"),
+                    location=self.location(path, line),
+                    location_href=self.line_href(path, line),
+                )
+            )
+        return tuple(rows)
+
+    def layer_rows(self) -> tuple[LayerRow, ...]:
+        rows = []
+        for layer in self.result["layers"]:
+            status = self.layer_status[layer["layer"]]
+            note = ""
+            if layer["layer"] == Layer.NEGATIVE_CASES.value and status == "pass":
+                note = f"{layer['finding_count']} expected alarms fired"
+            elif layer["status"] == "not_run":
+                note = "its input did not load"
+            rows.append(
+                LayerRow(
+                    anchor=f"layer-{layer['layer']}",
+                    title=text(layer["title"]),
+                    status=badge(status),
+                    finding_count=layer["finding_count"],
+                    note=note,
+                    counts=tuple(
+                        (k.replace("_", " ").removesuffix(" count"), str(v))
+                        for k, v in layer["counts"].items()
+                    ),
+                )
+            )
+        return tuple(rows)
+
+    def scan(self) -> ScanView:
+        scan = self.result["secret_exclusion_scan"]
+        labels = {c["class_id"]: c for c in scan["classes_hit"]}
+        by_class = tuple(
+            ScanClassRow(
+                class_id,
+                text(labels.get(class_id, {}).get("label", "")),
+                count,
+                text(labels.get(class_id, {}).get("remediation", "")),
+            )
+            for class_id, count in scan["hits_by_class"].items()
+        )
+        flagged: dict[str, list[str]] = {}
+        for hit in scan["hits"]:
+            flagged.setdefault(hit["path"], []).append(f"{hit['class_id']} × {hit['count']}")
+        return ScanView(
+            status=badge(scan["status"]),
+            files_scanned=scan["files_scanned"],
+            bytes_scanned=f"{scan['bytes_scanned']:,}",
+            class_count=scan["class_count"],
+            hit_count=scan["blocking_hit_count"],
+            by_class=by_class,
+            flagged=tuple((path, ", ".join(hits)) for path, hits in sorted(flagged.items())),
+        )
+
+    def trace(self) -> TraceView:
+        trace = self.result["public_agent_execution_trace"]
+        spans = []
+        for span in trace["spans"]:
+            rid = text(span.get("span_id")).removeprefix("span:")
+            digest = text(span.get("input_digest"))
+            spans.append(
+                SpanRow(
+                    anchor=self.request_anchor.get(rid, ""),
+                    sequence=text(span.get("sequence_index")),
+                    span_id=text(span.get("span_id")),
+                    episode=text(span.get("episode_id")),
+                    action_kind=text(span.get("action_kind")),
+                    outcome=self._trace_cell(span),
+                    verdict_id=text(span.get("authority_verdict_id")) or GAP,
+                    state_ref=text(span.get("state_transition_ref")) or "—",
+                    recovery_ref=text(span.get("recovery_ref")) or "—",
+                    input_digest=digest,
+                    input_digest_short=digest.removeprefix("sha256:")[:12],
+                )
+            )
+        summary = trace["summary"]
+        return TraceView(
+            status=badge(trace["status"]),
+            spans=tuple(spans),
+            digest=text(summary["trace_digest"]),
+            outcome_counts=", ".join(f"{n} {k}" for k, n in summary["outcome_counts"].items())
+            or "none",
+            kind_counts=", ".join(f"{n} {k}" for k, n in summary["action_kind_counts"].items())
+            or "none",
+            audit_count=summary["finding_count"],
+        )
+
+    def inputs(self) -> tuple[InputView, ...]:
+        views = []
+        flagged_classes: dict[str, list[str]] = {}
+        for hit in self.result["secret_exclusion_scan"]["hits"]:
+            flagged_classes.setdefault(hit["path"], []).append(hit["class_id"])
+        for info in self.result["input_files"]:
+            if info["kind"] != "input":
+                continue
+            path = info["path"]
+            html: Markup | None = None
+            if info["forbidden_material_found"]:
+                notice = (
+                    "Withheld: the forbidden-material scan matched this file ("
+                    + ", ".join(flagged_classes.get(path, []))
+                    + "), so its text is not reproduced here. Its digest is in Provenance."
+                )
+            else:
+                html, notice = self._highlighted(path, info)
+            views.append(
+                InputView(
+                    anchor="file-" + self.slugs[path],
+                    path=path,
+                    kind=info["kind"],
+                    size=plural(info["size"], "byte"),
+                    sha256=info["sha256"],
+                    html=html,
+                    notice=notice,
+                )
+            )
+        return tuple(views)
+
+    def _highlighted(self, path: str, info: Mapping[str, Any]) -> tuple[Markup | None, str]:
+        """Return the file highlighted, if its bytes are still the ones replayed and scanned."""
+        if info["size"] > MAX_SHOWN_BYTES:
+            return None, f"Not shown: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
+        try:
+            raw = (self.run.path / path).read_bytes()
+        except OSError:
+            return None, "Not shown: the file could not be read again."
+        if "sha256:" + hashlib.sha256(raw).hexdigest() != info["sha256"]:
+            return None, "Not shown: the file changed after it was replayed."
+        try:
+            body = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, "Not shown: the file is not valid UTF-8 (see Strict load)."
+        notice = "" if info["loaded"] else "This file did not load; see its strict-load finding."
+        return highlight_json(body, self.slugs[path]), notice
+
+    def modules(self) -> tuple[ModuleView, ...]:
+        anchors: dict[str, tuple[str, ...]] = {}
+        if self.replay.modules is not None:
+            for body in self.replay.modules.bodies:
+                shown = redact(list(body.anchors), self.replay.scan.matched_texts)
+                anchors[body.module_id] = tuple(shown)
+        return tuple(
+            ModuleView(
+                module_id=text(m["module_id"]),
+                path=text(m["path"]),
+                material_class=text(m["material_class"]),
+                sha256=text(m["sha256"]),
+                size=plural(m["size"], "byte"),
+                anchors=anchors.get(m["module_id"], ()),
+                verified=Badge("verified", "badge status-pass")
+                if m["verified"]
+                else Badge("not verified", "badge status-blocked"),
+            )
+            for m in self.result["source_modules"]
+        )
+
+    def provenance(self) -> ProvenanceView:
+        command = "run" if self.run.mode is InputMode.FIXTURE else "run-sandbox-bundle"
+        receipt = self.records.receipt
+        return ProvenanceView(
+            tool=self.result["tool"]["name"],
+            version=self.result["tool"]["version"],
+            command=(
+                f"sandbox-replay {command} --input {_shell_word(self.run.display_path)} "
+                f"--out {_shell_word('out/' + self.run.name)}"
+            ),
+            source_path=self.run.display_path,
+            bundle_id=text(self.result["bundle_id"]),
+            result_href="result.json",
+            result_sha256=receipt["result_record_sha256"],
+            digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
+            build_time=self.build_time,
+        )
+
+    def build(self) -> RunView:
+        r = self.result
+        counts = self.counts()
+        svg, mermaid = self.flowchart()
+        views = self.finding_views()
+        gap_count = counts.findings
+        return RunView(
+            chrome=chrome(
+                f"{self.run.name} — sandbox-replay", self.root, "run", self.build_time, self.version
+            ),
+            name=self.run.name,
+            mode=self.run.mode.value,
+            mode_label=MODE_LABELS[self.run.mode],
+            status=r["status"],
+            status_badge=badge(r["status"]),
+            source_path=self.run.display_path,
+            bundle_id=text(r["bundle_id"]),
+            headline=self.headline(),
+            facts=self.facts(counts),
+            flowchart_svg=svg,
+            mermaid=mermaid,
+            join_rows=self.join_rows(views),
+            finding_groups=self.finding_groups(views),
+            gap_finding_count=gap_count,
+            matrix=self.matrix(),
+            negative_rows=self.negative_rows(),
+            layer_rows=self.layer_rows(),
+            scan=self.scan(),
+            trace=self.trace(),
+            inputs=self.inputs(),
+            modules=self.modules(),
+            provenance=self.provenance(),
+            counts=counts,
+            error_codes=tuple(r["error_codes"]),
+            expected_codes=tuple(
+                sorted({f["error_code"] for f in self.findings if _expected_alarm(f)})
+            ),
+        )
+
+
+def _unique_slugs(paths: Sequence[str]) -> dict[str, str]:
+    """Give each input file a fragment-id stem, numbering any that would repeat."""
+    slugs: dict[str, str] = {}
+    used: set[str] = set()
+    for path in sorted(paths):
+        base = file_slug(path)
+        slug, n = base, 2
+        while slug in used:
+            slug, n = f"{base}-{n}", n + 1
+        used.add(slug)
+        slugs[path] = slug
+    return slugs
+
+
+def _shell_word(value: str) -> str:
+    """Quote a path for a POSIX shell only when it needs it."""
+    safe = all(c.isalnum() or c in "-_./:@%+=," for c in value)
+    return value if value and safe else "'" + value.replace("'", "'\\''") + "'"
+
+
+def build_run_view(
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+) -> RunView:
+    """Return the view-model of one run page."""
+    return _RunBuilder(run, replay, records, build_time, version).build()
+
+
+# ---------------------------------------------------------------------------------------
+# Index page
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    name: str
+    href: str
+    mode_label: str
+    status: str
+    status_badge: Badge
+    headline: str
+    counts: RunCounts
+    findings_note: str
+    status_sort: str
+
+
+@dataclass(frozen=True)
+class TotalFact:
+    label: str
+    value: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class ChartView:
+    title: str
+    svg: Markup
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class IndexView:
+    chrome: Chrome
+    totals: tuple[TotalFact, ...]
+    charts: tuple[ChartView, ...]
+    rows: tuple[IndexRow, ...]
+    statuses: tuple[tuple[str, str], ...]
+
+
+def build_index_view(runs: Sequence[RunView], build_time: str, version: str) -> IndexView:
+    """Return the view-model of the index page."""
+    passed = sum(1 for r in runs if r.status == "pass")
+    blocked = len(runs) - passed
+    totals = (
+        TotalFact("Runs", str(len(runs))),
+        TotalFact("Passed", str(passed), "pass" if passed else ""),
+        TotalFact("Blocked", str(blocked), "blocked" if blocked else ""),
+        TotalFact("Requests replayed", str(sum(r.counts.requests for r in runs))),
+        TotalFact("Verdict mismatches", str(sum(r.counts.mismatches for r in runs))),
+        TotalFact("Findings", str(sum(r.counts.findings for r in runs))),
+    )
+    by_status = [
+        charts.BarDatum("pass", passed, "status-pass"),
+        charts.BarDatum("blocked", blocked, "status-blocked"),
+    ]
+    per_run = [
+        (
+            r.name,
+            [
+                charts.BarDatum("block", r.counts.derived_block, "verdict-block"),
+                charts.BarDatum("allow", r.counts.derived_allow, "verdict-allow"),
+                charts.BarDatum("review", r.counts.derived_review, "verdict-review"),
+            ],
+        )
+        for r in runs
+    ]
+    by_layer: dict[str, int] = {}
+    for run in runs:
+        for group in run.finding_groups:
+            if not group.expected:
+                by_layer[group.title] = by_layer.get(group.title, 0) + len(group.findings)
+    layer_data = [
+        charts.BarDatum(layer.label, by_layer[layer.label], "finding")
+        for layer in Layer
+        if layer.label in by_layer
+    ]
+    chart_list = (
+        ChartView(
+            "Runs by status",
+            charts.bar_chart(by_status, title="Runs by status", id_prefix="chart-status"),
+        ),
+        ChartView(
+            "Derived verdicts per run",
+            charts.stacked_bar_chart(
+                per_run, title="Derived verdicts per run", id_prefix="chart-verdicts"
+            ),
+        ),
+        ChartView(
+            "Findings by layer",
+            charts.bar_chart(
+                layer_data,
+                title="Findings by layer (expected negative-case alarms excluded)",
+                id_prefix="chart-layers",
+            ),
+            "expected negative-case alarms excluded",
+        ),
+    )
+    rows = tuple(
+        IndexRow(
+            name=r.name,
+            href=f"runs/{r.name}/index.html",
+            mode_label=r.mode_label,
+            status=r.status,
+            status_badge=r.status_badge,
+            headline=r.headline.text,
+            counts=r.counts,
+            findings_note=(
+                f"+{r.counts.expected_alarms} expected" if r.counts.expected_alarms else ""
+            ),
+            status_sort="0" if r.status == "blocked" else "1",
+        )
+        for r in sorted(runs, key=lambda r: (r.status != "blocked", r.name))
+    )
+    return IndexView(
+        chrome=chrome("sandbox-replay report", "", "index", build_time, version),
+        totals=totals,
+        charts=chart_list,
+        rows=rows,
+        statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Catalog page
+
+
+@dataclass(frozen=True)
+class RunLink:
+    name: str
+    href: str
+    note: str
+
+
+@dataclass(frozen=True)
+class CodeEntry:
+    code: str
+    anchor: str
+    severity: str
+    summary: str
+    doc: Markup
+    runs: tuple[RunLink, ...]
+
+
+@dataclass(frozen=True)
+class CatalogGroup:
+    layer_id: str
+    title: str
+    entries: tuple[CodeEntry, ...]
+
+
+@dataclass(frozen=True)
+class CatalogView:
+    chrome: Chrome
+    groups: tuple[CatalogGroup, ...]
+    code_count: int
+    toc: tuple[tuple[str, str, int], ...]
+
+
+def build_catalog_view(runs: Sequence[RunView], build_time: str, version: str) -> CatalogView:
+    """Return the view-model of the finding-code catalog."""
+    groups = []
+    for layer in Layer:
+        entries = []
+        for entry in REGISTRY.by_layer(layer):
+            links = tuple(
+                RunLink(
+                    run.name,
+                    f"../runs/{run.name}/index.html",
+                    "expected alarm" if entry.code in run.expected_codes else "",
+                )
+                for run in runs
+                if entry.code in run.error_codes
+            )
+            entries.append(
+                CodeEntry(
+                    code=entry.code,
+                    anchor=entry.anchor,
+                    severity=entry.severity.value,
+                    summary=entry.summary,
+                    doc=render_doc(entry.doc),
+                    runs=links,
+                )
+            )
+        if entries:
+            groups.append(CatalogGroup(f"layer-{layer.value}", layer.label, tuple(entries)))
+    return CatalogView(
+        chrome=chrome("Finding codes — sandbox-replay", "../", "codes", build_time, version),
+        groups=tuple(groups),
+        code_count=len(REGISTRY),
+        toc=tuple((g.layer_id, g.title, len(g.entries)) for g in groups),
+    )
