@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
 from sandbox_replay.exports import ExportTargets, export_run, write_exports
@@ -67,13 +69,27 @@ def check_out_dir(path: Path) -> None:
             raise usage_error(f"output path {path} lies under {parent}, which is a file")
 
 
+def check_out_file(path: Path, what: str) -> None:
+    if path.is_dir():
+        raise usage_error(f"{what} {path} is a folder, not a file")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise usage_error(f"{what} {path} lies under {parent}, which is a file")
+
+
+def terminal_safe(text: object, limit: int = 120) -> str:
+    """Return input-derived text fit for a terminal: control and bidi characters escaped."""
+    shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in str(text)[:limit])
+    return shown + ("..." if len(str(text)) > limit else "")
+
+
 def summary_lines(records: RunRecords) -> list[str]:
     """Return the human summary of a run: status, headline figures, codes."""
     r = records.result
     trace = r["public_agent_execution_trace"]
     outcomes = ", ".join(f"{n} {k}" for k, n in trace["summary"]["outcome_counts"].items())
     lines = [
-        f"status: {r['status']}  ({r['input_mode']}, bundle {r['bundle_id']})",
+        f"status: {r['status']}  ({r['input_mode']}, bundle {terminal_safe(r['bundle_id'])})",
         f"requests: {r['action_request_count']}  derived: {r['derived_block_count']} block, "
         f"{r['derived_allow_count']} allow, {r['derived_review_count']} review  "
         f"mismatches: {r['derived_policy_verdict_mismatch_count']}",
@@ -121,16 +137,20 @@ def _execute(
 ) -> None:
     check_input_dir(input_dir)
     check_out_dir(out_dir)
-    if acceptance_out is not None and acceptance_out.is_dir():
-        raise usage_error(f"acceptance path {acceptance_out} is a folder, not a file")
+    if acceptance_out is not None:
+        check_out_file(acceptance_out, "acceptance path")
     check_export_targets(targets)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
     outcome = replay(ReplayConfig(input_dir, mode, limits))
     records = build_records(outcome)
-    written = write_records(records, mode, out_dir, acceptance_out)
-    if targets.paths():
-        runs = [export_run(input_dir.resolve().name, outcome)]
-        written += write_exports(targets, runs)
+    try:
+        written = write_records(records, mode, out_dir, acceptance_out)
+        if targets.paths():
+            runs = [export_run(input_dir.resolve().name, outcome)]
+            written += write_exports(targets, runs)
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        raise usage_error(f"cannot write{where}: {error.strerror or error}") from None
     for path in written:
         progress(f"wrote {path}")
     stream = sys.stderr if card else sys.stdout
@@ -466,5 +486,32 @@ def main_options(
 
 
 def main() -> None:
-    """Run the CLI."""
-    app()
+    """Run the CLI: a usage error is one line, and no error ever prints a traceback.
+
+    A traceback could quote input text; an internal error names only its type and place,
+    and exits 1 (never pass) without a record.
+    """
+    try:
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as error:
+        error.show()
+        sys.exit(EXIT_USAGE)
+    except UsageError as error:
+        print(f"sandbox-replay: error: {error.format_message()}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except ClickException as error:
+        print(f"sandbox-replay: error: {error.format_message()}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        print("sandbox-replay: aborted", file=sys.stderr)
+        sys.exit(EXIT_BLOCKED)
+    except Exception as error:
+        place = traceback.extract_tb(error.__traceback__)[-1]
+        print(
+            f"sandbox-replay: internal error: {type(error).__name__} at "
+            f"{Path(place.filename).name}:{place.lineno}; no record was written. "
+            "This is a bug: please report it (see SECURITY.md).",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_BLOCKED)
+    sys.exit(code if isinstance(code, int) else EXIT_PASS)
