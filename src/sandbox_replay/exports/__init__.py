@@ -85,6 +85,17 @@ class ExportTargets:
         return [p for p in (self.sarif, self.junit, self.markdown) if p is not None]
 
 
+def discovered_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[ExportRun]:
+    """Replay every run ``build`` finds under ``paths``, named as the site names them."""
+    from sandbox_replay.pipeline import ReplayConfig, replay
+    from sandbox_replay.report.discover import discover_runs
+
+    return [
+        ExportRun(run.name, replay(ReplayConfig(run.path, run.mode)), source_root_of(run.path, cwd))
+        for run in discover_runs(paths, cwd)
+    ]
+
+
 def render_exports(targets: ExportTargets, runs: Sequence[ExportRun]) -> list[tuple[Path, bytes]]:
     """Return every requested export as (path, bytes), rendering all before any is written."""
     # Imported here because every exporter imports ExportRun from this module.

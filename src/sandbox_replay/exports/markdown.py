@@ -2,7 +2,7 @@
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
 of every run (status, requests, findings), then per run: a heading with the run's name and
-status, its headline (what the record claimed against what replayed), a layer status
+status, its gap headline (``report.headline``: what the record claimed against what replayed), a layer status
 table, the top findings (at most ``MAX_FINDINGS``, most severe first, each code linking
 to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermaid`` block.
 
@@ -27,6 +27,7 @@ from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
 from sandbox_replay.records import build_result
 from sandbox_replay.report.flowchart import FlowEdge, FlowNode, draw_flowchart
+from sandbox_replay.report.headline import gap_headline
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
@@ -167,25 +168,6 @@ def pipeline_mermaid(result: dict[str, Any]) -> str:
     return chart.mermaid
 
 
-def headline(result: dict[str, Any]) -> str:
-    """Return the run's one-line headline of what was claimed against what replayed."""
-    if result["status"] == "pass":
-        return (
-            f"All {result['action_request_count']} verdicts re-derived; "
-            f"{result['blocked_without_execution_count']} blocks left no side effect; "
-            f"{result['rollback_verified_count']} rollbacks verified; "
-            f"{result['cold_replay_pass_count']}/{result['cold_replay_count']} cold replays "
-            "reproduced."
-        )
-    codes = ", ".join(result["error_codes"][:5])
-    more = f" and {len(result['error_codes']) - 5} more" if len(result["error_codes"]) > 5 else ""
-    return (
-        f"Blocked: {result['finding_count']} finding(s), "
-        f"{result['derived_policy_verdict_mismatch_count']} verdict mismatch(es); "
-        f"codes {codes}{more}."
-    )
-
-
 def top_findings(run: ExportRun) -> list[Finding]:
     """Return the findings to show: unexpected ones first, most severe first, then by order."""
     ranked = sorted(
@@ -216,7 +198,7 @@ def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
     lines = [
         f"## {md_text(run.name)}: {STATUS_MARK[result['status']]}",
         "",
-        md_text(headline(result), limit=2000),
+        md_text(gap_headline(result).text, limit=2000),
         "",
         f"Input `{result['input_mode']}`, bundle {md_text(result['bundle_id'])}, "
         f"folder {md_text(run.source_root or '.')}.",
