@@ -12,7 +12,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
-from sandbox_replay.exports import ExportTargets, export_run, write_exports
+from sandbox_replay.exports import ExportTargets, discovered_runs, export_run, write_exports
 from sandbox_replay.exports.markdown import check_site_url
 from sandbox_replay.exports.pack import (
     PackConfig,
@@ -433,6 +433,10 @@ def build(
             show_default=False,
         ),
     ] = None,
+    sarif: SarifOpt = None,
+    junit: JunitOpt = None,
+    markdown: MarkdownOpt = None,
+    site_url: SiteUrlOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -453,11 +457,17 @@ def build(
             )
     if templates is not None and not templates.is_dir():
         raise usage_error(f"templates folder {templates} does not exist")
+    targets = ExportTargets(sarif, junit, markdown, site_url)
+    check_export_targets(targets)
     try:
         config = BuildConfig(tuple(paths), out_dir, templates, epoch_from_env(), progress=progress)
         result = build_site(config)
+        # One SARIF run / test suite / summary section per run, named as the site names it.
+        exported = write_exports(targets, discovered_runs(config.paths)) if targets.paths() else []
     except (BuildError, DiscoveryError) as error:
         raise usage_error(str(error)) from None
+    for path in exported:
+        progress(f"wrote {path}")
     blocked = sum(1 for run in result.runs if run.status == "blocked")
     state = "unchanged" if result.unchanged else "written"
     progress(
