@@ -324,7 +324,12 @@ def explain_codes(
         ),
     ] = None,
 ) -> None:
-    """List every finding code by layer, or print one code's full documentation."""
+    """List every finding code by layer, or print one code's full documentation.
+
+    Writes to stdout only: the list (code, severity, one-line message), or the code's
+    layer, severity and Markdown doc (what it checks, why, an example, the fix).
+    Exit 0, or 2 for an unknown code.
+    """
     if code is None:
         for layer in Layer:
             entries = REGISTRY.by_layer(layer)

@@ -1,0 +1,271 @@
+"""The command line: usage errors, help, the codes command, stdout/stderr, atomic records.
+
+Usage errors run the installed console script in a child process, since the one-line
+error and the absence of a traceback are properties of the real entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from sandbox_replay import atomic
+from sandbox_replay.cli import app
+from sandbox_replay.codes import REGISTRY
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.records import RESULT_FILE, build_records, write_records
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "fixtures" / "first_wave"
+BUNDLE = ROOT / "fixtures" / "bundles" / "exported_bundle"
+SCRIPT = Path(sys.executable).with_name("sandbox-replay")
+
+
+def cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def usage_cases(tmp: Path) -> dict[str, list[str | Path]]:
+    """Arguments for each usage error; ``tmp / "afile"`` is a plain file."""
+    afile = tmp / "afile"
+    return {
+        "input missing": ["run", "-i", tmp / "nope", "-o", tmp / "out"],
+        "input is a file": ["run", "-i", afile, "-o", tmp / "out"],
+        "out is a file": ["run", "-i", FIXTURE, "-o", afile],
+        "out under a file": ["run", "-i", FIXTURE, "-o", afile / "sub"],
+        "acceptance-out is a folder": ["run", "-i", FIXTURE, "-o", tmp / "o", "--acceptance-out", tmp],
+        "acceptance-out under a file": [
+            "run", "-i", FIXTURE, "-o", tmp / "o", "--acceptance-out", afile / "a.json",
+        ],
+        "bundle out is a file": ["run-sandbox-bundle", "-i", FIXTURE, "-o", afile],
+        "unknown option": ["run", "-i", FIXTURE, "-o", tmp / "o", "--bogus"],
+        "missing option": ["run", "-i", FIXTURE],
+        "bad limit": ["run", "-i", FIXTURE, "-o", tmp / "o", "--max-rows", "zero"],
+        "unknown command": ["replay-everything"],
+        "unknown code": ["codes", "SANDBOX_POLICY_NO_SUCH_CODE"],
+        "unwritable out": ["run", "-i", FIXTURE, "-o", "/proc/sandbox-replay-test"],
+    }  # fmt: skip
+
+
+USAGE_NAMES = list(usage_cases(Path("tmp")))
+
+
+@pytest.mark.parametrize("case", USAGE_NAMES)
+def test_usage_error_is_one_line_exit_2(tmp_path: Path, case: str) -> None:
+    (tmp_path / "afile").write_text("not a folder")
+    args = usage_cases(tmp_path)[case]
+    proc = cli(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("sandbox-replay: error: "), proc.stderr
+    assert not (tmp_path / "out").exists()
+    assert proc.stdout == ""
+
+
+def test_usage_error_names_the_problem(tmp_path: Path) -> None:
+    proc = cli("run", "-i", tmp_path / "nope", "-o", tmp_path / "out")
+    assert (
+        proc.stderr.strip()
+        == f"sandbox-replay: error: input folder {tmp_path / 'nope'} does not exist"
+    )
+
+
+COMMANDS = sorted(get_command(app).commands)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    assert f"Usage: sandbox-replay {command}" in result.output
+    summary = result.output.split("\n\n")[1].strip()
+    assert len(summary) > 30, result.output
+
+
+@pytest.mark.parametrize(
+    ("command", "writes"),
+    [
+        ("run", ["result record", "board", "validation receipt", "acceptance record"]),
+        ("run-sandbox-bundle", ["bundle validation result"]),
+        ("codes", ["stdout"]),
+    ],
+)
+def test_run_and_codes_help_says_exit_codes_and_what_it_writes(
+    command: str, writes: list[str]
+) -> None:
+    text = " ".join(CliRunner().invoke(app, [command, "--help"]).output.split())
+    assert "Exit 0" in text
+    assert "2" in text.split("Exit 0", 1)[1]
+    for what in writes:
+        assert what in text, what
+
+
+def test_top_level_help_gives_exit_codes() -> None:
+    text = " ".join(CliRunner().invoke(app, ["--help"]).output.split())
+    assert "0 pass, 1 blocked, 2 usage error" in text
+
+
+def test_codes_lists_every_registered_code() -> None:
+    result = CliRunner().invoke(app, ["codes"])
+    assert result.exit_code == 0
+    listed = {line.split()[0] for line in result.output.splitlines() if line.startswith("  ")}
+    assert listed == {entry.code for entry in REGISTRY}
+
+
+@pytest.mark.parametrize("code", [entry.code for entry in REGISTRY])
+def test_codes_prints_each_doc(code: str) -> None:
+    result = CliRunner().invoke(app, ["codes", code.lower()])
+    assert result.exit_code == 0
+    assert result.output.startswith(code + "\n")
+    assert REGISTRY[code].doc.strip() in result.output
+
+
+def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None:
+    proc = cli("run", "-i", FIXTURE, "-o", tmp_path / "out", "--card")
+    assert proc.returncode == 0
+    card = json.loads(proc.stdout)
+    assert card["status"] == "pass"
+    assert "replaying" in proc.stderr and "wrote" in proc.stderr
+    assert "status: pass" in proc.stderr
+
+
+def test_without_card_stdout_is_the_summary_only(tmp_path: Path) -> None:
+    proc = cli("run", "-i", FIXTURE, "-o", tmp_path / "out")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("status: pass")
+    assert "wrote" not in proc.stdout and "replaying" not in proc.stdout
+
+
+@pytest.mark.skipif(not BUNDLE.is_dir(), reason="the built-in bundle is not there yet")
+def test_bundle_card_is_pure_json(tmp_path: Path) -> None:
+    proc = cli("run-sandbox-bundle", "-i", BUNDLE, "-o", tmp_path / "out", "--card")
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["status"] == "pass"
+
+
+def test_terminal_output_escapes_control_characters(tmp_path: Path) -> None:
+    if not BUNDLE.is_dir():
+        pytest.skip("the built-in bundle is not there yet")
+    folder = tmp_path / "bundle"
+    shutil.copytree(BUNDLE, folder)
+    manifest = json.loads((folder / "bundle_manifest.json").read_text())
+    manifest["bundle_id"] = "evil\x1b[2J\u202eid"
+    (folder / "bundle_manifest.json").write_text(json.dumps(manifest))
+    proc = cli("run-sandbox-bundle", "-i", folder, "-o", tmp_path / "out")
+    assert "\x1b" not in proc.stdout + proc.stderr
+    assert "\u202e" not in proc.stdout + proc.stderr
+
+
+# Atomic records: an interrupted write leaves the previous record whole and no temp file.
+
+
+def _spoiled(tmp_path: Path) -> Path:
+    folder = tmp_path / "spoiled"
+    shutil.copytree(FIXTURE, folder)
+    (folder / "cold_replay.json").write_text("{")
+    return folder
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_failed_rename_keeps_previous_record_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["run", "-i", str(FIXTURE), "-o", str(out)]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(atomic.os, "replace", refuse)
+    result = CliRunner().invoke(app, ["run", "-i", str(_spoiled(tmp_path)), "-o", str(out)])
+    assert result.exit_code == 2
+    assert "No space left on device" in result.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _leftovers(out) == []
+
+
+@pytest.mark.parametrize("interrupt_at", ["write", "fsync", "replace"])
+def test_interrupted_write_never_leaves_half_a_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interrupt_at: str
+) -> None:
+    out = tmp_path / "out"
+    write_records(
+        build_records(replay(ReplayConfig(FIXTURE, InputMode.FIXTURE))),
+        InputMode.FIXTURE,
+        out,
+        None,
+    )
+    previous = (out / RESULT_FILE).read_bytes()
+    blocked = build_records(replay(ReplayConfig(_spoiled(tmp_path), InputMode.FIXTURE)))
+
+    real_fdopen = os.fdopen
+
+    class HalfWriter:
+        """A file whose write stores half the bytes and then is interrupted."""
+
+        def __init__(self, fd: int, mode: str) -> None:
+            self.handle = real_fdopen(fd, mode)
+
+        def __enter__(self) -> HalfWriter:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.handle.close()
+
+        def write(self, data: bytes) -> None:
+            self.handle.write(data[: len(data) // 2])
+            raise KeyboardInterrupt
+
+    def interrupt(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    if interrupt_at == "write":
+        monkeypatch.setattr(atomic.os, "fdopen", HalfWriter)
+    elif interrupt_at == "fsync":
+        monkeypatch.setattr(atomic.os, "fsync", interrupt)
+    else:
+        monkeypatch.setattr(atomic.os, "replace", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        write_records(blocked, InputMode.FIXTURE, out, None)
+    assert (out / RESULT_FILE).read_bytes() == previous
+    assert json.loads(previous)["status"] == "pass"
+    assert _leftovers(out) == []
+
+
+def test_rerun_after_interruption_replaces_whole_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    spoiled = _spoiled(tmp_path)
+
+    def interrupt(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(atomic.os, "replace", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            write_records(
+                build_records(replay(ReplayConfig(spoiled, InputMode.FIXTURE))),
+                InputMode.FIXTURE,
+                out,
+                None,
+            )
+    assert not (out / RESULT_FILE).exists() and _leftovers(out) == []
+    assert CliRunner().invoke(app, ["run", "-i", str(spoiled), "-o", str(out)]).exit_code == 1
+    assert json.loads((out / RESULT_FILE).read_text())["status"] == "blocked"
