@@ -237,3 +237,34 @@ def test_hostile_name_in_sarif_does_not_break_json() -> None:
     renamed = type(run)(HOSTILE, run.replay, run.source_root)
     log = json.loads(sarif_bytes([renamed]))
     assert log["runs"][0]["automationDetails"]["id"].startswith("sandbox-replay/req_")
+
+
+def test_build_exports_one_sarif_run_per_site_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, validator: Any
+) -> None:
+    monkeypatch.chdir(REPO)
+    sarif, junit, summary = tmp_path / "r.sarif", tmp_path / "r.xml", tmp_path / "r.md"
+    result = CliRunner().invoke(
+        app,
+        [
+            "build",
+            "fixtures",
+            "--out",
+            str(tmp_path / "site"),
+            "--sarif",
+            str(sarif),
+            "--junit",
+            str(junit),
+            "--markdown",
+            str(summary),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    log = read_json(sarif)
+    validator.validate(log)
+    check_github(log)
+    pages = sorted(p.name for p in (tmp_path / "site" / "runs").iterdir() if p.is_dir())
+    names = [run["automationDetails"]["id"].split("/")[1] for run in log["runs"]]
+    assert sorted(names) == pages
+    assert junit.read_text("utf-8").count("<testsuite ") == len(pages)
+    assert summary.read_text("utf-8").count("\n## ") == len(pages)
