@@ -268,3 +268,24 @@ def test_build_exports_one_sarif_run_per_site_run(
     assert sorted(names) == pages
     assert junit.read_text("utf-8").count("<testsuite ") == len(pages)
     assert summary.read_text("utf-8").count("\n## ") == len(pages)
+
+
+def test_results_beyond_the_github_limit_keep_the_most_severe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, validator: Any
+) -> None:
+    from sandbox_replay.exports import sarif
+
+    folder = tmp_path / "fixture"
+    shutil.copytree(FIRST_WAVE, folder)
+    (folder / "live_network_access.json").unlink()  # one unexpected error among 8 notes
+    run = export_run("run", replay(ReplayConfig(folder, InputMode.FIXTURE)), tmp_path)
+    full = build_sarif([run])["runs"][0]
+    monkeypatch.setattr(sarif, "MAX_RESULTS_PER_RUN", 3)
+    capped = build_sarif([run])["runs"][0]
+    validator.validate({"version": "2.1.0", "runs": [capped]})
+    assert len(capped["results"]) == 3
+    assert capped["properties"]["omittedResultCount"] == len(full["results"]) - 3
+    errors = [r for r in full["results"] if r["level"] == "error"]
+    assert 0 < len(errors) < 3
+    assert all(r in capped["results"] for r in errors), "every error result is kept"
+    assert all(r in full["results"] for r in capped["results"])

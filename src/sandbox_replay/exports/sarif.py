@@ -20,7 +20,8 @@ File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newl
   ``partialFingerprints["sandboxReplay/v1"]``: sha256 over code, file URI and subject id,
   then ``:<n>`` for the n-th result with that hash. The line is left out on purpose so a
   reformatted input keeps its alerts; the URI and subject are the same on every machine.
-- ``properties`` of a run: status, input mode and bundle id.
+- ``properties`` of a run: status, input mode, bundle id, the finding count and how many
+  results were left out to stay within ``MAX_RESULTS_PER_RUN`` (the most severe are kept).
 
 Expected findings. In fixture mode each planted negative case must raise its code: that
 finding is the proof an alarm works, and a fixture that raises all of them passes. A gate
@@ -70,6 +71,10 @@ FINGERPRINT_KEY = "sandboxReplay/v1"
 SECURITY_SEVERITY = {Severity.CRITICAL: "9.5", Severity.HIGH: "7.5", Severity.MEDIUM: "5.0"}
 LEVEL = {Severity.CRITICAL: "error", Severity.HIGH: "error", Severity.MEDIUM: "warning"}
 EXPECTED_LEVEL = "note"
+LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
+# GitHub code scanning takes at most 25,000 results per run; past that the most severe are
+# kept and ``properties.omittedResultCount`` says how many were left out.
+MAX_RESULTS_PER_RUN = 25_000
 
 # Where a finding that names no row points: the file its layer reads.
 LAYER_FILE = {
@@ -191,11 +196,30 @@ def build_result(
     return result
 
 
+def most_severe(
+    results: list[dict[str, Any]], rules: list[dict[str, Any]], limit: int
+) -> list[dict[str, Any]]:
+    """Return at most ``limit`` results, the most severe ones, in their original order."""
+    if len(results) <= limit:
+        return results
+
+    def rank(index: int) -> tuple[int, float, int]:
+        result = results[index]
+        severity = float(rules[result["ruleIndex"]]["properties"]["security-severity"])
+        return (LEVEL_RANK[result["level"]], -severity, index)
+
+    keep = sorted(sorted(range(len(results)), key=rank)[:limit])
+    return [results[i] for i in keep]
+
+
 def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
     """Return the SARIF run of one replay."""
     rule_index = {rule["id"]: i for i, rule in enumerate(rules)}
     seen: Counter[str] = Counter()
     outcome = run.replay
+    # Built for every finding before any is dropped, so fingerprint numbering never shifts.
+    results = [build_result(run, f, rule_index, seen) for f in outcome.findings]
+    kept = most_severe(results, rules, MAX_RESULTS_PER_RUN)
     return {
         "tool": {
             "driver": {
@@ -209,12 +233,14 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
         "originalUriBaseIds": {
             SRCROOT: {"description": {"text": "The repository root the command ran in."}}
         },
-        "results": [build_result(run, f, rule_index, seen) for f in outcome.findings],
+        "results": kept,
         "columnKind": "unicodeCodePoints",
         "properties": {
             "status": outcome.status,
             "inputMode": outcome.run.mode.value,
             "bundleId": visible(outcome.bundle_id),
+            "findingCount": len(results),
+            "omittedResultCount": len(results) - len(kept),
         },
     }
 
