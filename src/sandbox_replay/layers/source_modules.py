@@ -63,14 +63,25 @@ def safe_module_path(root: Path, declared: object) -> Path | None:
     pure = PurePosixPath(declared)
     if pure.is_absolute() or ".." in pure.parts or pure.parts[:1] != (SOURCE_MODULES_DIR,):
         return None
-    base = (root / SOURCE_MODULES_DIR).resolve()
     try:
+        # The folder itself may be a symlink: it must still lie inside the bundle.
+        base = (root / SOURCE_MODULES_DIR).resolve()
         resolved = (root / pure).resolve(strict=False)
     except (OSError, RuntimeError):
+        return None
+    if not base.is_relative_to(root.resolve()):
         return None
     if not resolved.is_relative_to(base) or resolved == base:
         return None
     return resolved
+
+
+def safe_target_ref(declared: object) -> bool:
+    """Say whether an informational ``target_ref`` is a plain relative path (never opened)."""
+    if not isinstance(declared, str) or "\x00" in declared or "\\" in declared:
+        return False
+    pure = PurePosixPath(declared)
+    return bool(declared) and not pure.is_absolute() and ".." not in pure.parts
 
 
 def check(
@@ -201,6 +212,15 @@ def _check_module(
         add(
             codes.SOURCE_MODULE_TARGET_MISSING,
             f"{subject} target_ref is not a string",
+            subject,
+            line,
+        )
+        ok = False
+    elif target_ref is not None and not safe_target_ref(target_ref):
+        add(
+            codes.SOURCE_MODULE_PATH_UNSAFE,
+            f"{subject} target_ref is empty, absolute or climbs with '..'; it is "
+            "informational and was not opened",
             subject,
             line,
         )
