@@ -34,6 +34,8 @@ class _Shape(HTMLParser):
         self.links: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "wbr" and not attrs:
+            return  # our own line-break hints, placed after `_ : / .` in identifiers
         self.shape[tag, tuple(sorted(name for name, _ in attrs))] += 1
         self.links += [value or "" for name, value in attrs if name in ("href", "src")]
 

@@ -10,6 +10,7 @@ or scan-checked here too.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -76,6 +77,14 @@ def chrome(title: str, root: str, active: str, build_time: str, version: str) ->
     )
 
 
+_BREAK_AFTER = re.compile(r"(?<=[_:/.·])")
+
+
+def breakable(value: str) -> tuple[str, ...]:
+    """Split an identifier after ``_ : / .`` so a narrow cell may wrap it there (``<wbr>``)."""
+    return tuple(part for part in _BREAK_AFTER.split(value) if part)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One table cell: its text, an optional second line, and its CSS class."""
@@ -84,6 +93,10 @@ class Cell:
     note: str = ""
     css: str = ""
     sort: str = ""
+
+    @property
+    def note_parts(self) -> tuple[str, ...]:
+        return breakable(self.note)
 
 
 @dataclass(frozen=True)
@@ -150,6 +163,16 @@ class Fact:
 
 
 @dataclass(frozen=True)
+class FindingLink:
+    label: str
+    href: str
+
+    @property
+    def label_parts(self) -> tuple[str, ...]:
+        return breakable(self.label)
+
+
+@dataclass(frozen=True)
 class JoinRow:
     """One request joined across every record that should mention it."""
 
@@ -158,13 +181,26 @@ class JoinRow:
     request_href: str
     risk_class: str
     shape: str
+
+    @property
+    def request_id_parts(self) -> tuple[str, ...]:
+        return breakable(self.request_id)
+
+    @property
+    def risk_class_parts(self) -> tuple[str, ...]:
+        return breakable(self.risk_class)
+
+    @property
+    def shape_parts(self) -> tuple[str, ...]:
+        return breakable(self.shape)
+
     declared: Cell
     derived: Cell
     side_effect: Cell
     rollback: Cell
     cold_replay: Cell
     trace: Cell
-    finding_links: tuple[tuple[str, str], ...]
+    finding_links: tuple[FindingLink, ...]
     css: str
 
 
@@ -724,7 +760,7 @@ class _RunBuilder:
                 if row is not None
             }
             links = tuple(
-                (short_code(v.code), "#" + v.anchor)
+                FindingLink(short_code(v.code), "#" + v.anchor)
                 for f, v in zip(self.findings, views, strict=True)
                 if not _expected_alarm(f)
                 and (f["subject_id"] in subjects or (f["path"], f["line"]) in lines)
@@ -742,7 +778,7 @@ class _RunBuilder:
                     side_effect=self._effect_cell(derived_verdict, effect),
                     rollback=self._rollback_cell(effect, rollback, rid),
                     cold_replay=self._replay_cell(replay_row),
-                    trace=self._trace_cell(span),
+                    trace=self._trace_cell(span, self._span_flagged(f"span:{rid}")),
                     finding_links=links,
                     css="row-gap" if links else "",
                 )
@@ -824,11 +860,19 @@ class _RunBuilder:
             return Cell(f"claims {label}", "does not re-derive", "gap")
         return Cell(label, "", "" if claims else "gap")
 
+    def _span_flagged(self, span_id: str) -> bool:
+        return any(
+            f["layer"] == Layer.PUBLIC_TRACE.value and f["subject_id"] == span_id
+            for f in self.findings
+        )
+
     @staticmethod
-    def _trace_cell(span: Mapping[str, Any] | None) -> Cell:
+    def _trace_cell(span: Mapping[str, Any] | None, flagged: bool = False) -> Cell:
         if span is None:
             return Cell(GAP, "", "gap")
         outcome = text(span.get("outcome"))
+        if flagged:
+            return Cell(outcome, "audit finding", f"outcome o-{outcome} gap")
         return Cell(outcome, "", f"outcome o-{outcome}")
 
     def matrix(self) -> MatrixView:
