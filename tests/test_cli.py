@@ -18,6 +18,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from sandbox_replay import atomic
+from sandbox_replay import cli as cli_module
 from sandbox_replay.cli import app
 from sandbox_replay.codes import REGISTRY
 from sandbox_replay.inputs import InputMode
@@ -269,3 +270,23 @@ def test_rerun_after_interruption_replaces_whole_record(
     assert not (out / RESULT_FILE).exists() and _leftovers(out) == []
     assert CliRunner().invoke(app, ["run", "-i", str(spoiled), "-o", str(out)]).exit_code == 1
     assert json.loads((out / RESULT_FILE).read_text())["status"] == "blocked"
+
+
+def test_internal_error_prints_no_traceback_and_never_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug deep in the run is reported by type and place only: its text may quote input."""
+
+    def broken(config: object) -> None:
+        raise ValueError("PLANTED_INPUT_TEXT in an exception message")
+
+    monkeypatch.setattr(cli_module, "replay", broken)
+    monkeypatch.setattr(
+        sys, "argv", ["sandbox-replay", "run", "-i", str(FIXTURE), "-o", str(tmp_path)]
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        cli_module.main()
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "PLANTED_INPUT_TEXT" not in err
+    assert "sandbox-replay: internal error: ValueError at" in err
