@@ -321,3 +321,43 @@ def test_colliding_run_names_are_disambiguated(tmp_path: Path) -> None:
     out = tmp_path / "site"
     result = build_site(BuildConfig((tmp_path / "in",), out, cwd=tmp_path, progress=quiet))
     assert sorted(r.name for r in result.runs) == ["in-team_a-run", "in-team_b-run"]
+
+
+def test_index_reaches_every_run_without_scripts(site: tuple[Path, BuildResult]) -> None:
+    out, result = site
+    page = parse(out / "index.html")
+    linked = {link for _, link in page.links}
+    for run in result.runs:
+        assert f"runs/{run.name}/index.html" in linked
+    # The filter panel is hidden until the script shows it; every row is in the markup.
+    text = (out / "index.html").read_text("utf-8")
+    assert "data-filters hidden" in text
+    assert text.count('<tr data-status="') == len(result.runs)
+
+
+def test_broken_runs_still_build_and_name_their_gaps(tmp_path: Path) -> None:
+    import shutil
+
+    source = tmp_path / "in"
+    missing = source / "missing_files"
+    shutil.copytree(FIXTURES / "first_wave", missing)
+    (missing / "cold_replay.json").unlink()
+    (missing / "real_secret_material.json").unlink()
+    broken = source / "bad_json"
+    shutil.copytree(FIXTURES / "first_wave", broken)
+    (broken / "action_requests.json").write_text('{"action_requests": [', "utf-8")
+    out = tmp_path / "site"
+    result = build_site(BuildConfig((source,), out, cwd=tmp_path, progress=quiet))
+    headlines = {r.name: r.headline for r in result.runs}
+    assert (
+        "2 input files are missing (cold_replay.json, real_secret_material.json)"
+        in (headlines["missing_files"])
+    )
+    assert (
+        "only 7/8 negative cases fired (missing: real_secret_material)"
+        in (headlines["missing_files"])
+    )
+    assert "1 input file is not valid JSON (action_requests.json)" in headlines["bad_json"]
+    page = (out / "runs/missing_files/index.html").read_text("utf-8")
+    assert "— missing" in page
+    assert parse(out / "runs/bad_json/index.html").sections == list(RUN_SECTIONS)

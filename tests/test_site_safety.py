@@ -113,3 +113,13 @@ def test_scan_flagged_file_is_withheld_everywhere(tmp_path: Path) -> None:
     assert "Withheld: the forbidden-material scan matched this file" in page
     assert 'id="action-requests-L1"' not in page
     assert 'id="policy-verdicts-L1"' in page  # other files are still shown
+
+
+def test_catalog_markdown_escapes_raw_html() -> None:
+    from sandbox_replay.report.catalog import render_doc
+
+    html = str(render_doc("## Fix\n<script>alert(1)</script> [x](javascript:alert(1))\n"))
+    assert "<script>" not in html
+    assert "&lt;script&gt;" in html
+    assert 'href="javascript' not in html
+    assert html.startswith("<h4>Fix</h4>")

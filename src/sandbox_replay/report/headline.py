@@ -91,6 +91,33 @@ _PHRASES: dict[str, tuple[str, str]] = {
         "source module path leaves source_modules/ and was refused",
         "source module paths leave source_modules/ and were refused",
     ),
+    codes.INPUT_FILE_MISSING: ("input file is missing", "input files are missing"),
+    codes.INPUT_JSON_INVALID: ("input file is not valid JSON", "input files are not valid JSON"),
+    codes.INPUT_NOT_UTF8: ("input file is not valid UTF-8", "input files are not valid UTF-8"),
+    codes.INPUT_DUPLICATE_KEY: (
+        "input object repeats a key",
+        "input objects repeat a key",
+    ),
+    codes.INPUT_LIMIT_EXCEEDED: (
+        "input file exceeds a resource limit",
+        "input files exceed a resource limit",
+    ),
+    codes.TRACE_VERDICT_REF_MISSING: (
+        "trace span has no verdict to point at",
+        "trace spans have no verdict to point at",
+    ),
+    codes.TRACE_SIDE_EFFECT_REF_MISSING: (
+        "trace span has no side-effect receipt",
+        "trace spans have no side-effect receipt",
+    ),
+    codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED: (
+        "allowed trace span shows no execution",
+        "allowed trace spans show no execution",
+    ),
+    codes.TRACE_COLD_REPLAY_REF_MISSING: (
+        "trace span has no cold replay",
+        "trace spans have no cold replay",
+    ),
     codes.TRACE_VERDICT_NOT_PRE_EXECUTION: (
         "verdict was not recorded before execution",
         "verdicts were not recorded before execution",
@@ -176,7 +203,11 @@ def _verdict_gaps(result: Mapping[str, Any]) -> tuple[list[str], set[str]]:
     named: set[str] = set()
     for (declared, derived), ids in groups.items():
         named.update(ids)
-        if declared == derived:
+        if declared == "unusable":
+            text = _plural(
+                len(ids), "declared verdict is unusable", "declared verdicts are unusable"
+            )
+        elif declared == derived:
             text = _plural(
                 len(ids),
                 f"declared {declared} does not cite its derived rule",
@@ -187,6 +218,8 @@ def _verdict_gaps(result: Mapping[str, Any]) -> tuple[list[str], set[str]]:
                 f"{len(ids)} declared {declared} derive{'s' if len(ids) == 1 else ''} to {derived}"
             )
         text += _ids(ids)
+        if declared == "unusable":
+            text += f" where the policy derives {derived}"
         executed, diffs = _executed_diffs(result, set(ids))
         if derived == "block" and executed:
             text += (
@@ -291,11 +324,12 @@ def _code_gap(key: tuple[str, str], subjects: list[str]) -> str:
     if known_phrase is not None:
         return _plural(count, *known_phrase) + _ids(subjects)
     entry = REGISTRY[code]
+    label = entry.layer.label.lower()
     return (
-        _plural(
-            count, f"{entry.layer.label.lower()} finding", f"{entry.layer.label.lower()} findings"
-        )
-        + f" ({entry.code})"
+        _plural(count, f"{label} finding", f"{label} findings")
+        + f" ({entry.code}"
+        + _ids(subjects).replace(" (", ": ", 1)
+        + ("" if subjects else ")")
     )
 
 

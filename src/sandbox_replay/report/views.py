@@ -724,7 +724,7 @@ class _RunBuilder:
                         unjoined,
                         unjoined,
                         unjoined,
-                        (),
+                        self._links(views, set(), {("action_requests.json", request.get("line"))}),
                         "row-gap",
                     )
                 )
@@ -759,12 +759,7 @@ class _RunBuilder:
                 )
                 if row is not None
             }
-            links = tuple(
-                FindingLink(short_code(v.code), "#" + v.anchor)
-                for f, v in zip(self.findings, views, strict=True)
-                if not _expected_alarm(f)
-                and (f["subject_id"] in subjects or (f["path"], f["line"]) in lines)
-            )
+            links = self._links(views, subjects, lines)
             derived_verdict = derived["derived_verdict"] if derived else ""
             rows.append(
                 JoinRow(
@@ -784,6 +779,17 @@ class _RunBuilder:
                 )
             )
         return tuple(rows)
+
+    def _links(
+        self, views: list[FindingView], subjects: set[str], lines: set[tuple[str, Any]]
+    ) -> tuple[FindingLink, ...]:
+        """Link the findings about these subjects or input lines (expected alarms aside)."""
+        return tuple(
+            FindingLink(short_code(v.code), "#" + v.anchor)
+            for f, v in zip(self.findings, views, strict=True)
+            if not _expected_alarm(f)
+            and (f["subject_id"] in subjects or (f["path"], f["line"]) in lines)
+        )
 
     @staticmethod
     def _declared_cell(
