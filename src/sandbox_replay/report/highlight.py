@@ -51,7 +51,7 @@ class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
         self._slug = slug
 
     def wrap(self, source: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-        yield 0, '<pre class="code"><code>'
+        yield 0, '<pre class="code" tabindex="0"><code>'
         number = 0
         for is_line, text in source:
             if not is_line:

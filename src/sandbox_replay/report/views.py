@@ -516,8 +516,9 @@ class _RunBuilder:
 
         def node(node_id: str, label: str, count: str, layer: Layer | None) -> FlowNode:
             status = st.get(layer.value, "not_applicable") if layer else r["status"]
-            href = f"#layer-{layer.value}" if layer else "#headline"
-            return FlowNode(node_id, label, count, status, href)
+            # No links on nodes: the chart is one role="img", which may not hold focusable
+            # children (axe: nested-interactive); the Layers table carries the same figures.
+            return FlowNode(node_id, label, count, status)
 
         scan = r["secret_exclusion_scan"]
         policy_status = (
@@ -544,7 +545,6 @@ class _RunBuilder:
                 "Sandbox policy and projection",
                 "2 contracts",
                 policy_status,
-                f"#layer-{Layer.SANDBOX_POLICY.value}",
             ),
             node(
                 "requests",
@@ -631,7 +631,6 @@ class _RunBuilder:
                 "Result",
                 STATUS_LABELS[r["status"]].upper(),
                 r["status"],
-                "#headline",
             )
         )
         chart = draw_flowchart(
