@@ -255,10 +255,14 @@ class NegativeRow:
     case_id: str
     expected_code: str
     expected_href: str
-    observed: tuple[tuple[str, str], ...]
+    observed: tuple[FindingLink, ...]
     outcome: Badge
     location: str
     location_href: str
+
+    @property
+    def expected_parts(self) -> tuple[str, ...]:
+        return breakable(self.expected_code)
 
 
 @dataclass(frozen=True)
@@ -953,7 +957,9 @@ class _RunBuilder:
                     case_id=case.case_id,
                     expected_code=case.code,
                     expected_href=code_href(case.code, self.root),
-                    observed=tuple((c, code_href(c, self.root)) for c in seen if c in REGISTRY),
+                    observed=tuple(
+                        FindingLink(c, code_href(c, self.root)) for c in seen if c in REGISTRY
+                    ),
                     outcome=Badge("fired", "badge status-pass")
                     if fired
                     else Badge("missing", "badge status-blocked"),
