@@ -21,10 +21,12 @@ import re
 import stat
 from array import array
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
+
+import re2
 
 from sandbox_replay import codes
 from sandbox_replay.findings import Finding
@@ -57,6 +59,10 @@ class LoadedFile:
     row_lines: list[int] = field(default_factory=list)
     key_lines: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # False only when parsing proved the file holds no float (records then serialise fast).
+    may_hold_floats: bool = True
+    # True when parsing proved that no row nests an object (so keys occur only at row level).
+    rows_are_flat: bool = False
 
     @property
     def ok(self) -> bool:
@@ -200,7 +206,8 @@ def parse_input(
             _depth_exceeded_line(raw, limits.max_depth),
         )
     try:
-        data = _parse_top_object(doc, rows_key, loaded, limits)
+        fast = _parse_list_file_fast(raw, doc, rows_key, loaded, limits)
+        data = fast if fast is not None else _parse_top_object(doc, rows_key, loaded, limits)
     except json.JSONDecodeError as exc:
         return fail(codes.INPUT_JSON_INVALID, exc.msg, exc.lineno)
     except _RowError as exc:
@@ -211,6 +218,8 @@ def parse_input(
     if isinstance(data, str):
         return fail(codes.INPUT_TOP_LEVEL_NOT_OBJECT, f"top-level value is {data}", 1)
     loaded.data = data
+    if loaded.may_hold_floats:
+        loaded.may_hold_floats = _holds_float(data)
     if rows_key is not None:
         rows = data.get(rows_key)
         if not isinstance(rows, list):
@@ -226,6 +235,81 @@ def parse_input(
                 )
         loaded.rows = rows
     return loaded
+
+
+_KEY_SPACE_COLON = re2.compile(rb'"[ \t\n\r]+:')
+_OPEN_BRACE = re.compile(rb"\{")
+
+
+def _parse_list_file_fast(
+    raw: bytes, doc: str, rows_key: str | None, loaded: LoadedFile, limits: LoadLimits
+) -> dict[str, Any] | None:
+    """Parse a plain list file in one C-scanner call; return None to use the row-by-row parser.
+
+    Plain means: the top-level object holds only ``rows_key``, its rows are flat objects
+    and no string holds a ``{``. That is what exporters write, and for it the strictness
+    of the row-by-row parser is proved with whole-buffer counts instead of a Python hook
+    per object. Every ``"key":`` token is counted once no key is followed by whitespace
+    before its colon: the count equals the keys of the parsed top object and rows only
+    if no key was a duplicate (a duplicate collapses into one dict key), no row nests an
+    object and no string holds an escaped quote before a colon. Then every ``{`` opens
+    the top object or a row, in order, which gives each row's start line. Anything else,
+    including any error, falls back to the row-by-row parser, which reports it exactly.
+    """
+    if rows_key is None or _KEY_SPACE_COLON.search(raw) is not None:
+        return None
+    seen_float = False
+
+    def finite_float(text: str) -> float:
+        nonlocal seen_float
+        seen_float = True
+        return _finite_float(text)
+
+    decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=finite_float)
+    try:
+        data = decoder.decode(doc)
+    except (ValueError, _Refused, RecursionError):
+        return None
+    if type(data) is not dict or list(data) != [rows_key]:
+        return None
+    rows = data[rows_key]
+    if type(rows) is not list or len(rows) > limits.max_rows:
+        return None
+    if rows and set(map(type, rows)) != {dict}:
+        return None
+    if raw.count(b'":') != 1 + sum(map(len, rows)):
+        return None
+    starts = [match.start() for match in _OPEN_BRACE.finditer(raw)]
+    if len(starts) != 1 + len(rows):
+        return None
+    # A row's text is no shorter than its longest string, so short rows need no length check.
+    spans = pairwise([*starts[1:], len(raw)])
+    if any(end - start > limits.max_string_chars for start, end in spans):
+        return None
+    lines, line, counted_to = [], 1, 0
+    for start in starts[1:]:
+        line += raw.count(b"\n", counted_to, start)
+        counted_to = start
+        lines.append(line)
+    loaded.key_lines[rows_key] = raw.count(b"\n", 0, raw.index(b'"')) + 1
+    loaded.row_lines = lines
+    loaded.may_hold_floats = seen_float
+    loaded.rows_are_flat = True
+    return data
+
+
+def _holds_float(value: Any) -> bool:
+    """Return whether a float occurs anywhere in ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 class _RowError(Exception):

@@ -115,8 +115,24 @@ def _scalar(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
+_KEPT_AS_IS = frozenset({bool, int, float, type(None)})
+
+
 def _project(ref: RowRef, fields: Iterable[str]) -> dict[str, Any]:
-    row = {name: _scalar(ref.row[name]) for name in fields if name in ref.row}
+    # ``_scalar`` of every field, with its common cases inlined: this runs once per field
+    # of every input row.
+    source = ref.row
+    row = {}
+    for name in fields:
+        if name in source:
+            value = source[name]
+            kind = type(value)
+            if kind is str:
+                row[name] = value if len(value) <= MAX_TEXT else _scalar(value)
+            elif kind in _KEPT_AS_IS:
+                row[name] = value
+            else:
+                row[name] = _scalar(value)
     row["line"] = ref.line
     return row
 
@@ -352,7 +368,9 @@ def build_card(result: Mapping[str, Any]) -> dict[str, Any]:
 def build_records(replay: Replay) -> RunRecords:
     """Build every record of one replay."""
     result = build_result(replay)
-    result_bytes = dump_json(result)
+    # Every value in the result is the tool's own (no floats) or copied from a loaded file.
+    floats = any(loaded.may_hold_floats for loaded in replay.run.all_files())
+    result_bytes = dump_json(result, may_hold_floats=floats)
     return RunRecords(
         result=result,
         board=build_board(result),

@@ -39,10 +39,22 @@ class Trace:
         }
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_encode_string = json.encoder.encode_basestring  # the one _CANONICAL uses for strings
+
+
 def canonical_digest(value: Any) -> str:
     """Return ``sha256:<hex>`` of ``value``'s canonical JSON."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = _CANONICAL.encode(value)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _input_digest(values: tuple[Any, ...]) -> str:
+    """Return ``canonical_digest(list(values))``, spelling out the all-string case (once a span)."""
+    if all(type(v) is str for v in values):
+        text = "[" + ",".join(map(_encode_string, values)) + "]"
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return canonical_digest(list(values))
 
 
 def _text(value: Any) -> str:
@@ -113,12 +125,12 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
                 "state_transition_ref": rollback_ref if isinstance(rollback_ref, str) else None,
                 "outcome": outcome,
                 "target_ref": request.get("requested_capability"),
-                "input_digest": canonical_digest(
-                    [
+                "input_digest": _input_digest(
+                    (
                         request.get("normalized_action_ref"),
                         request.get("requested_capability"),
                         request.get("risk_class"),
-                    ]
+                    )
                 ),
                 "recovery_ref": (
                     rollback_ref

@@ -50,10 +50,12 @@ def check(run: RunInputs) -> LayerResult:
             row_keys = {k for k, v in loaded.data.items() if v is loaded.rows}
             top = {k: v for k, v in loaded.data.items() if k not in row_keys}
             units: list[tuple[Any, int | None, str]] = [(top, 1, loaded.name)]
-            units.extend(
-                (row, loaded.line_of(i), f"{loaded.name}#row{i}")
-                for i, row in enumerate(loaded.rows)
-            )
+            # Flat rows hold keys only at row level: one set union shows whether any does.
+            if not (loaded.rows_are_flat and FORBIDDEN_KEYS.isdisjoint(set().union(*loaded.rows))):
+                units.extend(
+                    (row, loaded.line_of(i), f"{loaded.name}#row{i}")
+                    for i, row in enumerate(loaded.rows)
+                )
         else:
             units = [(loaded.data, 1, loaded.name)]
         for value, line, subject in units:
