@@ -1,0 +1,124 @@
+"""Time ``sandbox-replay run-sandbox-bundle`` on generated bundles of growing size.
+
+Run: .venv/bin/python benchmarks/bench_validate.py [--sizes 6000 60000 600000]
+     [--seed 7] [--failing-fraction 0.01] [--cache DIR] [--repeat 1]
+
+Bundles come from ``generate_bundle.py`` and are kept under ``benchmarks/.cache/``
+(gitignored) keyed by size, seed and failing fraction, so a second run only validates.
+Each validation is a fresh subprocess; its wall time is measured around it and its peak
+RSS read from ``resource.getrusage(RUSAGE_CHILDREN)`` after it exits (children are
+waited for one at a time, so the maximum is the largest child so far, hence sizes run
+smallest first). The table is printed with the machine it ran on. This is a script, not
+a timed test: compare its figures, do not assert on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from generate_bundle import generate
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_SIZES = (6_000, 60_000, 600_000)
+
+
+def machine() -> str:
+    """Describe the machine: cores, memory, CPU model, Python."""
+    cpu = "unknown CPU"
+    meminfo = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                meminfo = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {meminfo or 'unknown'} memory, "
+        f"Python {platform.python_version()} on {platform.system()} {platform.release()}"
+    )
+
+
+def bundle_for(cache: Path, requests: int, seed: int, fraction: float) -> Path:
+    """Return a cached generated bundle, generating it on first use."""
+    folder = cache / f"bundle_{requests}_s{seed}_f{fraction:g}"
+    done = folder / ".complete"
+    if not done.exists():
+        print(f"generating {requests} requests into {folder} ...", file=sys.stderr, flush=True)
+        generate(folder, requests, seed, fraction)
+        done.touch()
+    return folder
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def validate(bundle: Path, out: Path) -> tuple[float, float, int]:
+    """Run one validation subprocess; return wall seconds, peak RSS in MB and exit status."""
+    command = [
+        sys.executable,
+        "-c",
+        "from sandbox_replay.cli import main; main()",
+        "run-sandbox-bundle",
+        "--input",
+        str(bundle),
+        "--out",
+        str(out),
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"validation failed with exit {done.returncode}:\n{done.stderr}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return wall, peak, done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES))
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--failing-fraction", type=float, default=0.01)
+    parser.add_argument("--cache", type=Path, default=HERE / ".cache")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per size; the best is shown")
+    args = parser.parse_args()
+
+    print(f"machine: {machine()}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    header = (
+        f"{'requests':>9} {'MB':>7} {'wall s':>8} {'req/s':>9} {'peak RSS MB':>12} {'status':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for size in sorted(args.sizes):
+        bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
+        out = args.cache / f"out_{size}"
+        walls = []
+        for _ in range(args.repeat):
+            wall, peak, status = validate(bundle, out)
+            walls.append(wall)
+        best = min(walls)
+        print(
+            f"{size:>9} {folder_mb(bundle):>7.1f} {best:>8.2f} {size / best:>9.0f} "
+            f"{peak:>12.0f} {'pass' if status == 0 else 'blocked':>8}",
+            flush=True,
+        )
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
