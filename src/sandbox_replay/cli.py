@@ -87,7 +87,10 @@ def summary_lines(records: RunRecords) -> list[str]:
     """Return the human summary of a run: status, headline figures, codes."""
     r = records.result
     trace = r["public_agent_execution_trace"]
-    outcomes = ", ".join(f"{n} {k}" for k, n in trace["summary"]["outcome_counts"].items())
+    # An outcome other than blocked/executed is the recorded verdict label: input text.
+    outcomes = ", ".join(
+        f"{n} {terminal_safe(k, 40)}" for k, n in trace["summary"]["outcome_counts"].items()
+    )
     lines = [
         f"status: {r['status']}  ({r['input_mode']}, bundle {terminal_safe(r['bundle_id'])})",
         f"requests: {r['action_request_count']}  derived: {r['derived_block_count']} block, "

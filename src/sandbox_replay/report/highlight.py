@@ -6,6 +6,8 @@ counter, so copying the code copies no numbers. The line wrapper is Pygments' do
 extension point (``HtmlFormatter.wrap``); the token markup and the escaping of every
 input character are Pygments' own. Whitespace and punctuation are left unstyled, which
 keeps a page of highlighted JSON about four times its source size rather than eight.
+Control and bidi characters in the file (raw bidi overrides are valid JSON) are shown as
+``<U+XXXX>`` before highlighting, so the listing reads in the order the bytes are stored.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pygments.filter import Filter
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import JsonLexer
 from pygments.token import Punctuation, Text, Whitespace
+
+from sandbox_replay.exports.text import visible
 
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9]+")
 
@@ -69,4 +73,4 @@ def highlight_json(text: str, slug: str) -> Markup:
     """Return ``text`` as highlighted HTML whose lines carry ``line_id(slug, n)`` anchors."""
     lexer = JsonLexer()
     lexer.add_filter(_PlainLayout())
-    return Markup(highlight(text, lexer, _LineAnchorFormatter(slug)))
+    return Markup(highlight(visible(text), lexer, _LineAnchorFormatter(slug)))

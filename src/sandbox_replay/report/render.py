@@ -5,6 +5,11 @@ top-level ``templates/`` folder). A user folder given with ``--templates`` is se
 first, for templates and for files under ``assets/`` alike. Nothing rendered here reads
 an input: templates get only view-models, and the only ``|safe`` values are the
 ``Markup`` objects this package builds (SVG, Pygments output, the catalog's Markdown).
+
+Every plain string a template prints, in text and in attribute values alike, first has
+its control and bidi characters shown as ``<U+XXXX>`` (``exports.text.visible``) and is
+then HTML-escaped: a NUL, an ANSI escape or a right-to-left override from an input can
+neither break the page's parse nor reorder what a reviewer reads.
 """
 
 from __future__ import annotations
@@ -15,9 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
+
+from sandbox_replay.exports.text import visible
 
 TEMPLATE_PACKAGE = "sandbox_replay.templates"
 ASSETS = ("assets/site.css", "assets/site.js")
+
+
+def _shown(value: Any) -> Any:
+    """Finalize every printed value: plain text gets its hidden characters made visible."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
 
 
 def _package_root() -> Traversable:
@@ -49,6 +64,7 @@ class Renderer:
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
+            finalize=_shown,
         )
 
     def render(self, template: str, **context: Any) -> bytes:

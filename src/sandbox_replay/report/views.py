@@ -34,6 +34,7 @@ from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
 CORE_VERDICTS = ("allow", "block", "review")
+TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
 MODE_LABELS = {InputMode.FIXTURE: "fixture", InputMode.BUNDLE: "bundle"}
 STATUS_LABELS = {
     "pass": "Pass",
@@ -880,9 +881,11 @@ class _RunBuilder:
         if span is None:
             return Cell(GAP, "", "gap")
         outcome = text(span.get("outcome"))
+        # Any other outcome is a recorded verdict label, input text: never a class name.
+        css = f"outcome o-{outcome if outcome in TRACE_OUTCOMES else 'other'}"
         if flagged:
-            return Cell(outcome, "audit finding", f"outcome o-{outcome} gap")
-        return Cell(outcome, "", f"outcome o-{outcome}")
+            return Cell(outcome, "audit finding", f"{css} gap")
+        return Cell(outcome, "", css)
 
     def matrix(self) -> MatrixView:
         rows = self.result["derived_policy_verdict_rows"]
