@@ -389,6 +389,7 @@ class RunView:
     headline: GapHeadline
     facts: tuple[Fact, ...]
     flowchart_svg: Markup
+    flowchart_print_svg: Markup
     mermaid: str
     join_rows: tuple[JoinRow, ...]
     finding_groups: tuple[FindingGroup, ...]
@@ -515,7 +516,12 @@ class _RunBuilder:
             )
         return tuple(facts)
 
-    def flowchart(self) -> tuple[Markup, str]:
+    def flowchart(self) -> tuple[Markup, Markup, str]:
+        """Draw the pipeline left to right for the screen and top to bottom for print.
+
+        On A4 the wide left-to-right chart shrinks to about 5pt text; the top-to-bottom copy
+        is about three times narrower and prints at full size. The stylesheet shows one.
+        """
         r = self.result
         st = self.layer_status
 
@@ -638,10 +644,10 @@ class _RunBuilder:
                 r["status"],
             )
         )
-        chart = draw_flowchart(
-            nodes, edges, title=f"Replay pipeline of {self.run.name}", id_prefix="flow"
-        )
-        return chart.svg, chart.mermaid
+        title = f"Replay pipeline of {self.run.name}"
+        chart = draw_flowchart(nodes, edges, title=title, id_prefix="flow")
+        printed = draw_flowchart(nodes, edges, title=title, id_prefix="flowprint", direction="TB")
+        return chart.svg, printed.svg, chart.mermaid
 
     def _layer_count(self, layer: Layer, done: str, total: str, noun: str) -> str:
         for entry in self.result["layers"]:
@@ -1144,7 +1150,7 @@ class _RunBuilder:
     def build(self) -> RunView:
         r = self.result
         counts = self.counts()
-        svg, mermaid = self.flowchart()
+        svg, print_svg, mermaid = self.flowchart()
         views = self.finding_views()
         gap_count = counts.findings
         return RunView(
@@ -1161,6 +1167,7 @@ class _RunBuilder:
             headline=self.headline(),
             facts=self.facts(counts),
             flowchart_svg=svg,
+            flowchart_print_svg=print_svg,
             mermaid=mermaid,
             join_rows=self.join_rows(views),
             finding_groups=self.finding_groups(views),
