@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,53 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
         if fast.isascii() and b"\x7f" not in fast:
             return fast
     return (json.dumps(value, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def iter_json_chunks(
+    value: Any, *, may_hold_floats: bool = True, items_per_chunk: int = 4096
+) -> Iterator[bytes]:
+    """Yield ``dump_json(value)`` in pieces, so a large record is never held whole.
+
+    Each value of a top-level object is serialised on its own (a long list
+    ``items_per_chunk`` items at a time) and shifted one level in: the layout of an
+    indented dump depends only on depth, so the pieces join to the very same bytes.
+    """
+    if not isinstance(value, dict) or not value or not all(type(k) is str for k in value):
+        yield dump_json(value, may_hold_floats=may_hold_floats)
+        return
+    yield b"{"
+    for position, (key, item) in enumerate(value.items()):
+        name = json.encoder.encode_basestring_ascii(key).encode("ascii")
+        yield (b"\n  " if position == 0 else b",\n  ") + name + b": "
+        if isinstance(item, list) and len(item) > items_per_chunk:
+            for start in range(0, len(item), items_per_chunk):
+                piece = dump_json(
+                    item[start : start + items_per_chunk], may_hold_floats=may_hold_floats
+                )
+                # piece is "[\n  <items>\n]\n"; its items go one level deeper.
+                yield (b"[\n    " if start == 0 else b",\n    ") + piece[4:-3].replace(
+                    b"\n", b"\n  "
+                )
+            yield b"\n  ]"
+        else:
+            yield dump_json(item, may_hold_floats=may_hold_floats)[:-1].replace(b"\n", b"\n  ")
+    yield b"\n}\n"
+
+
+def write_chunks_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+    """Write the concatenated ``chunks`` to ``path`` atomically, one piece at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path, value: Any) -> bytes:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import count, repeat
 from pathlib import Path
 from typing import Any
 
 from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input
-from sandbox_replay.policy import Derivation, PolicyTable
+from sandbox_replay.policy import SHAPE_FIELDS, Derivation, PolicyTable
 
 
 class InputMode(StrEnum):
@@ -103,7 +104,34 @@ class RunInputs:
 
 
 def _row_refs(loaded: LoadedFile) -> list[RowRef]:
-    return [RowRef(loaded.name, i, loaded.line_of(i), row) for i, row in enumerate(loaded.rows)]
+    lines: list[int | None] = list(loaded.row_lines)
+    if len(lines) != len(loaded.rows):
+        lines = [loaded.line_of(i) for i in range(len(loaded.rows))]
+    return list(map(RowRef, repeat(loaded.name), count(), lines, loaded.rows))
+
+
+_DERIVATION_KEYS = ("risk_class", *SHAPE_FIELDS)
+
+
+def _derive_all(table: PolicyTable, requests: Mapping[str, RowRef]) -> dict[str, Derivation]:
+    """Derive every request, once per distinct (risk class, shape) of plain strings.
+
+    A derivation reads only those four fields, so requests that agree on them share one
+    (frozen) ``Derivation``; anything but strings is derived on its own.
+    """
+    known: dict[tuple[Any, ...], Derivation] = {}
+    derivations = {}
+    for request_id, ref in requests.items():
+        row = ref.row
+        key = tuple(map(row.get, _DERIVATION_KEYS))
+        if all(type(value) is str for value in key):
+            derivation = known.get(key)
+            if derivation is None:
+                derivation = known[key] = table.derive(row)
+        else:
+            derivation = table.derive(row)
+        derivations[request_id] = derivation
+    return derivations
 
 
 BytesHook = Callable[[str, bytes], None]
@@ -150,5 +178,5 @@ def load_run(
     run.effect_by_request = _index_by(run.effects, "request_id")
     run.rollback_by_id = _index_by(run.rollbacks, "rollback_id")
     run.replay_by_request = _index_by(run.replays, "request_id")
-    run.derivations = {rid: table.derive(ref.row) for rid, ref in run.request_by_id.items()}
+    run.derivations = _derive_all(table, run.request_by_id)
     return run

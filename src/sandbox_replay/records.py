@@ -19,12 +19,18 @@ contains a matched text is replaced by ``REDACTED`` before anything is serialise
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay.atomic import dump_json, write_bytes_atomic
+from sandbox_replay.atomic import (
+    dump_json,
+    iter_json_chunks,
+    write_bytes_atomic,
+    write_chunks_atomic,
+)
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import InputMode, RowRef
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
@@ -93,14 +99,29 @@ COUNT_KEYS = (
 
 @dataclass(frozen=True)
 class RunRecords:
-    """The records of one run, ready to write; ``result_bytes`` is the result as written."""
+    """The records of one run, ready to write.
+
+    The result record's bytes are not kept: for a large run they are as big as its
+    inputs. ``result_chunks()`` yields them piece by piece (as ``write_records`` writes
+    them); ``result_bytes`` joins them on first use.
+    """
 
     result: dict[str, Any]
     board: dict[str, Any]
     receipt: dict[str, Any]
     acceptance: dict[str, Any]
     card: dict[str, Any]
-    result_bytes: bytes
+    # False when no input held a float, so the fast serialiser gives the standard bytes.
+    may_hold_floats: bool = True
+
+    def result_chunks(self) -> Iterator[bytes]:
+        """Yield the result record as written, in pieces."""
+        return iter_json_chunks(self.result, may_hold_floats=self.may_hold_floats)
+
+    @cached_property
+    def result_bytes(self) -> bytes:
+        """Return the result record exactly as written."""
+        return b"".join(self.result_chunks())
 
 
 def _scalar(value: Any) -> Any:
@@ -290,8 +311,8 @@ def build_board(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_receipt(result: Mapping[str, Any], result_bytes: bytes) -> dict[str, Any]:
-    """Build the validation receipt: what was checked, by digest."""
+def build_receipt(result: Mapping[str, Any], result_sha256: str) -> dict[str, Any]:
+    """Build the validation receipt: what was checked, by digest (``sha256:<hex>``)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "status": result["status"],
@@ -299,7 +320,7 @@ def build_receipt(result: Mapping[str, Any], result_bytes: bytes) -> dict[str, A
         "bundle_id": result["bundle_id"],
         "tool": result["tool"],
         "input_digests": {f["path"]: f["sha256"] for f in result["input_files"]},
-        "result_record_sha256": "sha256:" + hashlib.sha256(result_bytes).hexdigest(),
+        "result_record_sha256": result_sha256,
         "error_codes": result["error_codes"],
         "finding_count": result["finding_count"],
         "expected_negative_case_count": len(result["expected_negative_cases"]),
@@ -370,14 +391,16 @@ def build_records(replay: Replay) -> RunRecords:
     result = build_result(replay)
     # Every value in the result is the tool's own (no floats) or copied from a loaded file.
     floats = any(loaded.may_hold_floats for loaded in replay.run.all_files())
-    result_bytes = dump_json(result, may_hold_floats=floats)
+    digest = hashlib.sha256()
+    for chunk in iter_json_chunks(result, may_hold_floats=floats):
+        digest.update(chunk)
     return RunRecords(
         result=result,
         board=build_board(result),
-        receipt=build_receipt(result, result_bytes),
+        receipt=build_receipt(result, "sha256:" + digest.hexdigest()),
         acceptance=build_acceptance(replay, result),
         card=build_card(result),
-        result_bytes=result_bytes,
+        may_hold_floats=floats,
     )
 
 
@@ -391,14 +414,14 @@ def write_records(
     """
     if mode is InputMode.BUNDLE:
         target = out_dir / BUNDLE_RESULT_FILE
-        write_bytes_atomic(target, records.result_bytes)
+        write_chunks_atomic(target, records.result_chunks())
         return [target]
+    write_chunks_atomic(out_dir / RESULT_FILE, records.result_chunks())
     written = [
-        (out_dir / RESULT_FILE, records.result_bytes),
         (out_dir / BOARD_FILE, dump_json(records.board)),
         (out_dir / RECEIPT_FILE, dump_json(records.receipt)),
         (acceptance_out or out_dir / ACCEPTANCE_FILE, dump_json(records.acceptance)),
     ]
     for path, data in written:
         write_bytes_atomic(path, data)
-    return [path for path, _ in written]
+    return [out_dir / RESULT_FILE, *(path for path, _ in written)]
