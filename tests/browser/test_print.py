@@ -1,0 +1,89 @@
+"""A run page printed by Chromium is a clean audit printout.
+
+Under print media the navigation is gone, table rows never split across pages and the
+flowchart is the top-to-bottom copy, large enough to read on A4; the PDF carries the
+gap headline as text.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import unicodedata
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+    from browser.conftest import Site
+
+RUN = "runs/allow_network_exfil_executed/index.html"
+PT_PER_PX = 0.75
+PRINTABLE_PX = round((595 - 2 * 36) / PT_PER_PX)  # A4 less half-inch margins, in CSS px
+SMALLEST_LEGIBLE_PT = 6.5
+
+
+def display(page: Page, selector: str) -> str:
+    value: str = page.eval_on_selector(selector, "e => getComputedStyle(e).display")
+    return value
+
+
+def words(value: str) -> str:
+    """Spaces collapsed and ligatures (a PDF's "ﬁ") unfolded, for comparing text."""
+    return " ".join(unicodedata.normalize("NFKC", value).split())
+
+
+def test_print_stylesheet_applies(page: Page, site: Site) -> None:
+    page.goto(site.url(RUN))
+    assert display(page, ".site-header") != "none"
+    page.emulate_media(media="print")
+    for hidden in (".site-header", ".page-toc", ".crumbs", "details.mermaid"):
+        assert display(page, hidden) == "none", f"{hidden} prints"
+    breaks = page.eval_on_selector_all(
+        "main table tbody tr",
+        "rows => [...new Set(rows.map(r => getComputedStyle(r).breakInside))]",
+    )
+    assert breaks == ["avoid"], "no table row may split across pages"
+    assert display(page, "thead") == "table-header-group", "column heads repeat on each page"
+
+
+def test_printed_flowchart_is_the_legible_top_to_bottom_copy(page: Page, site: Site) -> None:
+    page.goto(site.url(RUN))
+    assert display(page, ".flowchart-screen-only") != "none"
+    assert display(page, ".flowchart-print-only") == "none"
+    page.emulate_media(media="print")
+    assert display(page, ".flowchart-screen-only") == "none"
+    assert display(page, ".flowchart-print-only") != "none"
+    # Lay the page out at A4's printable width, then measure the text as drawn.
+    page.set_viewport_size({"width": PRINTABLE_PX, "height": 1000})
+    sizes = page.eval_on_selector(
+        ".flowchart-print-only svg",
+        """svg => {
+            const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+            return [...svg.querySelectorAll('text')].map(
+                t => parseFloat(getComputedStyle(t).fontSize) * scale);
+        }""",
+    )
+    smallest_pt = min(sizes) * PT_PER_PX
+    assert smallest_pt >= SMALLEST_LEGIBLE_PT, f"chart text prints at {smallest_pt:.1f}pt"
+
+
+def test_pdf_has_the_headline_text(page: Page, site: Site) -> None:
+    from pypdf import PdfReader
+
+    page.goto(site.url(RUN))
+    headline = words(page.locator("#headline .headline-text").text_content() or "")
+    page.emulate_media(media="print")
+    pdf = page.pdf(
+        format="A4", margin={side: "0.5in" for side in ("top", "bottom", "left", "right")}
+    )
+    reader = PdfReader(io.BytesIO(pdf))
+    assert len(reader.pages) >= 2
+    first = words(reader.pages[0].extract_text())
+    # Text extraction may break lines anywhere a space or a wrap point was.
+    squeezed = re.sub(r"\s", "", first)
+    assert re.sub(r"\s", "", headline.removeprefix("Blocked ")) in squeezed, first[:400]
+    assert "req_network_exfil_attempt" in first
+    # The chart prints once (the print copy, not both), with every step's label as text.
+    assert first.count("Strict load") == 1
+    assert "Side-effect receipts" in first and "Result ✗ BLOCKED" in first
