@@ -6,8 +6,10 @@ input folder and writes nothing; the records it returns are written by ``records
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
@@ -85,18 +87,54 @@ class Replay:
 
 
 class _ScanCollector:
-    """Scan each file's bytes as the loader reads them, keeping counts by file and class."""
+    """Scan each file's bytes as the loader reads them, keeping counts by file and class.
+
+    A JSON string can spell a token with escapes (``SRX\\u005fSENTINEL...``) that the raw
+    bytes do not match but the parsed value, and so every record and page built from it,
+    would hold. So a file holding any backslash is scanned a second time as its parsed
+    keys and string values (``scan_decoded``); per class the larger count is kept.
+    """
 
     def __init__(self, scanner: ForbiddenScanner) -> None:
         self.scanner = scanner
         self.counts: dict[str, dict[str, int]] = {}
         self.matched: set[bytes] = set()
+        self.escaped: set[str] = set()
         self.files = 0
         self.bytes = 0
 
     def __call__(self, name: str, raw: bytes) -> None:
         counts, matched = self.scanner.scan_bytes(raw)
         self._keep(name, len(raw), counts, matched)
+        if b"\\" in raw:
+            self.escaped.add(name)
+
+    def scan_decoded(self, name: str, data: Any) -> None:
+        """Scan the parsed strings of a file that held escapes, in bounded chunks."""
+        found: dict[str, int] = {}
+        chunk: list[str] = []
+        size = 0
+        for text in _strings_of(data):
+            chunk.append(text)
+            size += len(text) + 1
+            if size >= _DECODED_CHUNK:
+                self._scan_chunk(chunk, found)
+                chunk, size = [], 0
+        self._scan_chunk(chunk, found)
+        if found:
+            mine = self.counts.setdefault(name, {})
+            for class_id, count in found.items():
+                mine[class_id] = max(mine.get(class_id, 0), count)
+
+    def _scan_chunk(self, chunk: list[str], found: dict[str, int]) -> None:
+        if not chunk:
+            return
+        # One string per line: no token spans two strings.
+        data = "\n".join(chunk).encode("utf-8", errors="surrogatepass")
+        counts, matched = self.scanner.scan_bytes(data)
+        for class_id, count in counts.items():
+            found[class_id] = found.get(class_id, 0) + count
+        self.matched |= matched
 
     def scan_path(self, name: str, path: Path) -> None:
         counts, matched = self.scanner.scan_file(path)
@@ -131,6 +169,9 @@ def replay(config: ReplayConfig) -> Replay:
     collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     run = load_run(config.input_dir, config.mode, table, config.limits, extra, collector)
+    for loaded in run.all_files():
+        if loaded.name in collector.escaped and loaded.data is not None:
+            collector.scan_decoded(loaded.name, loaded.data)
 
     layers: list[LayerResult] = [_strict_load_layer(run)]
     modules = None
@@ -170,6 +211,24 @@ def replay(config: ReplayConfig) -> Replay:
     passed = _passes(layers, scan, negative, modules, config.mode)
     inputs = _input_files(run, scan, modules)
     return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+
+
+_DECODED_CHUNK = 4 * 1024 * 1024
+
+
+def _strings_of(value: Any) -> Iterator[str]:
+    """Yield every key and string value of a parsed JSON value, depth first, without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                yield key
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _strict_load_layer(run: RunInputs) -> LayerResult:

@@ -3,10 +3,15 @@
 Each exporter takes a list of ``ExportRun`` (a replay plus the name and repository-relative
 folder it is reported under) and returns the bytes to write; none of them reads or writes
 files itself, so the CLI writes every output only after every run is in memory.
+
+``export_run`` and ``discovered_runs`` hand the exporters a redacted replay: when the
+forbidden-material scan matched anything, every finding message, subject and path and the
+bundle id holding a matched text is replaced (``records.redact``), as in the records.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -16,6 +21,7 @@ from sandbox_replay.codes import Layer
 from sandbox_replay.findings import Finding
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.pipeline import Replay
+from sandbox_replay.records import redact
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,26 @@ def source_root_of(input_dir: Path, base: Path | None = None) -> str:
     return "" if text == "." else text
 
 
+def redacted(outcome: Replay) -> Replay:
+    """Return the replay with every finding text and the bundle id that hold matched text replaced."""
+    matched = outcome.scan.matched_texts
+    if not matched:
+        return outcome
+    layers = [
+        dataclasses.replace(layer, findings=[_redact_finding(f, matched) for f in layer.findings])
+        for layer in outcome.layers
+    ]
+    return dataclasses.replace(outcome, layers=layers, bundle_id=redact(outcome.bundle_id, matched))
+
+
+def _redact_finding(finding: Finding, matched: frozenset[bytes]) -> Finding:
+    message, subject_id, path = redact([finding.message, finding.subject_id, finding.path], matched)
+    return dataclasses.replace(finding, message=message, subject_id=subject_id, path=path)
+
+
 def export_run(name: str, outcome: Replay, base: Path | None = None) -> ExportRun:
-    """Wrap a replay for the exports, naming its folder relative to ``base``."""
-    return ExportRun(name, outcome, source_root_of(outcome.config.input_dir, base))
+    """Wrap a replay for the exports (redacted), naming its folder relative to ``base``."""
+    return ExportRun(name, redacted(outcome), source_root_of(outcome.config.input_dir, base))
 
 
 def is_expected(run: ExportRun, finding: Finding) -> bool:
@@ -91,7 +114,7 @@ def discovered_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[Expo
     from sandbox_replay.report.discover import discover_runs
 
     return [
-        ExportRun(run.name, replay(ReplayConfig(run.path, run.mode)), source_root_of(run.path, cwd))
+        export_run(run.name, replay(ReplayConfig(run.path, run.mode)), cwd)
         for run in discover_runs(paths, cwd)
     ]
 
