@@ -1,14 +1,29 @@
 """Build the static report site: replay every run, build every view, render, then write.
 
-The phases run in one direction and nothing touches the output folder before the last:
+The phases run in one direction and nothing touches the output folder before the last
+(only the recovery below runs first, and it only puts back what a killed build moved):
 
 1. replay every run (one progress line per run);
 2. build every page's view-model;
 3. render every page and asset into memory, refusing two files at one path, and
    refusing any page that holds text the forbidden-material scan matched;
-4. write: the site is written into a temporary sibling folder, which then replaces the
-   output folder, so an interrupted build leaves the old site or the new one, never a
-   mix. An output folder whose files already equal the new site is left untouched.
+4. write (see "Crash safety" below). An output folder whose files already equal the new
+   site is left untouched.
+
+Crash safety. A build killed at any instant (SIGKILL included) leaves the output folder
+either byte for byte the previous site or byte for byte the new one, never a mix, and
+holds no temporary file. The new site is written and fsynced in full (files, then their
+folders) into a hidden sibling folder ``.<out>.new-<random>``; then, on Linux, one
+``renameat2(RENAME_EXCHANGE)`` swaps it with the output folder atomically, and the
+sibling (now the old site) is removed. Where that call is missing (other systems, some
+file systems) the old site is first renamed aside to ``.<out>.old-<random>`` and the new
+one renamed into place: a kill between those two renames leaves no output folder for an
+instant, and the next build's recovery renames the old site back before anything else.
+Every build starts with that recovery: it restores a site renamed aside when the output
+folder is missing, then removes every ``.<out>.new-*`` and ``.<out>.old-*`` sibling
+folder left by a killed build. One build at a time may write a given output folder.
+``tests/test_build_interrupt.py`` kills builds at random times and at every line of this
+phase, on both paths.
 
 Site layout (all links relative, so it opens from ``file://`` or any static host):
 ``index.html``; ``runs/<run>/index.html`` and ``runs/<run>/result.json`` (the run's result
@@ -28,8 +43,10 @@ recorded anywhere, so equal inputs always give equal bytes.
 
 from __future__ import annotations
 
+import ctypes
 import html
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -138,6 +155,7 @@ class _Pages:
 def build_site(config: BuildConfig) -> BuildResult:
     """Replay every run under ``config.paths`` and write the report site to ``config.out_dir``."""
     progress = config.progress or _stderr
+    _recover(config.out_dir)
     _check_out_dir(config.out_dir)
     renderer = Renderer(config.templates)
     runs = discover_runs(config.paths, config.cwd)
@@ -246,6 +264,68 @@ def _current_files(out_dir: Path) -> dict[str, bytes] | None:
     return found
 
 
+def _leftovers(out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Return the staging and retired sibling folders a killed build may have left."""
+    pattern = re.compile(rf"\.{re.escape(out_dir.name)}\.(new|old)-[A-Za-z0-9_]+")
+    found: dict[str, list[Path]] = {"new": [], "old": []}
+    if out_dir.parent.is_dir():
+        for sibling in sorted(out_dir.parent.iterdir()):
+            match = pattern.fullmatch(sibling.name)
+            if match and sibling.is_dir() and not sibling.is_symlink():
+                found[match.group(1)].append(sibling)
+    return found["new"], found["old"]
+
+
+def _recover(out_dir: Path) -> None:
+    """Undo what a killed build left: restore a site renamed aside, remove temp folders."""
+    staged, retired = _leftovers(out_dir)
+    if retired and not out_dir.exists() and not out_dir.is_symlink():
+        # Killed between the two renames of the fallback swap: the old site is whole.
+        retired[0].rename(out_dir)
+        retired = retired[1:]
+        _fsync_dir(out_dir.parent)
+    for folder in staged + retired:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one atomic step (Linux ``renameat2``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    renameat2.restype = ctypes.c_int
+    done: int = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return done == 0
+
+
 def _write_site(out_dir: Path, files: Mapping[str, bytes]) -> bool:
     """Write ``files`` as the whole content of ``out_dir``; return True if it already was."""
     if _current_files(out_dir) == dict(files):
@@ -258,23 +338,32 @@ def _write_site(out_dir: Path, files: Mapping[str, bytes]) -> bool:
         umask = os.umask(0)
         os.umask(umask)
         staging.chmod(0o777 & ~umask)
+        folders = {staging}
         for relative, data in sorted(files.items()):
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
+            folders.add(target.parent)
             with target.open("wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-        if out_dir.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
-            retired.rmdir()
-            out_dir.rename(retired)
-        staging.rename(out_dir)
+        for folder in sorted(folders):
+            _fsync_dir(folder)
+        if out_dir.exists() and _exchange(staging, out_dir):
+            retired, staging = staging, out_dir
+        else:
+            if out_dir.exists():
+                retired = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
+                retired.rmdir()
+                out_dir.rename(retired)
+            staging.rename(out_dir)
+        _fsync_dir(parent)
     except BaseException:
         if retired is not None and not out_dir.exists():
             retired.rename(out_dir)
             retired = None
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging != out_dir:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     if retired is not None:
         shutil.rmtree(retired, ignore_errors=True)
