@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import count, repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input
 from sandbox_replay.policy import SHAPE_FIELDS, Derivation, PolicyTable
@@ -44,12 +44,14 @@ CORE_FILES: dict[str, str | None] = {
 BUNDLE_FILES: dict[str, str | None] = {BUNDLE_MANIFEST: None, SOURCE_MODULE_MANIFEST: None}
 
 
-@dataclass(frozen=True, slots=True)
-class RowRef:
-    """One row of a list file, with where it sits in its file."""
+class RowRef(NamedTuple):
+    """One row of a list file, with where it sits in its file.
+
+    A named tuple, so that ``_row_refs`` can make one per input row in C.
+    """
 
     file: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     line: int | None
     row: Mapping[str, Any]
 
@@ -107,7 +109,8 @@ def _row_refs(loaded: LoadedFile) -> list[RowRef]:
     lines: list[int | None] = list(loaded.row_lines)
     if len(lines) != len(loaded.rows):
         lines = [loaded.line_of(i) for i in range(len(loaded.rows))]
-    return list(map(RowRef, repeat(loaded.name), count(), lines, loaded.rows))
+    fields = zip(repeat(loaded.name), count(), lines, loaded.rows)
+    return list(map(tuple.__new__, repeat(RowRef), fields))
 
 
 _DERIVATION_KEYS = ("risk_class", *SHAPE_FIELDS)

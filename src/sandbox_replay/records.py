@@ -125,6 +125,8 @@ class RunRecords:
 
 
 def _scalar(value: Any) -> Any:
+    if type(value) is str and len(value) <= MAX_TEXT:  # the common case, first
+        return value
     if isinstance(value, str):
         return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "...[truncated]"
     if value is None or isinstance(value, bool | int):
@@ -169,8 +171,9 @@ def _derived_rows(replay: Replay) -> list[dict[str, Any]]:
     run = replay.run
     rows = []
     for request_id, derivation in run.derivations.items():
-        request = run.request_by_id[request_id]
-        verdict = run.verdict_by_request.get(request_id)
+        request = run.request_by_id[request_id].row
+        verdict_ref = run.verdict_by_request.get(request_id)
+        verdict = verdict_ref.row if verdict_ref is not None else None
         rows.append(
             {
                 "request_id": request_id,
@@ -181,11 +184,13 @@ def _derived_rows(replay: Replay) -> list[dict[str, Any]]:
                 "derived_rule_ref": derivation.rule_ref,
                 "fail_closed": derivation.fail_closed,
                 "mismatched_fields": list(derivation.mismatched_fields),
-                "declared_verdict": _scalar(verdict.get("verdict")) if verdict else None,
-                "declared_rule_refs": _scalar(verdict.get("rule_refs")) if verdict else None,
-                "policy_derivation_passed": derivation_passes(
-                    derivation, verdict.row if verdict else None
+                "declared_verdict": _scalar(verdict.get("verdict"))
+                if verdict is not None
+                else None,
+                "declared_rule_refs": (
+                    _scalar(verdict.get("rule_refs")) if verdict is not None else None
                 ),
+                "policy_derivation_passed": derivation_passes(derivation, verdict),
             }
         )
     return rows

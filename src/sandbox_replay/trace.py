@@ -68,13 +68,24 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         run.request_by_id.items(), key=lambda item: (_text(item[1].get("episode_id")), item[0])
     )
     spans: list[dict[str, Any]] = []
+
+    def flag(code: str, message: str, span_id: str, request: RowRef) -> None:
+        audit.add(
+            code, f"{span_id}: {message}", FLOOR, span_id, "trace_span", request.file, request.line
+        )
+
+    no_row: dict[str, Any] = {}
     for sequence, (request_id, request) in enumerate(ordered):
+        # Plain dict lookups on the rows: this loop runs once per request.
         verdict = run.verdict_by_request.get(request_id)
         effect = run.effect_by_request.get(request_id)
-        declared = verdict.get("verdict") if verdict else None
-        executed = effect is not None and effect.get("execution_attempted") is True
-        diff_count = effect.get("side_effect_diff_count") if effect else None
-        rollback_ref = effect.get("rollback_receipt_ref") if effect else None
+        row = request.row
+        verdict_row = verdict.row if verdict is not None else no_row
+        effect_row = effect.row if effect is not None else no_row
+        declared = verdict_row.get("verdict")
+        executed = effect_row.get("execution_attempted") is True
+        diff_count = effect_row.get("side_effect_diff_count")
+        rollback_ref = effect_row.get("rollback_receipt_ref")
         if declared == "block":
             outcome = "blocked"
         elif executed:
@@ -82,55 +93,63 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         else:
             outcome = declared if isinstance(declared, str) else "unverified"
         span_id = f"span:{request_id}"
-
-        def flag(
-            code: str, message: str, span_id: str = span_id, request: RowRef = request
-        ) -> None:
-            audit.add(
-                code,
-                f"{span_id}: {message}",
-                FLOOR,
-                span_id,
-                "trace_span",
-                request.file,
-                request.line,
-            )
-
         if verdict is None:
-            flag(codes.TRACE_VERDICT_REF_MISSING, "no verdict row to use as authority")
-        elif verdict.get("pre_execution") is not True:
-            flag(codes.TRACE_VERDICT_NOT_PRE_EXECUTION, "verdict not recorded before execution")
+            flag(
+                codes.TRACE_VERDICT_REF_MISSING,
+                "no verdict row to use as authority",
+                span_id,
+                request,
+            )
+        elif verdict_row.get("pre_execution") is not True:
+            flag(
+                codes.TRACE_VERDICT_NOT_PRE_EXECUTION,
+                "verdict not recorded before execution",
+                span_id,
+                request,
+            )
         if effect is None:
-            flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt")
+            flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt", span_id, request)
         elif declared == "block" and (executed or diff_count not in (0, None)):
-            flag(codes.TRACE_BLOCKED_ACTION_EXECUTED, "block verdict but the action executed")
+            flag(
+                codes.TRACE_BLOCKED_ACTION_EXECUTED,
+                "block verdict but the action executed",
+                span_id,
+                request,
+            )
         elif declared in ("allow", "review") and not executed:
-            flag(codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED, f"{declared} verdict but no execution")
+            flag(
+                codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED,
+                f"{declared} verdict but no execution",
+                span_id,
+                request,
+            )
         if executed and not rollback_covers(run, request_id, rollback_ref):
-            flag(codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt")
+            flag(
+                codes.TRACE_ROLLBACK_REF_MISSING,
+                "executed with no rollback receipt",
+                span_id,
+                request,
+            )
         if request_id not in run.replay_by_request:
-            flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row")
-        policy_version = verdict.get("policy_version") if verdict else None
+            flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row", span_id, request)
+        policy_version = verdict_row.get("policy_version")
+        capability = row.get("requested_capability")
         spans.append(
             {
                 "span_id": span_id,
                 "session_id": session_id,
-                "action_kind": request.get("action_kind"),
+                "action_kind": row.get("action_kind"),
                 "sequence_index": sequence,
-                "episode_id": request.get("episode_id"),
-                "observation_ref": request.get("untrusted_tool_output_ref"),
+                "episode_id": row.get("episode_id"),
+                "observation_ref": row.get("untrusted_tool_output_ref"),
                 "authority_verdict_id": (
                     f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None
                 ),
                 "state_transition_ref": rollback_ref if isinstance(rollback_ref, str) else None,
                 "outcome": outcome,
-                "target_ref": request.get("requested_capability"),
+                "target_ref": capability,
                 "input_digest": _input_digest(
-                    (
-                        request.get("normalized_action_ref"),
-                        request.get("requested_capability"),
-                        request.get("risk_class"),
-                    )
+                    (row.get("normalized_action_ref"), capability, row.get("risk_class"))
                 ),
                 "recovery_ref": (
                     rollback_ref
