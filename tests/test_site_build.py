@@ -361,3 +361,14 @@ def test_broken_runs_still_build_and_name_their_gaps(tmp_path: Path) -> None:
     page = (out / "runs/missing_files/index.html").read_text("utf-8")
     assert "— missing" in page
     assert parse(out / "runs/bad_json/index.html").sections == list(RUN_SECTIONS)
+
+
+@pytest.mark.parametrize(
+    ("out", "needle"),
+    [(".", "the working directory"), ("fixtures", "the input fixtures/first_wave")],
+)
+def test_cli_refuses_an_output_folder_holding_cwd_or_inputs(out: str, needle: str) -> None:
+    result = _cli("build", "fixtures/first_wave", "--out", out)
+    assert result.returncode == 2
+    assert needle in result.stderr
+    assert (REPO / "fixtures/first_wave/action_requests.json").is_file()

@@ -155,8 +155,11 @@ class _Pages:
 def build_site(config: BuildConfig) -> BuildResult:
     """Replay every run under ``config.paths`` and write the report site to ``config.out_dir``."""
     progress = config.progress or _stderr
-    _recover(config.out_dir)
-    _check_out_dir(config.out_dir)
+    # Absolute and normalised, so `--out .` or `--out ..` names a folder with a parent.
+    out_dir = Path(os.path.abspath(config.out_dir))
+    _refuse_enclosing_out_dir(out_dir, [Path.cwd(), *config.paths], config.out_dir)
+    _recover(out_dir)
+    _check_out_dir(out_dir)
     renderer = Renderer(config.templates)
     runs = discover_runs(config.paths, config.cwd)
     build_time = _build_time(config.source_date_epoch)
@@ -190,7 +193,7 @@ def build_site(config: BuildConfig) -> BuildResult:
     _refuse_matched_text(pages, replayed)
 
     # Phase 4: write.
-    unchanged = _write_site(config.out_dir, pages.files)
+    unchanged = _write_site(out_dir, pages.files)
     return BuildResult(
         out_dir=config.out_dir,
         runs=tuple(RunOutcome(v.name, v.status, v.headline.text) for v in run_views),
@@ -236,6 +239,23 @@ def _refuse_matched_text(pages: _Pages, replayed: Sequence[_Replayed]) -> None:
             raise BuildError(
                 f"{path} would contain text the forbidden-material scan matched; "
                 "nothing was written"
+            )
+
+
+def _refuse_enclosing_out_dir(out_dir: Path, inside: Sequence[Path], shown: Path) -> None:
+    """Refuse an output folder that is, or holds, the working directory or an input path.
+
+    The whole output folder is replaced, so either would be swept away with the old site.
+    """
+    if out_dir.parent == out_dir:
+        raise BuildError(f"output folder {shown} is a filesystem root")
+    for path in inside:
+        absolute = Path(os.path.abspath(path))
+        if absolute == out_dir or absolute.is_relative_to(out_dir):
+            what = "the working directory" if path == inside[0] else f"the input {path}"
+            raise BuildError(
+                f"output folder {shown} holds {what}, which replacing it would remove; "
+                "choose another --out"
             )
 
 

@@ -93,7 +93,6 @@ class Cell:
     text: str
     note: str = ""
     css: str = ""
-    sort: str = ""
 
     @property
     def note_parts(self) -> tuple[str, ...]:
