@@ -103,6 +103,8 @@ def test_keyboard_reaches_every_control_with_a_visible_focus(
     missed = [what for index, what in enumerate(controls) if index not in reached]
     assert not missed, f"{len(missed)} controls the keyboard never reaches: {missed[:10]}"
     assert len(stops) == len(controls), "each control is reached once per round"
+    order = [stop["index"] for stop in stops]
+    assert order == sorted(order), "Tab follows the reading order, one control at a time"
 
     unmarked = [stop["what"] for stop in stops if stop["indicator"] == stop["resting"]]
     assert not unmarked, f"focus is invisible on {len(unmarked)} controls: {unmarked[:10]}"

@@ -21,7 +21,11 @@ FAILING_RUN = "allow_network_exfil_executed"
 GAP_REQUEST = "req_network_exfil_attempt"
 GAP_CODE = "SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH"
 GAP_ANCHOR = "sandbox-policy-verdict-semantic-mismatch"
-FINDINGS_COLUMN = 9  # cells after the row header: mode, status, headline, five counts, findings
+# Stable hooks: ids, data-* attributes and roles, not the stylesheet's classes.
+RUNS_ROWS = "table[data-sortable] tbody tr"
+FINDING_ROWS = "#findings tbody tr"
+CODE_LINK = 'a[href*="codes/index.html#"]'
+HEADLINE = "#headline p"
 
 VISIBLE_RUNS = """rows => rows
     .filter(row => !row.hidden && row.getClientRects().length > 0)
@@ -48,16 +52,21 @@ def manifest_runs(site: Site) -> list[dict[str, Any]]:
 
 
 def visible_runs(page: Page) -> list[str]:
-    names: list[str] = page.eval_on_selector_all("table.runs tbody tr", VISIBLE_RUNS)
+    names: list[str] = page.eval_on_selector_all(RUNS_ROWS, VISIBLE_RUNS)
     return names
 
 
 def findings_column(page: Page) -> list[int]:
     """The findings count of each visible row, top to bottom."""
+    column = page.eval_on_selector_all(
+        "table[data-sortable] thead th",
+        "heads => heads.findIndex(th => th.textContent.trim().startsWith('Findings'))",
+    )
+    assert column > 0
     values: list[str] = page.eval_on_selector_all(
-        "table.runs tbody tr",
+        RUNS_ROWS,
         f"""rows => rows.filter(row => !row.hidden)
-            .map(row => row.cells[{FINDINGS_COLUMN}].getAttribute("data-sort"))""",
+            .map(row => row.cells[{column}].getAttribute("data-sort"))""",
     )
     return [int(value) for value in values]
 
@@ -87,29 +96,28 @@ def test_blocked_filter_to_gap_to_catalog_and_back_to_the_input_line(
         f"{len(blocked)} of {len(runs)} runs shown"
     )
 
-    page.locator("table.runs tbody tr", has_text=FAILING_RUN).get_by_role(
+    page.locator(RUNS_ROWS, has_text=FAILING_RUN).get_by_role(
         "link", name=FAILING_RUN, exact=True
     ).click()
     page.wait_for_load_state()
     assert page.url == site.url(f"runs/{FAILING_RUN}/index.html")
 
-    headline = " ".join(page.locator("#headline .headline-text").text_content().split())
+    headline = " ".join((page.locator(HEADLINE).first.text_content() or "").split())
     assert headline.startswith("Blocked ")
     assert f"1 declared allow derives to block ({GAP_REQUEST})" in headline, headline
 
-    finding = page.locator(
-        "table.findings tbody tr", has=page.locator(f'a.code:text-is("{GAP_CODE}")')
-    )
+    finding = page.locator(FINDING_ROWS, has=page.get_by_role("link", name=GAP_CODE, exact=True))
     assert finding.count() == 1
     run_url = page.url
-    finding.locator("a.code").click()
+    finding.get_by_role("link", name=GAP_CODE, exact=True).click()
     page.wait_for_load_state()
     assert page.url == site.url(f"codes/index.html#{GAP_ANCHOR}")
-    entry = page.locator(f"article#{GAP_ANCHOR}")
-    assert entry.locator("h3").inner_text() == GAP_CODE
-    assert in_viewport(entry.locator("h3")), "the catalog entry is scrolled into view"
+    entry = page.locator(f"#{GAP_ANCHOR}")
+    title = entry.get_by_role("heading", name=GAP_CODE, exact=True)
+    assert title.count() == 1
+    assert in_viewport(title), "the catalog entry is scrolled into view"
     assert entry.evaluate("e => e.matches(':target')")
-    other = page.locator("article.code-entry:not(:target)").first
+    other = page.locator(f"#{GAP_ANCHOR} ~ article").first
     assert entry.evaluate("e => getComputedStyle(e).outlineStyle") != other.evaluate(
         "e => getComputedStyle(e).outlineStyle"
     ), "the entry landed on is marked"
@@ -119,8 +127,8 @@ def test_blocked_filter_to_gap_to_catalog_and_back_to_the_input_line(
     page.wait_for_load_state()
     assert page.url == run_url
 
-    link = finding.locator("td.loc a")
-    assert link.inner_text() == "policy_verdicts.json:15"
+    link = finding.get_by_role("link", name="policy_verdicts.json:15", exact=True)
+    assert link.count() == 1
     link.click()
     assert fragment(page) == "policy-verdicts-L15"
     line = page.locator("#policy-verdicts-L15")
@@ -145,7 +153,7 @@ def test_blocked_filter_to_gap_to_catalog_and_back_to_the_input_line(
 
 def test_sorting_by_findings_orders_the_rows(page: Page, site: Site) -> None:
     page.goto(site.url())
-    header = page.locator("table.runs thead th", has_text="Findings")
+    header = page.locator("table[data-sortable] thead th", has_text="Findings")
     button = header.get_by_role("button")
 
     button.click()
@@ -158,7 +166,7 @@ def test_sorting_by_findings_orders_the_rows(page: Page, site: Site) -> None:
     descending = findings_column(page)
     assert descending == sorted(ascending, reverse=True)
 
-    by_name = page.locator("table.runs thead th", has_text="Run")
+    by_name = page.locator("table[data-sortable] thead th", has_text="Run")
     by_name.get_by_role("button").click()
     names = visible_runs(page)
     assert names == sorted(names)
@@ -174,7 +182,7 @@ def test_text_filter_narrows_and_restores_the_rows(page: Page, site: Site) -> No
     assert visible_runs(page) == [FAILING_RUN]
     box.fill("BUNDLE")  # case does not matter; matches mode labels and names
     shown = visible_runs(page)
-    rows = page.locator("table.runs tbody tr:not([hidden])")
+    rows = page.locator(f"{RUNS_ROWS}:not([hidden])")
     assert shown and all("bundle" in text.lower() for text in rows.all_inner_texts())
     box.fill("no run is called this")
     assert visible_runs(page) == []
@@ -199,18 +207,18 @@ def test_without_javascript_every_run_and_finding_is_reachable(
     page.goto(site.url())
     assert not page.locator("[data-filters]").is_visible(), "no dead controls without scripts"
     assert sorted(visible_runs(page)) == sorted(run["name"] for run in runs)
-    hrefs = page.eval_on_selector_all("table.runs tbody th a", "links => links.map(a => a.href)")
+    hrefs = page.eval_on_selector_all(f"{RUNS_ROWS} th a", "links => links.map(a => a.href)")
     assert sorted(hrefs) == sorted(site.url(run["page"]) for run in runs)
 
     for run in runs:
         page.goto(site.url(run["page"]))
         result = json.loads((site.root / run["result"]).read_text("utf-8"))
-        rows = page.locator("table.findings tbody tr")
+        rows = page.locator(FINDING_ROWS)
         assert rows.count() == len(result["findings"]), run["name"]
         for index in range(rows.count()):
             row = rows.nth(index)
             assert row.is_visible(), f"{run['name']}: finding row {index} is hidden"
-            assert row.locator("a.code").is_visible()
-        codes = sorted(rows.locator("a.code").all_inner_texts())
+            assert row.locator(CODE_LINK).is_visible()
+        codes = sorted(rows.locator(CODE_LINK).all_inner_texts())
         assert codes == sorted(f["error_code"] for f in result["findings"]), run["name"]
-        assert re.search(r"\S", page.locator("#headline .headline-text").inner_text())
+        assert re.search(r"\S", page.locator(HEADLINE).first.inner_text())

@@ -35,9 +35,11 @@ def words(value: str) -> str:
 
 def test_print_stylesheet_applies(page: Page, site: Site) -> None:
     page.goto(site.url(RUN))
-    assert display(page, ".site-header") != "none"
+    navigation = ("body > header", 'nav[aria-label="On this page"]', "details:has(pre code)")
+    for shown in navigation:
+        assert display(page, shown) != "none", f"{shown} is on screen"
     page.emulate_media(media="print")
-    for hidden in (".site-header", ".page-toc", ".crumbs", "details.mermaid"):
+    for hidden in navigation:
         assert display(page, hidden) == "none", f"{hidden} prints"
     breaks = page.eval_on_selector_all(
         "main table tbody tr",
@@ -72,7 +74,7 @@ def test_pdf_has_the_headline_text(page: Page, site: Site) -> None:
     from pypdf import PdfReader
 
     page.goto(site.url(RUN))
-    headline = words(page.locator("#headline .headline-text").text_content() or "")
+    headline = words(page.locator("#headline p").first.text_content() or "")
     page.emulate_media(media="print")
     pdf = page.pdf(
         format="A4", margin={side: "0.5in" for side in ("top", "bottom", "left", "right")}
