@@ -5,9 +5,10 @@ Playwright's own browser download is never used (it cannot run here). Without Ch
 these tests skip with a message saying how to enable them, except in CI (``CI=true``),
 where a missing browser fails the run: ``.ci/run`` installs it, so its absence is a fault.
 
-Every page a test opens goes through ``watched_page``: it records every request and
-aborts (and reports) any that leaves the page's own origin or ``file://``, and it
-collects console errors, warnings and uncaught exceptions; a test fails on any of them.
+Every page a test opens comes from the ``opener`` fixture (``page`` is one such page): it
+records every request and aborts (and reports) any that leaves the page's own origin or
+``file://``, and it collects failed requests, console errors and warnings and uncaught
+exceptions; the test fails on any of them. Every test here is marked ``browser``.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def unavailable(what: str, how: str) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test in this folder ``browser`` (the hook sees the whole session's items)."""
     here = Path(__file__).parent
     for item in items:
         if here in item.path.parents:
