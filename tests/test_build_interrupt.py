@@ -40,6 +40,10 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.report import build
 from sandbox_replay.report.build import BuildConfig, build_site
 
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "fork") or not hasattr(signal, "SIGKILL"), reason="needs fork and SIGKILL"
+)
+
 EPOCHS = (1_700_000_000, 1_800_000_000)
 SEED = 20261130
 KILLS = 10

@@ -207,7 +207,7 @@ def _pages(site: Path) -> list[str]:
 def test_committed_hostile_bundle_is_what_the_generator_writes(tmp_path: Path) -> None:
     fresh = tmp_path / "hostile_bundle"
     MAKE.build_bundle(fresh)
-    assert MAKE._same_tree(fresh, HOSTILE_BUNDLE), (
+    assert MAKE.same_tree(fresh, HOSTILE_BUNDLE), (
         "tests/data/hostile_bundle is stale; run .venv/bin/python tests/data/make_hostile_bundle.py"
     )
 
@@ -289,8 +289,8 @@ def test_attack_text_is_shown_as_text(builds: tuple[Build, Build]) -> None:
 
 def test_no_raw_control_or_bidi_character_in_any_output(builds: tuple[Build, Build]) -> None:
     hostile, _ = builds
-    written = [p for p in hostile.site.rglob("*") if p.is_file() and p.suffix != ".json"]
-    written += [hostile.junit, hostile.markdown]
+    written = [p for p in hostile.site.rglob("*") if p.is_file()]
+    written += [hostile.sarif, hostile.junit, hostile.markdown]
     for path in written:
         found = HIDDEN.search(path.read_text("utf-8"))
         assert found is None, f"{path.name} holds U+{ord(found.group()):04X} raw"

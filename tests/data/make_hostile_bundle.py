@@ -143,7 +143,7 @@ def build_bundle(out: Path, suffix: str = ATTACK) -> None:
     manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
-def _same_tree(a: Path, b: Path) -> bool:
+def same_tree(a: Path, b: Path) -> bool:
     files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
     return files_a == files_b and all(filecmp.cmp(a / f, b / f, shallow=False) for f in files_a)
@@ -157,7 +157,7 @@ def main() -> int:
         fresh = Path(tmp) / "hostile_bundle"
         build_bundle(fresh)
         if args.check:
-            current = TARGET.is_dir() and _same_tree(fresh, TARGET)
+            current = TARGET.is_dir() and same_tree(fresh, TARGET)
             if not current:
                 print(f"{TARGET} is stale; rerun without --check", file=sys.stderr)
             return 0 if current else 1
