@@ -6,7 +6,9 @@ input folder and writes nothing; the records it returns are written by ``records
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,8 +164,31 @@ class _ScanCollector:
         )
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a run's data is built.
+
+    A large run makes millions of rows, refs and records, and every few hundred new
+    containers the collector would walk the ones still alive: over a tenth of the run's
+    time. What is built here holds no reference cycles, so reference counting frees it
+    just the same; the collector resumes (if it was on) when the block ends.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def replay(config: ReplayConfig) -> Replay:
     """Replay one fixture or bundle folder and return what every layer found."""
+    with gc_paused():
+        return _replay(config)
+
+
+def _replay(config: ReplayConfig) -> Replay:
     table = config.table or default_table()
     scanner = config.scanner or ForbiddenScanner.default()
     collector = _ScanCollector(scanner)

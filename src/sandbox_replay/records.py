@@ -45,7 +45,7 @@ from sandbox_replay.layers.rows import (
     VERDICT_FIELDS,
 )
 from sandbox_replay.layers.verdicts import derivation_passes
-from sandbox_replay.pipeline import Replay
+from sandbox_replay.pipeline import Replay, gc_paused
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SCHEMA_VERSION = "sandbox-replay.result/1"
@@ -103,16 +103,24 @@ class RunRecords:
 
     The result record's bytes are not kept: for a large run they are as big as its
     inputs. ``result_chunks()`` yields them piece by piece (as ``write_records`` writes
-    them); ``result_bytes`` joins them on first use.
+    them); ``result_bytes`` joins them on first use. The receipt, which holds their
+    digest, is built on first use too (bundle mode never writes it).
     """
 
     result: dict[str, Any]
     board: dict[str, Any]
-    receipt: dict[str, Any]
     acceptance: dict[str, Any]
     card: dict[str, Any]
     # False when no input held a float, so the fast serialiser gives the standard bytes.
     may_hold_floats: bool = True
+
+    @cached_property
+    def receipt(self) -> dict[str, Any]:
+        """Return the validation receipt (it hashes the whole result record)."""
+        digest = hashlib.sha256()
+        for chunk in self.result_chunks():
+            digest.update(chunk)
+        return build_receipt(self.result, "sha256:" + digest.hexdigest())
 
     def result_chunks(self) -> Iterator[bytes]:
         """Yield the result record as written, in pieces."""
@@ -393,16 +401,13 @@ def build_card(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def build_records(replay: Replay) -> RunRecords:
     """Build every record of one replay."""
-    result = build_result(replay)
+    with gc_paused():
+        result = build_result(replay)
     # Every value in the result is the tool's own (no floats) or copied from a loaded file.
     floats = any(loaded.may_hold_floats for loaded in replay.run.all_files())
-    digest = hashlib.sha256()
-    for chunk in iter_json_chunks(result, may_hold_floats=floats):
-        digest.update(chunk)
     return RunRecords(
         result=result,
         board=build_board(result),
-        receipt=build_receipt(result, "sha256:" + digest.hexdigest()),
         acceptance=build_acceptance(replay, result),
         card=build_card(result),
         may_hold_floats=floats,
