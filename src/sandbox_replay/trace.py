@@ -12,6 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RowRef, RunInputs
@@ -39,12 +41,24 @@ class Trace:
         }
 
 
+_SORTED = orjson.OPT_SORT_KEYS
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _encode_string = json.encoder.encode_basestring  # the one _CANONICAL uses for strings
 
 
-def canonical_digest(value: Any) -> str:
-    """Return ``sha256:<hex>`` of ``value``'s canonical JSON."""
+def canonical_digest(value: Any, *, may_hold_floats: bool = True) -> str:
+    """Return ``sha256:<hex>`` of ``value``'s canonical JSON.
+
+    orjson with sorted keys writes the same UTF-8 bytes as the standard library here,
+    except for floats (``1e-05`` against ``0.00001``) and what it refuses (integers
+    beyond 64 bits, lone surrogates); so it is used only for a value known to hold no
+    float, and anything it refuses goes the standard way.
+    """
+    if not may_hold_floats:
+        try:
+            return "sha256:" + hashlib.sha256(orjson.dumps(value, option=_SORTED)).hexdigest()
+        except TypeError:  # orjson.JSONEncodeError included
+            pass
     text = _CANONICAL.encode(value)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -162,7 +176,10 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         "action_kind_counts": dict(sorted(Counter(_text(s["action_kind"]) for s in spans).items())),
         "outcome_counts": dict(sorted(Counter(s["outcome"] for s in spans).items())),
         "finding_count": len(audit.findings),
-        "trace_digest": canonical_digest(spans),
+        # Span values are the tool's own or copied from the request and receipt rows.
+        "trace_digest": canonical_digest(
+            spans, may_hold_floats=any(f.may_hold_floats for f in run.all_files())
+        ),
     }
     audit.counts = {"span_count": len(spans), "audit_finding_count": len(audit.findings)}
     return Trace(spans, summary, audit)
