@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,10 +76,10 @@ def missing_fields(row: Mapping[str, Any], required: Iterable[str]) -> list[str]
     return missing
 
 
-def not_text(row: Mapping[str, Any], fields: Iterable[str], missing: Iterable[str]) -> list[str]:
+def not_text(row: Mapping[str, Any], fields: Iterable[str], missing: Collection[str]) -> list[str]:
     """Return the fields that are present and non-empty but not strings (refs are text)."""
-    skip = set(missing)
-    return [name for name in fields if name not in skip and not isinstance(row.get(name), str)]
+    # The type test first: it settles the common case without looking at ``missing``.
+    return [name for name in fields if not isinstance(row.get(name), str) and name not in missing]
 
 
 def wrong_flags(row: Mapping[str, Any], expected: Mapping[str, bool]) -> list[str]:
