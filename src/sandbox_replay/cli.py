@@ -445,6 +445,25 @@ def build(
     junit: JunitOpt = None,
     markdown: MarkdownOpt = None,
     site_url: SiteUrlOpt = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Runs replayed and rendered at once, in separate processes "
+            "(default: the number of cores; 1 builds in this process).",
+            show_default=False,
+        ),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="Address of a Dask distributed scheduler (tcp://host:8786) to replay and "
+            "render the runs on; needs the extra sandbox-replay[dask].",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -453,6 +472,7 @@ def build(
     """
     from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
     from sandbox_replay.report.discover import DiscoveryError
+    from sandbox_replay.report.parallel import SchedulerError
 
     if fail_on not in (None, "blocked"):
         raise usage_error(f"--fail-on accepts only 'blocked', got {fail_on!r}")
@@ -467,12 +487,22 @@ def build(
         raise usage_error(f"templates folder {templates} does not exist")
     targets = ExportTargets(sarif, junit, markdown, site_url)
     check_export_targets(targets)
+    if jobs is not None and jobs < 1:
+        raise usage_error(f"--jobs must be at least 1, got {jobs}")
     try:
-        config = BuildConfig(tuple(paths), out_dir, templates, epoch_from_env(), progress=progress)
+        config = BuildConfig(
+            tuple(paths),
+            out_dir,
+            templates,
+            epoch_from_env(),
+            progress=progress,
+            jobs=jobs,
+            scheduler=scheduler,
+        )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.
         exported = write_exports(targets, discovered_runs(config.paths)) if targets.paths() else []
-    except (BuildError, DiscoveryError) as error:
+    except (BuildError, DiscoveryError, SchedulerError) as error:
         raise usage_error(str(error)) from None
     for path in exported:
         progress(f"wrote {path}")

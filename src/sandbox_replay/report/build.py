@@ -44,28 +44,30 @@ recorded anywhere, so equal inputs always give equal bytes.
 from __future__ import annotations
 
 import ctypes
-import html
 import os
 import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.pipeline import Replay, ReplayConfig, replay
-from sandbox_replay.records import RunRecords, build_records
+from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, discover_runs
-from sandbox_replay.report.render import ASSETS, Renderer
-from sandbox_replay.report.views import (
-    RunView,
-    build_catalog_view,
-    build_index_view,
-    build_run_view,
+from sandbox_replay.report.parallel import (
+    MatchedTextError,
+    RunBuilt,
+    RunTask,
+    put_file,
+    refuse_matched,
+    run_all,
 )
+from sandbox_replay.report.render import ASSETS, Renderer
+from sandbox_replay.report.views import RunSummary, build_catalog_view, build_index_view
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SITE_SCHEMA = "sandbox-replay.site/1"
@@ -86,6 +88,8 @@ class BuildConfig:
     source_date_epoch: int | None = None
     cwd: Path | None = None
     progress: Callable[[str], None] | None = field(default=None, compare=False)
+    jobs: int | None = None
+    scheduler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class BuildResult:
     runs: tuple[RunOutcome, ...]
     file_count: int
     unchanged: bool
+    reused: int = 0
 
     @property
     def any_blocked(self) -> bool:
@@ -133,77 +138,143 @@ def _stderr(message: str) -> None:
     print(f"sandbox-replay: {message}", file=sys.stderr, flush=True)
 
 
-@dataclass
-class _Replayed:
-    run: DiscoveredRun
-    replay: Replay
-    records: RunRecords
-
-
 class _Pages:
     """The site in memory: relative path → bytes, refusing a second file at one path."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
+        self.staged: set[str] = set()
 
     def add(self, path: str, data: bytes) -> None:
-        if path in self.files:
+        if path in self.files or path in self.staged:
             raise BuildError(f"two pages map to {path}")
         self.files[path] = data
+
+    def add_staged(self, path: str) -> None:
+        if path in self.files or path in self.staged:
+            raise BuildError(f"two pages map to {path}")
+        self.staged.add(path)
+
+
+def default_jobs() -> int:
+    """Return the default number of build processes: the number of usable cores."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on every system
+        return max(1, os.cpu_count() or 1)
 
 
 def build_site(config: BuildConfig) -> BuildResult:
     """Replay every run under ``config.paths`` and write the report site to ``config.out_dir``."""
+    started = time.perf_counter()
     progress = config.progress or _stderr
     # Absolute and normalised, so `--out .` or `--out ..` names a folder with a parent.
     out_dir = Path(os.path.abspath(config.out_dir))
     _refuse_enclosing_out_dir(out_dir, [Path.cwd(), *config.paths], config.out_dir)
     _recover(out_dir)
     _check_out_dir(out_dir)
-    renderer = Renderer(config.templates)
+    if config.templates is not None and not config.templates.is_dir():
+        raise BuildError(f"templates folder {config.templates} does not exist")
     runs = discover_runs(config.paths, config.cwd)
     build_time = _build_time(config.source_date_epoch)
     shown_time = build_time or "not recorded (SOURCE_DATE_EPOCH was not set)"
+    settings = incremental.settings_hash(config.templates, shown_time)
+    previous = incremental.read_status(out_dir, settings)
+    keys = {run.name: incremental.run_key(run, incremental.inputs_hash(run.path)) for run in runs}
 
-    # Phase 1: replay.
-    replayed = []
-    for run in runs:
-        outcome = replay(ReplayConfig(run.path, run.mode))
-        records = build_records(outcome)
-        progress(f"replayed {run.display_path} as runs/{run.name}: {outcome.status}")
-        replayed.append(_Replayed(run, outcome, records))
+    # The site is assembled in a hidden sibling folder, swapped in by the write phase; the
+    # output folder itself is untouched until then (see "Crash safety").
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=out_dir.parent))
+    try:
+        pages = _Pages()
+        summaries: dict[str, RunSummary] = {}
+        run_files: dict[str, list[str]] = {}
+        needles: set[bytes] = set()
 
-    # Phase 2: view-models.
-    run_views = [
-        build_run_view(r.run, r.replay, r.records, shown_time, __version__) for r in replayed
-    ]
-    index = build_index_view(run_views, shown_time, __version__)
-    catalog = build_catalog_view(run_views, shown_time, __version__)
+        # Phase 1 and 2 for reused runs: copy last build's pages of each unchanged run.
+        reused = 0
+        tasks = []
+        for run in runs:
+            old = previous.get(tuple(keys[run.name].values()))
+            if old is None:
+                local = config.scheduler is None
+                tasks.append(RunTask(run, config.templates, shown_time, staging if local else None))
+                continue
+            for path in old.files:
+                put_file(staging, path, (out_dir / path).read_bytes())
+                pages.add_staged(path)
+            summaries[run.name] = old.summary
+            run_files[run.name] = list(old.files)
+            reused += 1
+            progress(
+                f"reused {run.display_path} as runs/{run.name}: {old.summary.status} "
+                "(inputs unchanged)"
+            )
 
-    # Phase 3: render into memory.
-    pages = _Pages()
-    pages.add("index.html", renderer.render("index.html", view=index))
-    pages.add("codes/index.html", renderer.render("codes.html", view=catalog))
-    for item, view in zip(replayed, run_views, strict=True):
-        pages.add(f"runs/{view.name}/index.html", renderer.render("run.html", view=view))
-        pages.add(f"runs/{view.name}/result.json", item.records.result_bytes)
-    for asset in ASSETS:
-        pages.add(asset, renderer.asset(asset))
-    pages.add(MANIFEST, dump_json(_manifest(replayed, run_views, build_time)))
-    _refuse_matched_text(pages, replayed)
+        # Phases 1-3 for the others: replay, view-models, render each run (in parallel).
+        def done(task: RunTask, built: RunBuilt) -> None:
+            progress(
+                f"replayed {task.run.display_path} as runs/{task.run.name}: "
+                f"{built.summary.status} ({built.seconds:.1f}s)"
+            )
 
-    # Phase 4: write.
-    unchanged = _write_site(out_dir, pages.files)
+        jobs = config.jobs if config.jobs is not None else default_jobs()
+        try:
+            results = run_all(tasks, jobs, config.scheduler, done)
+        except MatchedTextError as error:
+            raise BuildError(str(error)) from None
+        for task, built in zip(tasks, results, strict=True):
+            for path, data in built.files.items():
+                pages.add(path, data)
+            for path in built.written:
+                pages.add_staged(path)
+            summaries[task.run.name] = built.summary
+            run_files[task.run.name] = sorted([*built.files, *built.written])
+            needles.update(built.needles)
+
+        # Phase 2 and 3 for the pages that span runs.
+        ordered = [summaries[run.name] for run in runs]
+        index = build_index_view(ordered, shown_time, __version__)
+        catalog = build_catalog_view(ordered, shown_time, __version__)
+        renderer = Renderer(config.templates)
+        pages.add("index.html", renderer.render("index.html", view=index))
+        pages.add("codes/index.html", renderer.render("codes.html", view=catalog))
+        for asset in ASSETS:
+            pages.add(asset, renderer.asset(asset))
+        pages.add(MANIFEST, dump_json(_manifest(runs, ordered, build_time)))
+        status = incremental.status_record(
+            settings, [(keys[r.name], summaries[r.name], run_files[r.name]) for r in runs]
+        )
+        pages.add(incremental.STATUS_FILE, dump_json(status))
+        for path, data in pages.files.items():
+            try:
+                refuse_matched(path, data, frozenset(needles))
+            except MatchedTextError as error:
+                raise BuildError(str(error)) from None
+
+        # Phase 4: write.
+        unchanged = _write_site(out_dir, pages.files, staged=staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    elapsed = time.perf_counter() - started
+    progress(
+        f"{len(runs)} runs: {len(runs) - reused} built, {reused} reused, "
+        f"in {elapsed:.1f}s with {1 if config.scheduler else min(jobs, max(len(tasks), 1))} "
+        + ("Dask scheduler" if config.scheduler else "process(es)")
+    )
     return BuildResult(
         out_dir=config.out_dir,
-        runs=tuple(RunOutcome(v.name, v.status, v.headline.text) for v in run_views),
-        file_count=len(pages.files),
+        runs=tuple(RunOutcome(s.name, s.status, s.headline) for s in ordered),
+        file_count=len(pages.files) + len(pages.staged),
         unchanged=unchanged,
+        reused=reused,
     )
 
 
 def _manifest(
-    replayed: Sequence[_Replayed], views: Sequence[RunView], build_time: str | None
+    runs: Sequence[DiscoveredRun], summaries: Sequence[RunSummary], build_time: str | None
 ) -> dict[str, object]:
     return {
         "schema_version": SITE_SCHEMA,
@@ -211,35 +282,18 @@ def _manifest(
         "build_time": build_time,
         "runs": [
             {
-                "name": view.name,
-                "mode": item.run.mode.value,
-                "status": view.status,
-                "source_path": item.run.display_path,
-                "page": f"runs/{view.name}/index.html",
-                "result": f"runs/{view.name}/result.json",
-                "result_sha256": item.records.receipt["result_record_sha256"],
-                "input_digests": item.records.receipt["input_digests"],
+                "name": summary.name,
+                "mode": run.mode.value,
+                "status": summary.status,
+                "source_path": run.display_path,
+                "page": f"runs/{summary.name}/index.html",
+                "result": f"runs/{summary.name}/result.json",
+                "result_sha256": summary.result_sha256,
+                "input_digests": dict(summary.input_digests),
             }
-            for item, view in zip(replayed, views, strict=True)
+            for run, summary in zip(runs, summaries, strict=True)
         ],
     }
-
-
-def _refuse_matched_text(pages: _Pages, replayed: Sequence[_Replayed]) -> None:
-    """Fail closed if any output byte repeats text the scan matched (records are redacted)."""
-    needles: set[bytes] = set()
-    for item in replayed:
-        for matched in item.replay.scan.matched_texts:
-            needles.add(matched)
-            text = matched.decode("utf-8", errors="ignore")
-            needles.add(html.escape(text, quote=True).encode("utf-8"))
-    needles.discard(b"")
-    for path, data in pages.files.items():
-        if any(needle in data for needle in needles):
-            raise BuildError(
-                f"{path} would contain text the forbidden-material scan matched; "
-                "nothing was written"
-            )
 
 
 def _refuse_enclosing_out_dir(out_dir: Path, inside: Sequence[Path], shown: Path) -> None:
@@ -346,13 +400,37 @@ def _exchange(a: Path, b: Path) -> bool:
     return done == 0
 
 
-def _write_site(out_dir: Path, files: Mapping[str, bytes]) -> bool:
-    """Write ``files`` as the whole content of ``out_dir``; return True if it already was."""
-    if _current_files(out_dir) == dict(files):
+def _same_tree(staging: Path, out_dir: Path) -> bool:
+    """Say whether two folders hold the same files with the same bytes."""
+
+    def listing(root: Path) -> dict[str, int] | None:
+        found = {}
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                found[path.relative_to(root).as_posix()] = path.stat().st_size
+            elif not path.is_dir() or path.is_symlink():
+                return None
+        return found
+
+    if not out_dir.is_dir():
+        return False
+    new, old = listing(staging), listing(out_dir)
+    if new is None or new != old:
+        return False
+    return all((staging / name).read_bytes() == (out_dir / name).read_bytes() for name in new)
+
+
+def _write_site(out_dir: Path, files: Mapping[str, bytes], staged: Path | None = None) -> bool:
+    """Write ``files`` as the whole content of ``out_dir``; return True if it already was.
+
+    ``staged`` is a staging folder (``.<out>.new-*``) that already holds the other pages
+    of the site, written there as they were rendered; ``files`` are added to it.
+    """
+    if staged is None and _current_files(out_dir) == dict(files):
         return True
     parent = out_dir.parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=parent))
+    staging = staged or Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.new-", dir=parent))
     retired: Path | None = None
     try:
         umask = os.umask(0)
@@ -362,11 +440,14 @@ def _write_site(out_dir: Path, files: Mapping[str, bytes]) -> bool:
         for relative, data in sorted(files.items()):
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            folders.add(target.parent)
             with target.open("wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+        if staged is not None and _same_tree(staging, out_dir):
+            shutil.rmtree(staging, ignore_errors=True)
+            return True
+        folders.update(p for p in staging.rglob("*") if p.is_dir())
         for folder in sorted(folders):
             _fsync_dir(folder)
         if out_dir.exists() and _exchange(staging, out_dir):

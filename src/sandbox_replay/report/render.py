@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from sandbox_replay.exports.text import visible
+from sandbox_replay.report.views import breakable
 
 TEMPLATE_PACKAGE = "sandbox_replay.templates"
 ASSETS = ("assets/site.css", "assets/site.js")
@@ -33,6 +34,18 @@ def _shown(value: Any) -> Any:
     if isinstance(value, str) and not isinstance(value, Markup):
         return visible(value)
     return value
+
+
+_WBR = Markup("<wbr>")
+
+
+def _wbr(value: str) -> Markup:
+    """Print an identifier with ``<wbr>`` after each ``_ : / .`` so a narrow cell may wrap it.
+
+    One filter call instead of a template loop over its parts: a 600,000-row join table
+    prints five such identifiers per row. Each part is finalized as any printed value is.
+    """
+    return _WBR.join(escape(visible(part)) for part in breakable(value))
 
 
 def _package_root() -> Traversable:
@@ -66,6 +79,7 @@ class Renderer:
             keep_trailing_newline=True,
             finalize=_shown,
         )
+        self.env.filters["wbr"] = _wbr
 
     def render(self, template: str, **context: Any) -> bytes:
         """Render one page to UTF-8 bytes."""

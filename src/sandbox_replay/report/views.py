@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -33,6 +33,11 @@ from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
+# Rows per listing page. A run with more join rows, findings or spans than this shows that
+# listing on numbered sub-pages instead (a join row renders to about 1.5 KB, so a page stays
+# near 1 MB); the fixtures' six requests stay on the run page.
+PAGE_ROWS = 500
+MAIN_PAGE = "index.html"
 CORE_VERDICTS = ("allow", "block", "review")
 TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
 MODE_LABELS = {InputMode.FIXTURE: "fixture", InputMode.BUNDLE: "bundle"}
@@ -152,6 +157,108 @@ def _is_count(value: Any) -> TypeGuard[int]:
 
 
 # ---------------------------------------------------------------------------------------
+# Listing pages
+
+
+def relative_href(target_page: str, anchor: str, from_page: str) -> str:
+    """Return a link from ``from_page`` to ``anchor`` on ``target_page`` (both run-relative).
+
+    Sub-pages sit one folder below the run page (``join/page-0001.html``), so a link out
+    of one climbs once; a link within the page is the bare fragment.
+    """
+    if target_page == from_page:
+        return "#" + anchor
+    prefix = "../" if "/" in from_page else ""
+    return f"{prefix}{target_page}#{anchor}"
+
+
+@dataclass(frozen=True)
+class Pager:
+    """Where one listing lives: inline on the run page, or on numbered sub-pages."""
+
+    section: str
+    total: int
+    page_rows: int = PAGE_ROWS
+
+    @property
+    def split(self) -> bool:
+        return self.total > self.page_rows
+
+    @property
+    def page_count(self) -> int:
+        return -(-self.total // self.page_rows) if self.split else 1
+
+    def path(self, page: int) -> str:
+        """Return the run-relative path of page ``page`` (0-based)."""
+        return f"{self.section}/page-{page + 1:04d}.html" if self.split else MAIN_PAGE
+
+    def page_of(self, index: int) -> str:
+        """Return the run-relative path of the page that shows item ``index``."""
+        return self.path(index // self.page_rows) if self.split else MAIN_PAGE
+
+    def bounds(self, page: int) -> tuple[int, int]:
+        start = page * self.page_rows
+        return start, min(start + self.page_rows, self.total)
+
+
+@dataclass(frozen=True)
+class PageLink:
+    label: str
+    href: str
+    current: bool = False
+
+
+@dataclass(frozen=True)
+class PageNav:
+    """Links between a listing's pages: previous, next, and a list of page numbers.
+
+    On the run page the list names every page; on a sub-page it names the first and last
+    pages and the five either side of the current one (the run page has the full list).
+    """
+
+    summary: str
+    previous: str
+    next: str
+    pages: tuple[PageLink, ...]
+
+
+def page_nav(pager: Pager, noun: str, current: int | None) -> PageNav:
+    """Return the navigation of ``pager`` seen from page ``current`` (None: the run page)."""
+    from_page = MAIN_PAGE if current is None else pager.path(current)
+    count = pager.page_count
+    if current is None:
+        shown = range(count)
+    else:
+        near = set(range(max(0, current - 5), min(count, current + 6)))
+        shown = sorted(near | {0, count - 1})  # type: ignore[assignment]
+    links = []
+    last = -1
+    for page in shown:
+        if page > last + 1:
+            links.append(PageLink("…", ""))
+        start, end = pager.bounds(page)
+        links.append(
+            PageLink(
+                str(page + 1),
+                relative_href(pager.path(page), f"{pager.section}-list", from_page),
+                page == current,
+            )
+        )
+        last = page
+    previous = next_ = ""
+    if current is not None:
+        if current > 0:
+            previous = relative_href(pager.path(current - 1), f"{pager.section}-list", from_page)
+        if current + 1 < count:
+            next_ = relative_href(pager.path(current + 1), f"{pager.section}-list", from_page)
+    summary = f"{pager.total:,} {noun} on {count:,} pages of {pager.page_rows}"
+    if current is not None:
+        start, end = pager.bounds(current)
+        summary = f"{noun.capitalize()} {start + 1:,}–{end:,} of {pager.total:,} (page {current + 1:,} of {count:,})"
+    return PageNav(summary, previous, next_, tuple(links))
+
+
+# ---------------------------------------------------------------------------------------
 # Run page
 
 
@@ -225,6 +332,8 @@ class FindingGroup:
     note: str
     expected: bool
     findings: tuple[FindingView, ...]
+    count: int = 0
+    first_href: str = ""
 
 
 @dataclass(frozen=True)
@@ -296,7 +405,7 @@ class ScanView:
 
 @dataclass(frozen=True)
 class SpanRow:
-    anchor: str
+    request_href: str
     sequence: str
     span_id: str
     episode: str
@@ -313,6 +422,7 @@ class SpanRow:
 class TraceView:
     status: Badge
     spans: tuple[SpanRow, ...]
+    span_count: int
     digest: str
     outcome_counts: str
     kind_counts: str
@@ -391,19 +501,39 @@ class RunView:
     flowchart_print_svg: Markup
     mermaid: str
     join_rows: tuple[JoinRow, ...]
+    join_nav: PageNav | None
     finding_groups: tuple[FindingGroup, ...]
+    findings_nav: PageNav | None
     gap_finding_count: int
     matrix: MatrixView
     negative_rows: tuple[NegativeRow, ...] | None
     layer_rows: tuple[LayerRow, ...]
     scan: ScanView
     trace: TraceView
+    trace_nav: PageNav | None
     inputs: tuple[InputView, ...]
     modules: tuple[ModuleView, ...]
     provenance: ProvenanceView
     counts: RunCounts
     error_codes: tuple[str, ...]
     expected_codes: tuple[str, ...]
+    findings_by_layer: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ListingPageView:
+    """One sub-page of a large run: a slice of its join table, findings or trace."""
+
+    chrome: Chrome
+    name: str
+    status_badge: Badge
+    kind: str
+    title: str
+    nav: PageNav
+    run_href: str
+    join_rows: tuple[JoinRow, ...] = ()
+    finding_groups: tuple[FindingGroup, ...] = ()
+    spans: tuple[SpanRow, ...] = ()
 
 
 def _layer_status(layer: Mapping[str, Any], result: Mapping[str, Any]) -> str:
@@ -437,34 +567,77 @@ class _RunBuilder:
         self.result = records.result
         self.build_time = build_time
         self.version = version
-        self.root = "../../"
-        self.shown_files = {
-            f["path"]
-            for f in self.result["input_files"]
-            if f["kind"] == "input" and not f["forbidden_material_found"]
-        }
         self.slugs = _unique_slugs(
             [f["path"] for f in self.result["input_files"] if f["kind"] == "input"]
         )
+        # Highlight first: a finding links to a line only where that line is on the page.
+        self.input_views = self._input_views()
+        self.highlighted = {v.path for v in self.input_views if v.html is not None}
+        self.withheld = {
+            f["path"]
+            for f in self.result["input_files"]
+            if f["kind"] == "input" and f["forbidden_material_found"]
+        }
         self.findings = list(self.result["findings"])
-        self.finding_anchor = {i: f"finding-{i + 1}" for i in range(len(self.findings))}
         self.layer_status = {
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
-        self.request_anchor: dict[str, str] = {}
+        self.request_index: dict[str, int] = {}
         for index, row in enumerate(self.result["request_rows"]):
             rid = row.get("request_id")
-            if isinstance(rid, str) and rid not in self.request_anchor:
-                self.request_anchor[rid] = f"request-{index + 1}"
+            if isinstance(rid, str) and rid not in self.request_index:
+                self.request_index[rid] = index
+        # Findings are shown grouped by layer; a finding's page follows that order.
+        self.layer_groups: list[tuple[Layer, list[int]]] = []
+        for layer in Layer:
+            members = [i for i, f in enumerate(self.findings) if f["layer"] == layer]
+            if members:
+                self.layer_groups.append((layer, members))
+        self.finding_order = [i for _, members in self.layer_groups for i in members]
+        self.finding_position = {i: n for n, i in enumerate(self.finding_order)}
+        # Which findings each join row links to, by subject and by input line.
+        self.by_subject: dict[Any, list[int]] = {}
+        self.by_line: dict[tuple[Any, Any], list[int]] = {}
+        self.flagged_spans: set[Any] = set()
+        self.flagged_replays: set[Any] = set()
+        for i, f in enumerate(self.findings):
+            if f["layer"] == Layer.PUBLIC_TRACE.value:
+                self.flagged_spans.add(f["subject_id"])
+            if f["error_code"] == codes.COLD_REPLAY_INVALID:
+                self.flagged_replays.add(f["subject_id"])
+            if not _expected_alarm(f):
+                self.by_subject.setdefault(f["subject_id"], []).append(i)
+                self.by_line.setdefault((f["path"], f["line"]), []).append(i)
+        self.spans = self.result["public_agent_execution_trace"]["spans"]
+        self.join_pager = Pager("join", len(self.result["request_rows"]))
+        self.findings_pager = Pager("findings", len(self.findings))
+        self.trace_pager = Pager("trace", len(self.spans))
 
     # -- helpers
 
-    def line_href(self, path: Any, line: Any) -> str:
-        if not isinstance(path, str) or path not in self.shown_files:
+    @staticmethod
+    def root_of(from_page: str) -> str:
+        """Return the site root seen from a run-relative page."""
+        return "../../../" if "/" in from_page else "../../"
+
+    def line_href(self, path: Any, line: Any, from_page: str) -> str:
+        """Link an input line where it is shown, else the file's entry; "" if withheld."""
+        if not isinstance(path, str) or path not in self.slugs or path in self.withheld:
             return ""
-        if _is_count(line) and line >= 1:
-            return "#" + line_id(self.slugs[path], line)
-        return "#file-" + self.slugs[path]
+        slug = self.slugs[path]
+        if path in self.highlighted and _is_count(line) and line >= 1:
+            return relative_href(MAIN_PAGE, line_id(slug, line), from_page)
+        return relative_href(MAIN_PAGE, "file-" + slug, from_page)
+
+    def request_href(self, rid: str, from_page: str) -> str:
+        index = self.request_index.get(rid)
+        if index is None:
+            return ""
+        return relative_href(self.join_pager.page_of(index), f"request-{index + 1}", from_page)
+
+    def finding_href(self, index: int, from_page: str) -> str:
+        page = self.findings_pager.page_of(self.finding_position[index])
+        return relative_href(page, f"finding-{index + 1}", from_page)
 
     def location(self, path: Any, line: Any) -> str:
         if not isinstance(path, str):
@@ -655,69 +828,100 @@ class _RunBuilder:
                 return f"{counts.get(done, 0)}/{counts.get(total, 0)} {noun}"
         return "not run"
 
-    def finding_views(self) -> list[FindingView]:
-        views = []
-        for index, f in enumerate(self.findings):
-            subject = f["subject_id"]
-            rid = subject.removeprefix("span:") if isinstance(subject, str) else ""
-            views.append(
-                FindingView(
-                    anchor=self.finding_anchor[index],
-                    code=f["error_code"],
-                    code_href=code_href(f["error_code"], self.root),
-                    severity=REGISTRY[f["error_code"]].severity.value,
-                    subject=text(subject),
-                    subject_kind=text(f["subject_kind"]).replace("_", " "),
-                    message=text(f["message"]),
-                    location=self.location(f["path"], f["line"]),
-                    location_href=self.line_href(f["path"], f["line"]),
-                    request_href=(
-                        "#" + self.request_anchor[rid] if rid in self.request_anchor else ""
-                    ),
-                )
-            )
-        return views
+    def finding_view(self, index: int, from_page: str) -> FindingView:
+        f = self.findings[index]
+        subject = f["subject_id"]
+        rid = subject.removeprefix("span:") if isinstance(subject, str) else ""
+        return FindingView(
+            anchor=f"finding-{index + 1}",
+            code=f["error_code"],
+            code_href=code_href(f["error_code"], self.root_of(from_page)),
+            severity=REGISTRY[f["error_code"]].severity.value,
+            subject=text(subject),
+            subject_kind=text(f["subject_kind"]).replace("_", " "),
+            message=text(f["message"]),
+            location=self.location(f["path"], f["line"]),
+            location_href=self.line_href(f["path"], f["line"], from_page),
+            request_href=self.request_href(rid, from_page),
+        )
 
-    def finding_groups(self, views: list[FindingView]) -> tuple[FindingGroup, ...]:
+    def finding_groups(self, start: int, end: int, from_page: str) -> tuple[FindingGroup, ...]:
+        """Return the findings at display positions ``[start, end)``, grouped by layer."""
         groups = []
-        for layer in Layer:
-            members = [
-                (f, v) for f, v in zip(self.findings, views, strict=True) if f["layer"] == layer
-            ]
-            if not members:
+        position = 0
+        for layer, members in self.layer_groups:
+            first, position = position, position + len(members)
+            shown = members[max(start - first, 0) : max(end - first, 0)]
+            if not shown:
                 continue
-            expected = all(_expected_alarm(f) for f, _ in members)
+            expected = all(_expected_alarm(self.findings[i]) for i in members)
             note = (
                 "Expected: each planted negative case raised its code, proving that alarm works."
                 if expected
                 else plural(len(members), "finding")
             )
             groups.append(
-                FindingGroup(layer.value, layer.label, note, expected, tuple(v for _, v in members))
+                FindingGroup(
+                    layer.value,
+                    layer.label,
+                    note,
+                    expected,
+                    tuple(self.finding_view(i, from_page) for i in shown),
+                    len(members),
+                    self.finding_href(members[0], from_page),
+                )
             )
         return tuple(groups)
 
-    def join_rows(self, views: list[FindingView]) -> tuple[JoinRow, ...]:
+    def group_summaries(self) -> tuple[FindingGroup, ...]:
+        """Return every layer's group without its findings, for a run page that splits them."""
+        groups = []
+        for layer, members in self.layer_groups:
+            expected = all(_expected_alarm(self.findings[i]) for i in members)
+            note = (
+                "Expected: each planted negative case raised its code, proving that alarm works."
+                if expected
+                else plural(len(members), "finding")
+            )
+            groups.append(
+                FindingGroup(
+                    layer.value,
+                    layer.label,
+                    note,
+                    expected,
+                    (),
+                    len(members),
+                    self.finding_href(members[0], MAIN_PAGE),
+                )
+            )
+        return tuple(groups)
+
+    def join_rows(self, start: int, end: int, from_page: str) -> tuple[JoinRow, ...]:
+        """Return the join rows of requests ``[start, end)`` as seen from ``from_page``."""
         r = self.result
-        derived_by = _first_by(r["derived_policy_verdict_rows"], "request_id")
-        verdict_by = _first_by(r["policy_verdict_rows"], "request_id")
-        effect_by = _first_by(r["side_effect_rows"], "request_id")
-        rollback_by = _first_by(r["rollback_rows"], "rollback_id")
-        replay_by = _first_by(r["cold_replay_rows"], "request_id")
-        span_by = _first_by(r["public_agent_execution_trace"]["spans"], "span_id")
+        if not hasattr(self, "_join_index"):
+            self._join_index = (
+                _first_by(r["derived_policy_verdict_rows"], "request_id"),
+                _first_by(r["policy_verdict_rows"], "request_id"),
+                _first_by(r["side_effect_rows"], "request_id"),
+                _first_by(r["rollback_rows"], "rollback_id"),
+                _first_by(r["cold_replay_rows"], "request_id"),
+                _first_by(self.spans, "span_id"),
+            )
+        derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self._join_index
         rows = []
-        seen: set[str] = set()
-        for index, request in enumerate(r["request_rows"]):
+        requests = r["request_rows"]
+        for index in range(start, end):
+            request = requests[index]
             rid = request.get("request_id")
             anchor = f"request-{index + 1}"
             shape = " · ".join(
                 text(request.get(k))
                 for k in ("action_kind", "requested_capability", "source_trust_label")
             )
-            joined = isinstance(rid, str) and rid not in seen
-            if isinstance(rid, str):
-                seen.add(rid)
-            request_href = self.line_href("action_requests.json", request.get("line"))
+            # A request id seen on an earlier row is a duplicate: only its first row joins.
+            joined = isinstance(rid, str) and self.request_index[rid] == index
+            request_href = self.line_href("action_requests.json", request.get("line"), from_page)
             if not joined:
                 unjoined = Cell("— not joined", "duplicate or unusable request id", "gap")
                 rows.append(
@@ -733,7 +937,9 @@ class _RunBuilder:
                         unjoined,
                         unjoined,
                         unjoined,
-                        self._links(views, set(), {("action_requests.json", request.get("line"))}),
+                        self._links(
+                            set(), {("action_requests.json", request.get("line"))}, from_page
+                        ),
                         "row-gap",
                     )
                 )
@@ -768,7 +974,7 @@ class _RunBuilder:
                 )
                 if row is not None
             }
-            links = self._links(views, subjects, lines)
+            links = self._links(subjects, lines, from_page)
             derived_verdict = derived["derived_verdict"] if derived else ""
             rows.append(
                 JoinRow(
@@ -782,7 +988,7 @@ class _RunBuilder:
                     side_effect=self._effect_cell(derived_verdict, effect),
                     rollback=self._rollback_cell(effect, rollback, rid),
                     cold_replay=self._replay_cell(replay_row),
-                    trace=self._trace_cell(span, self._span_flagged(f"span:{rid}")),
+                    trace=self._trace_cell(span, f"span:{rid}" in self.flagged_spans),
                     finding_links=links,
                     css="row-gap" if links else "",
                 )
@@ -790,14 +996,17 @@ class _RunBuilder:
         return tuple(rows)
 
     def _links(
-        self, views: list[FindingView], subjects: set[str], lines: set[tuple[str, Any]]
+        self, subjects: set[str], lines: set[tuple[str, Any]], from_page: str
     ) -> tuple[FindingLink, ...]:
         """Link the findings about these subjects or input lines (expected alarms aside)."""
+        hits: set[int] = set()
+        for subject in subjects:
+            hits.update(self.by_subject.get(subject, ()))
+        for line in lines:
+            hits.update(self.by_line.get(line, ()))
         return tuple(
-            FindingLink(short_code(v.code), "#" + v.anchor)
-            for f, v in zip(self.findings, views, strict=True)
-            if not _expected_alarm(f)
-            and (f["subject_id"] in subjects or (f["path"], f["line"]) in lines)
+            FindingLink(short_code(self.findings[i]["error_code"]), self.finding_href(i, from_page))
+            for i in sorted(hits)
         )
 
     @staticmethod
@@ -862,10 +1071,7 @@ class _RunBuilder:
         if replay_row is None:
             return Cell(GAP, "no cold-replay row", "gap")
         replay_id = text(replay_row.get("replay_id"))
-        flagged = any(
-            f["error_code"] == codes.COLD_REPLAY_INVALID and f["subject_id"] == replay_id
-            for f in self.findings
-        )
+        flagged = replay_id in self.flagged_replays
         claims = all(
             replay_row.get(k) is True
             for k in ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
@@ -874,12 +1080,6 @@ class _RunBuilder:
         if flagged:
             return Cell(f"claims {label}", "does not re-derive", "gap")
         return Cell(label, "", "" if claims else "gap")
-
-    def _span_flagged(self, span_id: str) -> bool:
-        return any(
-            f["layer"] == Layer.PUBLIC_TRACE.value and f["subject_id"] == span_id
-            for f in self.findings
-        )
 
     @staticmethod
     def _trace_cell(span: Mapping[str, Any] | None, flagged: bool = False) -> Cell:
@@ -964,15 +1164,15 @@ class _RunBuilder:
                 NegativeRow(
                     case_id=case.case_id,
                     expected_code=case.code,
-                    expected_href=code_href(case.code, self.root),
+                    expected_href=code_href(case.code, "../../"),
                     observed=tuple(
-                        FindingLink(c, code_href(c, self.root)) for c in seen if c in REGISTRY
+                        FindingLink(c, code_href(c, "../../")) for c in seen if c in REGISTRY
                     ),
                     outcome=Badge("fired", "badge status-pass")
                     if fired
                     else Badge("missing", "badge status-blocked"),
                     location=self.location(path, line),
-                    location_href=self.line_href(path, line),
+                    location_href=self.line_href(path, line, MAIN_PAGE),
                 )
             )
         return tuple(rows)
@@ -1026,15 +1226,15 @@ class _RunBuilder:
             flagged=tuple((path, ", ".join(hits)) for path, hits in sorted(flagged.items())),
         )
 
-    def trace(self) -> TraceView:
-        trace = self.result["public_agent_execution_trace"]
-        spans = []
-        for span in trace["spans"]:
+    def span_rows(self, start: int, end: int, from_page: str) -> tuple[SpanRow, ...]:
+        """Return the trace spans ``[start, end)`` as seen from ``from_page``."""
+        rows = []
+        for span in self.spans[start:end]:
             rid = text(span.get("span_id")).removeprefix("span:")
             digest = text(span.get("input_digest"))
-            spans.append(
+            rows.append(
                 SpanRow(
-                    anchor=self.request_anchor.get(rid, ""),
+                    request_href=self.request_href(rid, from_page),
                     sequence=text(span.get("sequence_index")),
                     span_id=text(span.get("span_id")),
                     episode=text(span.get("episode_id")),
@@ -1047,10 +1247,16 @@ class _RunBuilder:
                     input_digest_short=digest.removeprefix("sha256:")[:12],
                 )
             )
+        return tuple(rows)
+
+    def trace(self) -> TraceView:
+        trace = self.result["public_agent_execution_trace"]
+        pager = self.trace_pager
         summary = trace["summary"]
         return TraceView(
             status=badge(trace["status"]),
-            spans=tuple(spans),
+            spans=() if pager.split else self.span_rows(0, pager.total, MAIN_PAGE),
+            span_count=len(self.spans),
             digest=text(summary["trace_digest"]),
             outcome_counts=", ".join(f"{n} {k}" for k, n in summary["outcome_counts"].items())
             or "none",
@@ -1059,7 +1265,7 @@ class _RunBuilder:
             audit_count=summary["finding_count"],
         )
 
-    def inputs(self) -> tuple[InputView, ...]:
+    def _input_views(self) -> tuple[InputView, ...]:
         views = []
         flagged_classes: dict[str, list[str]] = {}
         for hit in self.result["secret_exclusion_scan"]["hits"]:
@@ -1146,16 +1352,24 @@ class _RunBuilder:
             build_time=self.build_time,
         )
 
+    def chrome(self, title: str, from_page: str) -> Chrome:
+        return chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
+
     def build(self) -> RunView:
         r = self.result
         counts = self.counts()
         svg, print_svg, mermaid = self.flowchart()
-        views = self.finding_views()
-        gap_count = counts.findings
+        join, findings = self.join_pager, self.findings_pager
+        # A layer whose findings are all expected alarms is left out, as on the index chart.
+        by_layer = tuple(
+            (
+                layer.label,
+                0 if all(_expected_alarm(self.findings[i]) for i in members) else len(members),
+            )
+            for layer, members in self.layer_groups
+        )
         return RunView(
-            chrome=chrome(
-                f"{self.run.name} — sandbox-replay", self.root, "run", self.build_time, self.version
-            ),
+            chrome=self.chrome(f"{self.run.name} — sandbox-replay", MAIN_PAGE),
             name=self.run.name,
             mode=self.run.mode.value,
             mode_label=MODE_LABELS[self.run.mode],
@@ -1168,15 +1382,22 @@ class _RunBuilder:
             flowchart_svg=svg,
             flowchart_print_svg=print_svg,
             mermaid=mermaid,
-            join_rows=self.join_rows(views),
-            finding_groups=self.finding_groups(views),
-            gap_finding_count=gap_count,
+            join_rows=() if join.split else self.join_rows(0, join.total, MAIN_PAGE),
+            join_nav=page_nav(join, "requests", None) if join.split else None,
+            finding_groups=(
+                self.group_summaries()
+                if findings.split
+                else self.finding_groups(0, findings.total, MAIN_PAGE)
+            ),
+            findings_nav=page_nav(findings, "findings", None) if findings.split else None,
+            gap_finding_count=counts.findings,
             matrix=self.matrix(),
             negative_rows=self.negative_rows(),
             layer_rows=self.layer_rows(),
             scan=self.scan(),
             trace=self.trace(),
-            inputs=self.inputs(),
+            trace_nav=page_nav(self.trace_pager, "spans", None) if self.trace_pager.split else None,
+            inputs=self.input_views,
             modules=self.modules(),
             provenance=self.provenance(),
             counts=counts,
@@ -1184,7 +1405,40 @@ class _RunBuilder:
             expected_codes=tuple(
                 sorted({f["error_code"] for f in self.findings if _expected_alarm(f)})
             ),
+            findings_by_layer=tuple((label, n) for label, n in by_layer if n),
         )
+
+    def listing_pages(self) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield each sub-page of the listings this run splits, built one at a time."""
+        sections = (
+            (self.join_pager, "requests", "Join table", "joins"),
+            (self.findings_pager, "findings", "Findings", "findings"),
+            (self.trace_pager, "spans", "Trace", "trace"),
+        )
+        status = badge(self.result["status"])
+        for pager, noun, title, section_id in sections:
+            if not pager.split:
+                continue
+            for page in range(pager.page_count):
+                path = pager.path(page)
+                start, end = pager.bounds(page)
+                view = ListingPageView(
+                    chrome=self.chrome(
+                        f"{self.run.name} — {title} page {page + 1} — sandbox-replay", path
+                    ),
+                    name=self.run.name,
+                    status_badge=status,
+                    kind=pager.section,
+                    title=title,
+                    nav=page_nav(pager, noun, page),
+                    run_href=relative_href(MAIN_PAGE, section_id, path),
+                    join_rows=self.join_rows(start, end, path) if pager.section == "join" else (),
+                    finding_groups=(
+                        self.finding_groups(start, end, path) if pager.section == "findings" else ()
+                    ),
+                    spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
+                )
+                yield path, view
 
 
 def _unique_slugs(paths: Sequence[str]) -> dict[str, str]:
@@ -1212,6 +1466,18 @@ def build_run_view(
 ) -> RunView:
     """Return the view-model of one run page."""
     return _RunBuilder(run, replay, records, build_time, version).build()
+
+
+def build_run_pages(
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+) -> tuple[RunView, Iterator[tuple[str, ListingPageView]]]:
+    """Return the run page's view-model and its sub-pages (run-relative path, view-model).
+
+    The sub-pages of a large run are built lazily, one page at a time, so that the
+    view-models of 600,000 rows never sit in memory together.
+    """
+    builder = _RunBuilder(run, replay, records, build_time, version)
+    return builder.build(), builder.listing_pages()
 
 
 # ---------------------------------------------------------------------------------------
@@ -1254,7 +1520,81 @@ class IndexView:
     statuses: tuple[tuple[str, str], ...]
 
 
-def build_index_view(runs: Sequence[RunView], build_time: str, version: str) -> IndexView:
+@dataclass(frozen=True)
+class RunSummary:
+    """What the index, the catalog and the manifest need of one run (kept between builds)."""
+
+    name: str
+    mode: str
+    mode_label: str
+    status: str
+    headline: str
+    counts: RunCounts
+    findings_by_layer: tuple[tuple[str, int], ...]
+    error_codes: tuple[str, ...]
+    expected_codes: tuple[str, ...]
+    source_path: str
+    result_sha256: str
+    input_digests: tuple[tuple[str, str], ...]
+
+    @property
+    def status_badge(self) -> Badge:
+        return badge(self.status)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "mode_label": self.mode_label,
+            "status": self.status,
+            "headline": self.headline,
+            "counts": vars(self.counts),
+            "findings_by_layer": [list(pair) for pair in self.findings_by_layer],
+            "error_codes": list(self.error_codes),
+            "expected_codes": list(self.expected_codes),
+            "source_path": self.source_path,
+            "result_sha256": self.result_sha256,
+            "input_digests": [list(pair) for pair in self.input_digests],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        return cls(
+            name=str(data["name"]),
+            mode=str(data["mode"]),
+            mode_label=str(data["mode_label"]),
+            status=str(data["status"]),
+            headline=str(data["headline"]),
+            counts=RunCounts(**{k: int(v) for k, v in data["counts"].items()}),
+            findings_by_layer=tuple((str(a), int(b)) for a, b in data["findings_by_layer"]),
+            error_codes=tuple(str(c) for c in data["error_codes"]),
+            expected_codes=tuple(str(c) for c in data["expected_codes"]),
+            source_path=str(data["source_path"]),
+            result_sha256=str(data["result_sha256"]),
+            input_digests=tuple((str(a), str(b)) for a, b in data["input_digests"]),
+        )
+
+
+def summarize_run(view: RunView, records: RunRecords) -> RunSummary:
+    """Return the summary of a run page's view-model."""
+    receipt = records.receipt
+    return RunSummary(
+        name=view.name,
+        mode=view.mode,
+        mode_label=view.mode_label,
+        status=view.status,
+        headline=view.headline.text,
+        counts=view.counts,
+        findings_by_layer=view.findings_by_layer,
+        error_codes=view.error_codes,
+        expected_codes=view.expected_codes,
+        source_path=view.source_path,
+        result_sha256=str(receipt["result_record_sha256"]),
+        input_digests=tuple((str(p), str(d)) for p, d in receipt["input_digests"].items()),
+    )
+
+
+def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) -> IndexView:
     """Return the view-model of the index page."""
     passed = sum(1 for r in runs if r.status == "pass")
     blocked = len(runs) - passed
@@ -1283,9 +1623,8 @@ def build_index_view(runs: Sequence[RunView], build_time: str, version: str) -> 
     ]
     by_layer: dict[str, int] = {}
     for run in runs:
-        for group in run.finding_groups:
-            if not group.expected:
-                by_layer[group.title] = by_layer.get(group.title, 0) + len(group.findings)
+        for title, count in run.findings_by_layer:
+            by_layer[title] = by_layer.get(title, 0) + count
     layer_data = [
         charts.BarDatum(layer.label, by_layer[layer.label], "finding")
         for layer in Layer
@@ -1319,7 +1658,7 @@ def build_index_view(runs: Sequence[RunView], build_time: str, version: str) -> 
             mode_label=r.mode_label,
             status=r.status,
             status_badge=r.status_badge,
-            headline=r.headline.text,
+            headline=r.headline,
             counts=r.counts,
             findings_note=(
                 f"+{r.counts.expected_alarms} expected" if r.counts.expected_alarms else ""
@@ -1373,7 +1712,7 @@ class CatalogView:
     toc: tuple[tuple[str, str, int], ...]
 
 
-def build_catalog_view(runs: Sequence[RunView], build_time: str, version: str) -> CatalogView:
+def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str) -> CatalogView:
     """Return the view-model of the finding-code catalog."""
     groups = []
     for layer in Layer:

@@ -1,0 +1,133 @@
+"""Decide which runs of a rebuild can reuse the pages the previous build wrote.
+
+A run is reused when nothing that shapes its pages changed: the same tool version, the
+same templates and assets (built-in and ``--templates``), the same build time, and the
+same content of every file under its input folder, read under the same name and path.
+Any change to the first three rebuilds every run. Times and mtimes play no part.
+
+The status file ``build-status.json`` at the root of the site records this (written with
+``atomic.dump_json``; it is part of the site, so it is swapped in with it):
+
+    {"format": 1,
+     "tool_version": "<version>",
+     "settings_sha256": "<hex: templates, assets, build time, version>",
+     "runs": [{"name", "source_path", "mode",
+               "inputs_sha256": "<hex over each file's relative path and bytes>",
+               "files": [<site-relative paths of this run's pages, sorted>],
+               "summary": {<what the index, catalog and manifest need of the run>}}]}
+
+A status file that is missing, unreadable or of another format is ignored (a full build).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.render import TEMPLATE_PACKAGE
+from sandbox_replay.report.views import RunSummary
+from sandbox_replay.version import __version__
+
+STATUS_FILE = "build-status.json"
+STATUS_FORMAT = 1
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ReusableRun:
+    """A run the previous build wrote that this build may copy as it is."""
+
+    summary: RunSummary
+    files: tuple[str, ...]
+
+
+def _walk_package(node: Traversable, prefix: str) -> Iterable[tuple[str, bytes]]:
+    for child in sorted(node.iterdir(), key=lambda c: c.name):
+        name = f"{prefix}{child.name}"
+        if child.is_dir():
+            if child.name != "__pycache__":
+                yield from _walk_package(child, name + "/")
+        elif not child.name.endswith(".pyc"):
+            yield name, child.read_bytes()
+
+
+def settings_hash(templates: Path | None, shown_time: str) -> str:
+    """Hash everything global that shapes the pages: version, templates, assets, time."""
+    digest = hashlib.sha256()
+    digest.update(f"{__version__}\0{shown_time}\0".encode())
+    for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    if templates is not None:
+        for path in sorted(p for p in templates.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            name = "user/" + path.relative_to(templates).as_posix()
+            digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()
+
+
+def inputs_hash(folder: Path) -> str:
+    """Hash every file under a run folder: its relative path and its bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or path.is_file():
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+            try:
+                with path.open("rb") as handle:
+                    while chunk := handle.read(_CHUNK):
+                        digest.update(chunk)
+            except OSError:
+                digest.update(b"\0unreadable")
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def run_key(run: DiscoveredRun, inputs_sha256: str) -> dict[str, str]:
+    return {
+        "name": run.name,
+        "source_path": run.display_path,
+        "mode": run.mode.value,
+        "inputs_sha256": inputs_sha256,
+    }
+
+
+def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], ReusableRun]:
+    """Return the runs of the previous build keyed by ``run_key``; empty on any global change."""
+    try:
+        status = json.loads((out_dir / STATUS_FILE).read_bytes())
+        if (
+            status.get("format") != STATUS_FORMAT
+            or status.get("tool_version") != __version__
+            or status.get("settings_sha256") != settings_sha256
+        ):
+            return {}
+        found = {}
+        for entry in status["runs"]:
+            key = tuple(str(entry[k]) for k in ("name", "source_path", "mode", "inputs_sha256"))
+            files = tuple(str(f) for f in entry["files"])
+            if all((out_dir / f).is_file() for f in files):
+                found[key] = ReusableRun(RunSummary.from_json(entry["summary"]), files)
+        return found
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def status_record(
+    settings_sha256: str, runs: Iterable[tuple[Mapping[str, str], RunSummary, list[str]]]
+) -> dict[str, Any]:
+    """Return the status file's content for the runs of this build."""
+    return {
+        "format": STATUS_FORMAT,
+        "tool_version": __version__,
+        "settings_sha256": settings_sha256,
+        "runs": [
+            {**key, "files": sorted(files), "summary": summary.to_json()}
+            for key, summary, files in runs
+        ],
+    }

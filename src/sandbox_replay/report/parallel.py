@@ -1,0 +1,177 @@
+"""Replay and render one run of the site, in this process, a pool of processes, or on Dask.
+
+``build_run`` is the unit of work: it replays one run folder, builds its records and
+view-models, and renders its pages (the run page, ``result.json`` and, for a large run,
+the listing sub-pages under ``join/``, ``findings/`` and ``trace/``). It never touches the
+output folder: given a staging folder (the hidden sibling ``build`` swaps in at the end)
+it writes each page there as soon as it is rendered, so a 600,000-request run never holds
+all its pages in memory; given none (a Dask worker, which may be another machine) it
+returns the bytes. Either way every page is first checked against the text the run's
+forbidden-material scan matched.
+
+``run_all`` runs a list of tasks with ``jobs`` local processes or on a Dask scheduler and
+reports each finished run through a callback, in the order they finish.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.records import build_records
+from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.render import Renderer
+from sandbox_replay.report.views import RunSummary, build_run_pages, summarize_run
+from sandbox_replay.version import __version__
+
+
+class MatchedTextError(ValueError):
+    """A page would repeat text the forbidden-material scan matched."""
+
+
+class SchedulerError(ValueError):
+    """The Dask scheduler cannot be used (extra not installed, or unreachable)."""
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run to build: where it is, how pages are rendered, and where they go."""
+
+    run: DiscoveredRun
+    templates: Path | None
+    shown_time: str
+    staging: Path | None
+
+
+@dataclass
+class RunBuilt:
+    """One built run: its summary, its pages (site-relative) and what to refuse elsewhere."""
+
+    summary: RunSummary
+    files: dict[str, bytes] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+    needles: frozenset[bytes] = frozenset()
+    seconds: float = 0.0
+
+
+def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
+    """Return the byte strings no page may hold: each match, raw and HTML-escaped."""
+    found: set[bytes] = set()
+    for text in matched:
+        found.add(text)
+        found.add(html.escape(text.decode("utf-8", errors="ignore"), quote=True).encode())
+    found.discard(b"")
+    return frozenset(found)
+
+
+def refuse_matched(path: str, data: bytes, needles: frozenset[bytes]) -> None:
+    if any(needle in data for needle in needles):
+        raise MatchedTextError(
+            f"{path} would contain text the forbidden-material scan matched; nothing was written"
+        )
+
+
+def put_file(staging: Path, relative: str, data: bytes) -> None:
+    """Write one file under ``staging`` and fsync it (its folders are synced at the swap).
+
+    Folders are made one level at a time below ``staging`` and never ``staging`` itself: a
+    worker left running by a killed build must not recreate a staging folder the next
+    build's recovery removed.
+    """
+    target = staging / relative
+    folder = staging
+    for part in Path(relative).parent.parts:
+        folder = folder / part
+        folder.mkdir(exist_ok=True)
+    with target.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def build_run(task: RunTask) -> RunBuilt:
+    """Replay one run and render its pages (see the module docstring for where they go)."""
+    started = time.perf_counter()
+    run = task.run
+    outcome = replay(ReplayConfig(run.path, run.mode))
+    records = build_records(outcome)
+    view, subpages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+    built = RunBuilt(summarize_run(view, records), needles=needles_of(outcome.scan.matched_texts))
+    renderer = Renderer(task.templates)
+
+    def emit(relative: str, data: bytes) -> None:
+        path = f"runs/{run.name}/{relative}"
+        refuse_matched(path, data, built.needles)
+        if task.staging is None:
+            built.files[path] = data
+        else:
+            put_file(task.staging, path, data)
+            built.written.append(path)
+
+    emit("index.html", renderer.render("run.html", view=view))
+    emit("result.json", records.result_bytes)
+    for relative, page in subpages:
+        emit(relative, renderer.render("listing.html", view=page))
+    built.seconds = time.perf_counter() - started
+    return built
+
+
+def _dask_client(address: str) -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SchedulerError(
+            "--scheduler needs the Dask extra: pip install 'sandbox-replay[dask]'"
+        ) from None
+    try:
+        return Client(address, timeout=30)  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError) as error:
+        raise SchedulerError(f"cannot reach the Dask scheduler at {address}: {error}") from None
+
+
+def run_all(
+    tasks: Sequence[RunTask],
+    jobs: int,
+    scheduler: str | None,
+    done: Callable[[RunTask, RunBuilt], None],
+) -> list[RunBuilt]:
+    """Build every task; call ``done`` as each finishes; return the results in task order."""
+    results: dict[int, RunBuilt] = {}
+    for index, built in _completed(tasks, jobs, scheduler):
+        results[index] = built
+        done(tasks[index], built)
+    return [results[i] for i in range(len(tasks))]
+
+
+def _completed(
+    tasks: Sequence[RunTask], jobs: int, scheduler: str | None
+) -> Iterator[tuple[int, RunBuilt]]:
+    if not tasks:
+        return
+    if scheduler is not None:
+        client = _dask_client(scheduler)
+        try:
+            from distributed import as_completed as dask_completed
+
+            futures = client.map(build_run, list(tasks), pure=False)
+            order = {future.key: i for i, future in enumerate(futures)}
+            for future in dask_completed(futures):  # type: ignore[no-untyped-call]
+                yield order[future.key], future.result()
+        finally:
+            client.close()
+        return
+    if jobs <= 1 or len(tasks) == 1:
+        for index, task in enumerate(tasks):
+            yield index, build_run(task)
+        return
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+        pending = {pool.submit(build_run, task): i for i, task in enumerate(tasks)}
+        for future in as_completed(pending):
+            yield pending[future], future.result()
