@@ -1,0 +1,141 @@
+"""The loader's one-pass path for plain list files answers exactly as the row-by-row parser.
+
+Each case is parsed twice, once as the loader does and once with the one-pass path turned
+off; the loaded rows, their lines, the key lines and every finding must be equal. The
+plain cases must take the one-pass path, and the rest must be handed on to the row-by-row
+parser (which alone names the line of a duplicate key, a NaN, a row that is no object).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sandbox_replay import codes, loader
+from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input
+
+KEY = "action_requests"
+ROW = '{"request_id": "req_%d", "episode_id": "ep_1", "body_redacted": true, "n": %d}'
+
+
+def _file(rows: list[str], layout: str = "indented") -> bytes:
+    if layout == "minified":
+        return ('{"' + KEY + '":[' + ",".join(rows) + "]}").encode()
+    body = ",\n    ".join(rows)
+    return ('{\n  "' + KEY + '": [\n    ' + body + "\n  ]\n}\n").encode()
+
+
+def _rows(count: int = 4) -> list[str]:
+    return [ROW % (i, i) for i in range(count)]
+
+
+def _with(index: int, text: str) -> list[str]:
+    rows = _rows()
+    rows[index] = text
+    return rows
+
+
+PLAIN = {
+    "indented": _file(_rows()),
+    "minified": _file(_rows(), "minified"),
+    "crlf": _file(_rows()).replace(b"\n", b"\r\n"),
+    "no_rows": b'{"action_requests": []}',
+    "empty_row": _file(_with(1, "{}")),
+    "list_values": _file(_with(2, '{"request_id": "r", "rule_refs": ["a", "b:c"]}')),
+    "float_value": _file(_with(0, '{"request_id": "r", "score": 0.00001}')),
+    "unicode": _file(_with(3, '{"request_id": "r\\u00e9", "note": "caf\u00e9 \\ud83d\\ude00"}')),
+}
+HANDED_ON = {
+    "duplicate_key": _file(_with(2, '{"request_id": "a", "request_id": "b"}')),
+    "duplicate_key_spaced": _file(_with(2, '{"request_id": "a", "request_id" : "b"}')),
+    "duplicate_in_nested": _file(_with(1, '{"request_id": "a", "m": {"k": 1, "k": 2}}')),
+    "nested_object": _file(_with(1, '{"request_id": "a", "m": {"k": 1}}')),
+    "nested_empty_object": _file(_with(1, '{"request_id": "a", "m": [{}]}')),
+    "brace_in_string": _file(_with(1, '{"request_id": "{a}"}')),
+    "escaped_quote_colon": _file(_with(1, '{"request_id": "a\\": b"}')),
+    "nan": _file(_with(3, '{"request_id": "a", "n": NaN}')),
+    "infinity": _file(_with(3, '{"request_id": "a", "n": -Infinity}')),
+    "overflow": _file(_with(3, '{"request_id": "a", "n": 1e999}')),
+    "row_not_object": _file(_with(2, '"just text"')),
+    "extra_top_key": b'{"meta": 1, "action_requests": []}',
+    "duplicate_top_key": b'{"action_requests": [], "action_requests": []}',
+    "rows_not_list": b'{"action_requests": {"a": 1}}',
+    "trailing_comma": _file(_rows()).replace(b"\n  ]", b",\n  ]"),
+    "truncated": _file(_rows())[:-20],
+    "top_level_list": b"[1, 2]",
+}
+
+
+def _parse(raw: bytes, limits: LoadLimits) -> LoadedFile:
+    return parse_input(raw, LoadedFile(name="action_requests.json"), KEY, limits)
+
+
+def _outcome(loaded: LoadedFile) -> dict[str, Any]:
+    return {
+        "data": loaded.data,
+        "rows": loaded.rows,
+        "row_lines": loaded.row_lines,
+        "key_lines": loaded.key_lines,
+        "findings": [(f.error_code, f.message, f.line) for f in loaded.findings],
+    }
+
+
+def _both(raw: bytes, monkeypatch: pytest.MonkeyPatch, limits: LoadLimits) -> tuple[Any, ...]:
+    taken: list[bool] = []
+    one_pass = loader._parse_list_file_fast
+
+    def spy(*args: Any) -> Any:
+        data = one_pass(*args)
+        taken.append(data is not None)
+        return data
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loader, "_parse_list_file_fast", spy)
+        fast = _parse(raw, limits)
+    with monkeypatch.context() as patch:
+        patch.setattr(loader, "_parse_list_file_fast", lambda *args: None)
+        slow = _parse(raw, limits)
+    return fast, slow, any(taken)
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN))
+def test_plain_files_take_one_pass_and_load_the_same(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, slow, one_pass = _both(PLAIN[case], monkeypatch, LoadLimits())
+    assert one_pass
+    assert _outcome(fast) == _outcome(slow)
+    assert fast.rows_are_flat
+    assert fast.may_hold_floats == (case == "float_value")
+
+
+@pytest.mark.parametrize("case", sorted(HANDED_ON))
+def test_other_files_are_handed_to_the_row_parser(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, slow, one_pass = _both(HANDED_ON[case], monkeypatch, LoadLimits())
+    assert not one_pass
+    assert _outcome(fast) == _outcome(slow)
+
+
+def test_duplicate_key_is_found_on_its_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, _, _ = _both(HANDED_ON["duplicate_key"], monkeypatch, LoadLimits())
+    assert [(f.error_code, f.line) for f in fast.findings] == [(codes.INPUT_DUPLICATE_KEY, 5)]
+
+
+@pytest.mark.parametrize(
+    ("limits", "found"),
+    [
+        (LoadLimits(max_rows=3), [codes.INPUT_LIMIT_EXCEEDED]),
+        # A row longer than the string limit is checked string by string; none is too long.
+        (LoadLimits(max_string_chars=40), []),
+    ],
+)
+def test_limits_send_a_file_to_the_row_parser(
+    limits: LoadLimits, found: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast, slow, one_pass = _both(PLAIN["indented"], monkeypatch, limits)
+    assert not one_pass
+    assert _outcome(fast) == _outcome(slow)
+    assert [f.error_code for f in fast.findings] == found
