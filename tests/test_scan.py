@@ -1,6 +1,8 @@
 """Forbidden-material scan: every class hits, near-misses don't, counts and chunking are exact.
 
-Credential-shaped strings are assembled at run time so that this file holds none.
+A credential glued into an id (``req_<token>_tail``) is found too, and the project's own
+fixtures and code docs scan clean. Credential-shaped strings are assembled at run time so
+that this file holds none.
 """
 
 from __future__ import annotations
@@ -8,13 +10,18 @@ from __future__ import annotations
 import json
 import random
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from conftest import EXPORTED_BUNDLE, REPO
+from sandbox_replay.cli import app
+from sandbox_replay.records import REDACTED, redact
 from sandbox_replay.scan import (
     ForbiddenClass,
     ForbiddenClassesError,
@@ -112,10 +119,19 @@ _NEAR_MISSES = [
     "live_network_target",
     "rule:no_secret_or_env_read_from_untrusted_context",
     "synthetic_live_secret_sentinel",
+    "rule:no_live_network_from_untrusted_context",
+    "reason:no_live_network_from_untrusted_context",
+    # Prefixes too short to stand alone, so guarded against a letter or digit before them
+    # (and, for the Hugging Face shape, after them): ids, digests and base64url runs.
+    "bench" + "mark_live_" + _fill(_HEX, 24),
+    "helpdesk-admin-" + "dashboard-configuration-service-v2-" + _fill(_HEX, 8),
+    "vendor" + "_v1_" + _fill(_HEX, 64),
+    "HM" + "AC" + _fill(_HEX, 64),
+    "model_" + "hf_" + "LlamaForSequenceClassificationWithPastKeyValues",
+    _fill(_ALNUM + "_-", 20) + "x" + "hf_" + _fill(_ALNUM, 50),
     # Credential shapes that are too short, too long, not live, or public.
     "AK" + "IA" + _fill("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 15),
     "AK" + "IA" + _fill("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 17),
-    "xAK" + "IA" + "IOSFODNN7EXAMPLE",
     "gh" + "p_" + _fill(_ALNUM, 35),
     "sk" + "_test_" + _fill(_ALNUM, 24),
     "np" + "m_" + _fill(_ALNUM, 35),
@@ -172,6 +188,137 @@ def test_near_miss_does_not_hit(text: str) -> None:
 def test_near_miss_prefix_of_a_sentinel_does_not_hit() -> None:
     token = _sentinel("synthetic_live_secret_sentinel")
     assert _scan(token[:-1] + " " + token[1:]) == {}
+
+
+# A token glued into an id: `_` is a word character, so a `\b` at a token's edge would miss
+# every one of these; the scan fails closed, so each must still hit, once.
+_GLUE_BEFORE = ["req_", "x", "_", "-", "7"]
+_GLUE_AFTER = ["", "_tail"]
+# Examples whose prefix is too short to stand alone: `(?:\b|_)` keeps a letter or digit
+# from preceding them (see the near-misses above), so only `_` and `-` may glue them.
+_GUARDED = {
+    ("stripe_live_key", 0),
+    ("stripe_live_key", 1),
+    ("openai_api_key", 0),
+    ("twilio_credential", 0),
+    ("twilio_credential", 1),
+    ("huggingface_token", 0),
+    ("digitalocean_token", 0),
+}
+
+
+def _glued_cases() -> list[tuple[str, str, str, str]]:
+    cases = []
+    for class_id, examples in _CREDENTIAL_EXAMPLES.items():
+        for index, example in enumerate(examples):
+            guarded = (class_id, index) in _GUARDED
+            for before in _GLUE_BEFORE:
+                if guarded and before[-1].isalnum():
+                    continue
+                cases += [(class_id, before, example, after) for after in _GLUE_AFTER]
+    return cases
+
+
+def test_every_credential_class_is_checked_glued() -> None:
+    credential_ids = {c.class_id for c in load_forbidden_classes() if c.patterns}
+    assert {case[0] for case in _glued_cases()} == credential_ids
+
+
+@pytest.mark.parametrize(
+    ("class_id", "before", "example", "after"),
+    [
+        pytest.param(*case, id=f"{case[0]}-{i}-{case[1]}{case[3]}")
+        for i, case in enumerate(_glued_cases())
+    ],
+)
+def test_glued_example_hits_once_and_its_matched_text_redacts_it(
+    class_id: str, before: str, example: str, after: str
+) -> None:
+    glued = before + example + after
+    counts, matched = ForbiddenScanner.default().scan_bytes(glued.encode("utf-8"))
+    assert counts == {class_id: 1}
+    (text,) = (m.decode("utf-8") for m in matched)
+    # The matched text is the token, or the token with the one glue byte a guard took, or
+    # (a URL) its credential-bearing head: redacting by it replaces the whole value.
+    covered = example in text or text in example
+    assert covered
+    assert redact({"request_id": glued, "n": [glued]}, matched) == {
+        "request_id": REDACTED,
+        "n": [REDACTED],
+    }
+    if "\\" not in example:
+        assert _scan(json.dumps({"request_id": glued, "body_redacted": True})) == {class_id: 1}
+
+
+def test_glued_examples_hit_in_a_chunked_file_scan(tmp_path: Path) -> None:
+    # An example with a backslash is already in its escaped form; JSON would escape it twice.
+    cases = [case for case in _glued_cases() if "\\" not in case[2]]
+    rows = [
+        json.dumps({"request_id": before + example + after, "i": index})
+        for index, (_, before, example, after) in enumerate(cases)
+    ]
+    data = ("[" + ",\n".join(rows) + "]").encode()
+    path = tmp_path / "rows.json"
+    path.write_bytes(data)
+    scanner = ForbiddenScanner.default()
+    whole = scanner.scan_bytes(data)
+    found, expected = sum(whole[0].values()), len(cases)
+    assert found == expected
+    for chunk_size in (1, 65_537):
+        assert ForbiddenScanner(scanner.classes, chunk_size=chunk_size).scan_file(path) == whole
+
+
+def _project_texts() -> list[Path]:
+    patterns = ("fixtures/**/*", "tests/data/**/*", "src/sandbox_replay/data/codes/*.md")
+    return sorted(
+        path
+        for pattern in patterns
+        for path in REPO.glob(pattern)
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+
+
+def test_project_fixtures_and_code_docs_scan_clean() -> None:
+    files = _project_texts()
+    assert len(files) > 50
+    assert any(path.suffix == ".md" for path in files)
+    report = ForbiddenScanner.default().scan_files(
+        (str(path.relative_to(REPO)), path) for path in files
+    )
+    assert report.hits == ()
+
+
+def test_bundle_with_a_token_glued_into_a_request_id_is_blocked_and_redacted(
+    tmp_path: Path,
+) -> None:
+    token = "gh" + "p_" + _fill(_ALNUM, 36)
+    request_id = "req_" + token
+    bundle = tmp_path / "bundle"
+    shutil.copytree(EXPORTED_BUNDLE, bundle)
+    planted = 0
+    for path in sorted(bundle.glob("*.json")):
+        text = path.read_text("utf-8")
+        planted += text.count('"req_safe_fixture_edit"')
+        path.write_text(text.replace('"req_safe_fixture_edit"', json.dumps(request_id)), "utf-8")
+    assert planted >= 2
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["run-sandbox-bundle", "--input", str(bundle), "--out", str(out)]
+    )
+    assert result.exit_code == 1, result.output[-400:]
+    written = sorted(path for path in out.rglob("*") if path.is_file())
+    assert written
+    (record,) = (json.loads(path.read_bytes()) for path in written if path.suffix == ".json")
+    assert record["status"] == "blocked"
+    assert record["secret_exclusion_scan"]["hits_by_class"] == {"github_token": planted}
+    forms = {token, token[:12], token[4:], json.dumps(token)[1:-1]}
+    # Counts only, so a failure never prints the token.
+    for path in written:
+        data = path.read_bytes()
+        leaked = len([form for form in forms if form.encode() in data])
+        assert leaked == 0, path.name
+    printed = len([form for form in forms if form in result.output])
+    assert printed == 0
 
 
 def test_counts_are_exact_and_matched_texts_distinct() -> None:

@@ -14,6 +14,16 @@ byte for byte (as UTF-8). Patterns are RE2 syntax, ASCII only, and run over raw 
 without bound (``*``, ``+``, ``{n,}``): bounded matches are what lets a file be scanned
 in chunks and still find every match once, exactly where a whole-file scan would.
 
+A credential pattern starts at its token's distinctive prefix and does not end in ``\\b``:
+``_`` is a word character, so a ``\\b`` misses a token glued into an id such as
+``req_<token>_2``, and a missed token is a leak. Where a prefix is too short to stand
+alone, ``(?:\\b|_)`` keeps a letter or digit from preceding it (for the Hugging Face
+shape, also from following it) yet still finds it next to ``_``; the ``_`` then joins the
+matched text, which is still a substring of the string the token sits in, so redacting by
+matched text still replaces that string. A fixed-length shape that must not match the head
+of a longer run of its own alphabet (the AWS key id, ``[A-Z0-9]``) ends in
+``(?:\\b|[a-z_])``, so it is still found before ``_`` or a letter outside that alphabet.
+
 Every class compiles into one RE2 alternation with one capture group per class, so clean
 input is a single DFA pass and the capture groups cost only where something matched.
 Counts are of non-overlapping leftmost-first matches; where two classes could match at
