@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -220,6 +220,9 @@ def build_site(config: BuildConfig) -> BuildResult:
             )
 
         jobs = config.jobs if config.jobs is not None else default_jobs()
+        if len(tasks) == 1 and tasks[0].staging is not None:
+            # One run to build: its processes share out its listing pages instead.
+            tasks[0] = replace(tasks[0], page_jobs=jobs)
         try:
             results = run_all(tasks, jobs, config.scheduler, done)
         except MatchedTextError as error:

@@ -15,8 +15,10 @@ reports each finished run through a callback, in the order they finish.
 
 from __future__ import annotations
 
+import gc
 import html
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -28,7 +30,7 @@ from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
-from sandbox_replay.report.views import RunSummary, build_run_pages, summarize_run
+from sandbox_replay.report.views import RunPages, RunSummary, build_run_pages, summarize_run
 from sandbox_replay.version import __version__
 
 
@@ -48,6 +50,7 @@ class RunTask:
     templates: Path | None
     shown_time: str
     staging: Path | None
+    page_jobs: int = 1
 
 
 @dataclass
@@ -102,8 +105,10 @@ def build_run(task: RunTask) -> RunBuilt:
     run = task.run
     outcome = replay(ReplayConfig(run.path, run.mode))
     records = build_records(outcome)
-    view, subpages = build_run_pages(run, outcome, records, task.shown_time, __version__)
-    built = RunBuilt(summarize_run(view, records), needles=needles_of(outcome.scan.matched_texts))
+    pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+    built = RunBuilt(
+        summarize_run(pages.view, records), needles=needles_of(outcome.scan.matched_texts)
+    )
     renderer = Renderer(task.templates)
 
     def emit(relative: str, data: bytes) -> None:
@@ -115,12 +120,71 @@ def build_run(task: RunTask) -> RunBuilt:
             put_file(task.staging, path, data)
             built.written.append(path)
 
-    emit("index.html", renderer.render("run.html", view=view))
+    emit("index.html", renderer.render("run.html", view=pages.view))
     emit("result.json", records.result_bytes)
-    for relative, page in subpages:
-        emit(relative, renderer.render("listing.html", view=page))
+    shares = task.page_jobs if task.staging is not None and hasattr(os, "fork") else 1
+    shares = min(shares, max(1, len(pages.subpage_paths) // PAGES_PER_PROCESS))
+    if shares > 1:
+        main_pages = len(built.written)
+        _render_forked(pages, renderer, shares, emit)
+        # Every share wrote its pages; name them all, in order, once.
+        del built.written[main_pages:]
+        built.written.extend(f"runs/{run.name}/{p}" for p in pages.subpage_paths)
+    else:
+        for relative, page in pages.subpages(0, 1):
+            emit(relative, renderer.render_listing(page))
     built.seconds = time.perf_counter() - started
     return built
+
+
+# A large run's sub-pages are split between processes only when each gets this many.
+PAGES_PER_PROCESS = 50
+
+
+def _render_forked(
+    pages: RunPages, renderer: Renderer, shares: int, emit: Callable[[str, bytes], None]
+) -> None:
+    """Render a large run's sub-pages in ``shares`` processes forked from this one.
+
+    The children share this process's replay and indexes copy-on-write (frozen out of the
+    collector's reach, whose scans would copy every page); each writes its share of the
+    pages into the staging folder and reports only its exit status.
+    """
+    gc.freeze()
+    children = []
+    try:
+        for share in range(1, shares):
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                status = 0
+                try:
+                    for relative, page in pages.subpages(share, shares):
+                        emit(relative, renderer.render_listing(page))
+                except MatchedTextError:
+                    status = 3
+                except BaseException:
+                    status = 1
+                os._exit(status)
+            children.append(pid)
+        for relative, page in pages.subpages(0, shares):
+            emit(relative, renderer.render_listing(page))
+        failed = []
+        for pid in children:
+            _, wait_status = os.waitpid(pid, 0)
+            failed.append(os.waitstatus_to_exitcode(wait_status))
+        children = []
+    finally:
+        for pid in children:  # only when this process failed first
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        gc.unfreeze()
+    if 3 in failed:
+        raise MatchedTextError(
+            "a listing page would contain text the forbidden-material scan matched; "
+            "nothing was written"
+        )
+    if any(failed):
+        raise RuntimeError(f"a process rendering listing pages failed (exit {max(failed)})")
 
 
 def _dask_client(address: str) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -164,11 +164,15 @@ def relative_href(target_page: str, anchor: str, from_page: str) -> str:
     """Return a link from ``from_page`` to ``anchor`` on ``target_page`` (both run-relative).
 
     Sub-pages sit one folder below the run page (``join/page-0001.html``), so a link out
-    of one climbs once; a link within the page is the bare fragment.
+    of one climbs once; a link within its folder names the file, within the page only the
+    fragment.
     """
     if target_page == from_page:
         return "#" + anchor
-    prefix = "../" if "/" in from_page else ""
+    folder, _, _ = from_page.rpartition("/")
+    if folder and target_page.startswith(folder + "/"):
+        return f"{target_page[len(folder) + 1 :]}#{anchor}"
+    prefix = "../" if folder else ""
     return f"{prefix}{target_page}#{anchor}"
 
 
@@ -1408,8 +1412,20 @@ class _RunBuilder:
             findings_by_layer=tuple((label, n) for label, n in by_layer if n),
         )
 
-    def listing_pages(self) -> Iterator[tuple[str, ListingPageView]]:
-        """Yield each sub-page of the listings this run splits, built one at a time."""
+    def listing_paths(self) -> list[str]:
+        """Return the run-relative path of every sub-page, in the order they are built."""
+        pagers = (self.join_pager, self.findings_pager, self.trace_pager)
+        return [p.path(n) for p in pagers if p.split for n in range(p.page_count)]
+
+    def listing_pages(
+        self, share: int = 0, shares: int = 1
+    ) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield each sub-page of the listings this run splits, built one at a time.
+
+        With ``shares`` > 1 only every ``shares``-th page from the ``share``-th on is built,
+        so that processes can split a large run's pages between them.
+        """
+        counter = -1
         sections = (
             (self.join_pager, "requests", "Join table", "joins"),
             (self.findings_pager, "findings", "Findings", "findings"),
@@ -1420,6 +1436,9 @@ class _RunBuilder:
             if not pager.split:
                 continue
             for page in range(pager.page_count):
+                counter += 1
+                if counter % shares != share:
+                    continue
                 path = pager.path(page)
                 start, end = pager.bounds(page)
                 view = ListingPageView(
@@ -1468,16 +1487,25 @@ def build_run_view(
     return _RunBuilder(run, replay, records, build_time, version).build()
 
 
+@dataclass(frozen=True)
+class RunPages:
+    """A run page's view-model, and how to build its sub-pages.
+
+    ``subpages(share, shares)`` builds them lazily, one page at a time, so that the
+    view-models of 600,000 rows never sit in memory together; ``subpage_paths`` lists them.
+    """
+
+    view: RunView
+    subpages: Callable[[int, int], Iterator[tuple[str, ListingPageView]]]
+    subpage_paths: tuple[str, ...]
+
+
 def build_run_pages(
     run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
-) -> tuple[RunView, Iterator[tuple[str, ListingPageView]]]:
-    """Return the run page's view-model and its sub-pages (run-relative path, view-model).
-
-    The sub-pages of a large run are built lazily, one page at a time, so that the
-    view-models of 600,000 rows never sit in memory together.
-    """
+) -> RunPages:
+    """Return the run page's view-model and its sub-pages (run-relative paths)."""
     builder = _RunBuilder(run, replay, records, build_time, version)
-    return builder.build(), builder.listing_pages()
+    return RunPages(builder.build(), builder.listing_pages, tuple(builder.listing_paths()))
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,157 @@
+"""Time ``sandbox-replay build``: one large run, and many small runs with --jobs and reuse.
+
+Run: .venv/bin/python benchmarks/bench_build.py [--sizes 6000 60000 600000] [--jobs 2]
+     .venv/bin/python benchmarks/bench_build.py --many [--count 200] [--requests 600]
+
+Without ``--many``: for each size, a generated bundle (``generate_bundle.py``, cached
+under ``benchmarks/.cache/`` as ``bench_validate.py`` caches it) is built into a fresh
+site; printed are the wall time, peak RSS of the build's processes, the number of pages
+and the largest page.
+
+With ``--many``: ``--count`` bundles of ``--requests`` requests (seeds 1..count) are built
+into a fresh site with ``--jobs 1`` and with ``--jobs 2``; the two sites must be byte for
+byte equal. Then one bundle is regenerated with another seed and the site rebuilt in place
+(every other run is reused from the status file), and the bundle is put back.
+
+Each build is a fresh subprocess; its peak RSS is read from ``resource.getrusage
+(RUSAGE_CHILDREN)`` after it exits, which is the largest of any process waited for so
+far (hence the sizes run smallest first). This is a script, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_validate import bundle_for, folder_mb, machine
+from generate_bundle import generate
+
+HERE = Path(__file__).resolve().parent
+
+
+def build(paths: list[Path], out: Path, jobs: int) -> tuple[float, float, str]:
+    """Run one build subprocess; return wall seconds, peak RSS in MB and its last line."""
+    command = [
+        sys.executable,
+        "-c",
+        "from sandbox_replay.cli import main; main()",
+        "build",
+        *map(str, paths),
+        "--out",
+        str(out),
+        "--jobs",
+        str(jobs),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"build failed with exit {done.returncode}:\n{done.stderr[-3000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    summary = [line for line in done.stderr.splitlines() if " runs: " in line]
+    return wall, peak, summary[-1].removeprefix("sandbox-replay: ") if summary else ""
+
+
+def pages(site: Path) -> tuple[int, int, str]:
+    """Return the number of HTML pages, the largest page's size and its path."""
+    sizes = [(p.stat().st_size, p) for p in site.rglob("*.html")]
+    largest, path = max(sizes)
+    return len(sizes), largest, path.relative_to(site).as_posix()
+
+
+def tree_digest(site: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(site.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(site).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def one_large(args: argparse.Namespace) -> None:
+    header = (
+        f"{'requests':>9} {'MB':>7} {'jobs':>4} {'wall s':>8} {'peak RSS MB':>12} "
+        f"{'pages':>6} {'largest page':>13}"
+    )
+    print(header)
+    print("-" * len(header))
+    for size in sorted(args.sizes):
+        bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
+        out = args.cache / f"site_{size}"
+        shutil.rmtree(out, ignore_errors=True)
+        wall, peak, _ = build([bundle], out, args.jobs)
+        count, largest, where = pages(out)
+        print(
+            f"{size:>9} {folder_mb(bundle):>7.1f} {args.jobs:>4} {wall:>8.2f} {peak:>12.0f} "
+            f"{count:>6} {largest / 1e6:>10.2f} MB  ({where})",
+            flush=True,
+        )
+
+
+def many(args: argparse.Namespace) -> None:
+    root = args.cache / f"many_{args.count}x{args.requests}"
+    done = root / ".complete"
+    if not done.exists():
+        print(f"generating {args.count} bundles into {root} ...", file=sys.stderr, flush=True)
+        for seed in range(1, args.count + 1):
+            generate(root / f"bundle_{seed:03d}", args.requests, seed, args.failing_fraction)
+        done.touch()
+    sites = {}
+    walls = {}
+    for jobs in (1, 2):
+        out = args.cache / f"many_site_j{jobs}"
+        shutil.rmtree(out, ignore_errors=True)
+        walls[jobs], peak, summary = build([root], out, jobs)
+        sites[jobs] = tree_digest(out)
+        print(
+            f"full build, --jobs {jobs}: {walls[jobs]:7.2f} s, peak RSS {peak:.0f} MB ({summary})"
+        )
+    print(f"speed-up with 2 jobs: {walls[1] / walls[2]:.2f}x")
+    print(f"sites byte-identical: {sites[1] == sites[2]}")
+    out = args.cache / "many_site_j2"
+    again, _, summary = build([root], out, 2)
+    print(f"rebuild, nothing changed: {again:7.2f} s ({summary})")
+    touched = root / "bundle_001"
+    generate(touched, args.requests, 10_000, args.failing_fraction)
+    try:
+        rebuild, _, summary = build([root], out, 2)
+    finally:
+        generate(touched, args.requests, 1, args.failing_fraction)
+    print(
+        f"rebuild after changing 1 bundle of {args.count}: {rebuild:7.2f} s "
+        f"= {100 * rebuild / walls[2]:.1f}% of the full build ({summary})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[6_000, 60_000, 600_000])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--many", action="store_true")
+    parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--failing-fraction", type=float, default=0.01)
+    parser.add_argument("--cache", type=Path, default=HERE / ".cache")
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.many:
+        many(args)
+    else:
+        one_large(args)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

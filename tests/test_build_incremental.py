@@ -1,0 +1,140 @@
+"""A rebuild recomputes only the runs whose inputs changed, and gives a clean build's bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import EXPORTED_BUNDLE, FIRST_WAVE, edit_json
+from sandbox_replay.pipeline import Replay, ReplayConfig
+from sandbox_replay.report import incremental, parallel
+from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
+
+
+def quiet(message: str) -> None:
+    """Swallow progress lines in tests."""
+
+
+def tree(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Path:
+    root = tmp_path / "inputs"
+    shutil.copytree(FIRST_WAVE, root / "first_wave")
+    shutil.copytree(EXPORTED_BUNDLE, root / "exported_bundle")
+    return root
+
+
+@pytest.fixture
+def replayed(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record the folder of every run that is replayed."""
+    calls: list[Path] = []
+    real = parallel.replay
+
+    def counting(config: ReplayConfig) -> Replay:
+        calls.append(config.input_dir)
+        return real(config)
+
+    monkeypatch.setattr(parallel, "replay", counting)
+    return calls
+
+
+def build(inputs: Path, out: Path, **extra: Any) -> BuildResult:
+    config = BuildConfig((inputs,), out, cwd=inputs.parent, progress=quiet, jobs=1, **extra)
+    return build_site(config)
+
+
+def test_an_unchanged_rebuild_recomputes_nothing(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    assert len(replayed) == 2
+    before = tree(out)
+    result = build(inputs, out)
+    assert len(replayed) == 2, "an unchanged run was replayed again"
+    assert result.reused == 2
+    assert result.unchanged
+    assert tree(out) == before
+
+
+def test_only_the_changed_run_is_recomputed(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    with edit_json(inputs / "first_wave" / "policy_verdicts.json") as data:
+        data["policy_verdicts"][0]["decision_reason_ref"] = "reason:changed"
+    replayed.clear()
+    result = build(inputs, out)
+    assert [p.name for p in replayed] == ["first_wave"]
+    assert result.reused == 1
+    clean = tmp_path / "clean"
+    build(inputs, clean)
+    assert tree(out) == tree(clean)
+
+
+def test_a_template_change_rebuilds_every_run(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    overrides = tmp_path / "templates" / "assets"
+    overrides.mkdir(parents=True)
+    (overrides / "site.css").write_text("body { color: black; }\n")
+    replayed.clear()
+    result = build(inputs, out, templates=overrides.parent)
+    assert len(replayed) == 2
+    assert result.reused == 0
+
+
+def test_a_new_build_time_rebuilds_every_run(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    replayed.clear()
+    build(inputs, out, source_date_epoch=1_700_000_000)
+    assert len(replayed) == 2
+
+
+def test_a_damaged_status_file_means_a_full_build(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    status = out / incremental.STATUS_FILE
+    data = json.loads(status.read_text("utf-8"))
+    data["format"] = 999
+    status.write_text(json.dumps(data))
+    replayed.clear()
+    build(inputs, out)
+    assert len(replayed) == 2
+    status.write_text("{not json")
+    replayed.clear()
+    build(inputs, out)
+    assert len(replayed) == 2
+
+
+def test_a_missing_page_of_a_reused_run_means_it_is_rebuilt(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    before = tree(out)
+    (out / "runs" / "exported_bundle" / "result.json").unlink()
+    replayed.clear()
+    build(inputs, out)
+    assert [p.name for p in replayed] == ["exported_bundle"]
+    assert tree(out) == before
