@@ -198,8 +198,14 @@ def build_site(config: BuildConfig) -> BuildResult:
         for run in runs:
             old = previous.get(tuple(keys[run.name].values()))
             if old is None:
-                local = config.scheduler is None
-                tasks.append(RunTask(run, config.templates, shown_time, staging if local else None))
+                if config.scheduler is None:
+                    tasks.append(RunTask(run, config.templates, shown_time, staging))
+                else:
+                    # A worker reads the inputs itself, from its own working directory, and
+                    # returns the pages: absolute paths, no staging folder.
+                    remote = replace(run, path=run.path.resolve())
+                    templates = config.templates.resolve() if config.templates else None
+                    tasks.append(RunTask(remote, templates, shown_time, None))
                 continue
             for path in old.files:
                 put_file(staging, path, (out_dir / path).read_bytes())
