@@ -139,3 +139,12 @@ def test_limits_send_a_file_to_the_row_parser(
     assert not one_pass
     assert _outcome(fast) == _outcome(slow)
     assert [f.error_code for f in fast.findings] == found
+
+
+def test_a_row_key_over_the_string_limit_is_refused_even_without_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast, slow, one_pass = _both(PLAIN["no_rows"], monkeypatch, LoadLimits(max_string_chars=10))
+    assert not one_pass
+    assert _outcome(fast) == _outcome(slow)
+    assert [f.error_code for f in fast.findings] == [codes.INPUT_LIMIT_EXCEEDED]

@@ -256,7 +256,9 @@ def _parse_list_file_fast(
     the top object or a row, in order, which gives each row's start line. Anything else,
     including any error, falls back to the row-by-row parser, which reports it exactly.
     """
-    if rows_key is None or _KEY_SPACE_COLON.search(raw) is not None:
+    if rows_key is None or len(rows_key) > limits.max_string_chars:
+        return None
+    if _KEY_SPACE_COLON.search(raw) is not None:
         return None
     seen_float = False
 
