@@ -111,6 +111,12 @@ BAD_FILES = [
     ),
     BadFile("overflow", codes.INPUT_NON_FINITE_NUMBER, 3, _text(_row('{"n": 1e999}')), False, 2),
     BadFile("nan_top_level", codes.INPUT_NON_FINITE_NUMBER, 2, _text('{\n  "n": NaN\n}')),
+    BadFile(
+        "lone_surrogate",
+        codes.INPUT_NOT_UTF8,
+        3,
+        _text(_row(f'{{"n": "a\\ud800b", "x": "{PLANT}"}}')),
+    ),
     BadFile("top_level_list", codes.INPUT_TOP_LEVEL_NOT_OBJECT, 1, _text(f'["{PLANT}"]')),
     BadFile("top_level_string", codes.INPUT_TOP_LEVEL_NOT_OBJECT, 1, _text(f'"{PLANT}"')),
     BadFile("top_level_number", codes.INPUT_TOP_LEVEL_NOT_OBJECT, 1, _text("42")),
@@ -327,3 +333,15 @@ def test_findings_never_quote_a_field_value(tmp_path: Path) -> None:
     assert codes.VERDICT_SEMANTIC_MISMATCH in codes_found
     assert codes.SIDE_EFFECT_RECEIPT_INVALID in codes_found
     assert not [f.message for f in outcome.findings if PLANT in f.message]
+
+
+def test_paired_surrogate_escape_is_valid_unicode(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    shutil.copytree(FIXTURE, folder)
+    target = folder / "action_requests.json"
+    text = target.read_text(encoding="utf-8")
+    target.write_text(
+        text.replace("synthetic_collector", "synthetic\\ud83d\\ude00collector"), encoding="utf-8"
+    )
+    outcome = replay(ReplayConfig(folder, InputMode.FIXTURE))
+    assert outcome.status == "pass"

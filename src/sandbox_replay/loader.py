@@ -217,6 +217,13 @@ def parse_input(
         return fail(codes.INPUT_LIMIT_EXCEEDED, "nesting is deeper than the parser allows", None)
     if isinstance(data, str):
         return fail(codes.INPUT_TOP_LEVEL_NOT_OBJECT, f"top-level value is {data}", 1)
+    surrogate_line = _lone_surrogate_line(raw, data)
+    if surrogate_line is not None:
+        return fail(
+            codes.INPUT_NOT_UTF8,
+            "a string escapes a lone UTF-16 surrogate, which is not valid Unicode",
+            surrogate_line,
+        )
     loaded.data = data
     if loaded.may_hold_floats:
         loaded.may_hold_floats = _holds_float(data)
@@ -235,6 +242,36 @@ def parse_input(
                 )
         loaded.rows = rows
     return loaded
+
+
+# A \\uD800-\\uDFFF escape that is not half of a high+low pair decodes to a lone surrogate:
+# legal JSON grammar, but not Unicode, and it breaks every UTF-8 writer downstream.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate_line(raw: bytes, data: Any) -> int | None:
+    """Return the line of a lone surrogate escape if the parsed data holds one, else None."""
+    match = _SURROGATE_ESCAPE.search(raw)
+    if match is None or not _holds_lone_surrogate(data):
+        return None
+    return raw.count(b"\n", 0, match.start()) + 1
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 _KEY_SPACE_COLON = re2.compile(rb'"[ \t\n\r]+:')
