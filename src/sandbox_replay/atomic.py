@@ -14,17 +14,7 @@ import orjson
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a synced temp file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_chunks_atomic(path, (data,))
 
 
 def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
@@ -79,7 +69,11 @@ def iter_json_chunks(
 
 
 def write_chunks_atomic(path: Path, chunks: Iterable[bytes]) -> None:
-    """Write the concatenated ``chunks`` to ``path`` atomically, one piece at a time."""
+    """Write the concatenated ``chunks`` to ``path`` atomically, one piece at a time.
+
+    The pieces go to a temp file in the same folder, which is synced and then renamed over
+    ``path``; on any error the temp file is removed and ``path`` is left as it was.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
