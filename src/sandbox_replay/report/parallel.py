@@ -16,6 +16,7 @@ reports each finished run through a callback, in the order they finish.
 from __future__ import annotations
 
 import gc
+import hashlib
 import html
 import os
 import signal
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import build_records
+from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.views import RunPages, RunSummary, build_run_pages, summarize_run
@@ -106,10 +107,20 @@ def build_run(task: RunTask) -> RunBuilt:
     outcome = replay(ReplayConfig(run.path, run.mode))
     records = build_records(outcome)
     pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
-    built = RunBuilt(
-        summarize_run(pages.view, records), needles=needles_of(outcome.scan.matched_texts)
-    )
+    needles = needles_of(outcome.scan.matched_texts)
     renderer = Renderer(task.templates)
+    result_path = f"runs/{run.name}/result.json"
+    if task.staging is None:
+        result_bytes = records.result_bytes
+        refuse_matched(result_path, result_bytes, needles)
+        digest = hashlib.sha256(result_bytes).hexdigest()
+    else:
+        digest = _stream_result(records, task.staging, result_path, needles)
+    built = RunBuilt(summarize_run(pages.view, records, "sha256:" + digest), needles=needles)
+    if task.staging is None:
+        built.files[result_path] = result_bytes
+    else:
+        built.written.append(result_path)
 
     def emit(relative: str, data: bytes) -> None:
         path = f"runs/{run.name}/{relative}"
@@ -121,7 +132,6 @@ def build_run(task: RunTask) -> RunBuilt:
             built.written.append(path)
 
     emit("index.html", renderer.render("run.html", view=pages.view))
-    emit("result.json", records.result_bytes)
     shares = task.page_jobs if task.staging is not None and hasattr(os, "fork") else 1
     shares = min(shares, max(1, len(pages.subpage_paths) // PAGES_PER_PROCESS))
     if shares > 1:
@@ -135,6 +145,33 @@ def build_run(task: RunTask) -> RunBuilt:
             emit(relative, renderer.render_listing(page))
     built.seconds = time.perf_counter() - started
     return built
+
+
+def _stream_result(
+    records: RunRecords, staging: Path, relative: str, needles: frozenset[bytes]
+) -> str:
+    """Write the result record in pieces (never whole: 2 GB at 600,000 requests); return its sha256.
+
+    Each piece is checked for matched text together with the tail of the piece before it,
+    so a match cut by a piece boundary is still found.
+    """
+    digest = hashlib.sha256()
+    overlap = max((len(n) for n in needles), default=1) - 1
+    tail = b""
+    target = staging / relative
+    folder = staging
+    for part in Path(relative).parent.parts:
+        folder = folder / part
+        folder.mkdir(exist_ok=True)
+    with target.open("wb") as handle:
+        for chunk in records.result_chunks():
+            refuse_matched(relative, tail + chunk, needles)
+            tail = (tail + chunk)[-overlap:] if overlap else b""
+            digest.update(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return digest.hexdigest()
 
 
 # A large run's sub-pages are split between processes only when each gets this many.

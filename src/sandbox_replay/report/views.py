@@ -9,11 +9,12 @@ or scan-checked here too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from markupsafe import Markup
 
@@ -91,17 +92,17 @@ def breakable(value: str) -> tuple[str, ...]:
     return tuple(part for part in _BREAK_AFTER.split(value) if part)
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One table cell: its text, an optional second line, and its CSS class."""
+class Cell(NamedTuple):
+    """One table cell: its text, an optional second line, and its CSS class.
+
+    The row types of the listings (``Cell``, ``JoinRow``, ``SpanRow``) are named tuples
+    rather than frozen dataclasses: a 600,000-request run makes millions of them, a named
+    tuple is made and hashed in C, and a cell is looked up by its hash when rendered.
+    """
 
     text: str
     note: str = ""
     css: str = ""
-
-    @property
-    def note_parts(self) -> tuple[str, ...]:
-        return breakable(self.note)
 
 
 @dataclass(frozen=True)
@@ -196,9 +197,13 @@ class Pager:
         """Return the run-relative path of page ``page`` (0-based)."""
         return f"{self.section}/page-{page + 1:04d}.html" if self.split else MAIN_PAGE
 
+    @functools.cached_property
+    def _paths(self) -> tuple[str, ...]:
+        return tuple(self.path(page) for page in range(self.page_count))
+
     def page_of(self, index: int) -> str:
         """Return the run-relative path of the page that shows item ``index``."""
-        return self.path(index // self.page_rows) if self.split else MAIN_PAGE
+        return self._paths[index // self.page_rows] if self.split else MAIN_PAGE
 
     def bounds(self, page: int) -> tuple[int, int]:
         start = page * self.page_rows
@@ -283,8 +288,7 @@ class FindingLink:
         return breakable(self.label)
 
 
-@dataclass(frozen=True)
-class JoinRow:
+class JoinRow(NamedTuple):
     """One request joined across every record that should mention it."""
 
     anchor: str
@@ -292,19 +296,6 @@ class JoinRow:
     request_href: str
     risk_class: str
     shape: str
-
-    @property
-    def request_id_parts(self) -> tuple[str, ...]:
-        return breakable(self.request_id)
-
-    @property
-    def risk_class_parts(self) -> tuple[str, ...]:
-        return breakable(self.risk_class)
-
-    @property
-    def shape_parts(self) -> tuple[str, ...]:
-        return breakable(self.shape)
-
     declared: Cell
     derived: Cell
     side_effect: Cell
@@ -407,8 +398,7 @@ class ScanView:
     flagged: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class SpanRow:
+class SpanRow(NamedTuple):
     request_href: str
     sequence: str
     span_id: str
@@ -613,6 +603,16 @@ class _RunBuilder:
                 self.by_subject.setdefault(f["subject_id"], []).append(i)
                 self.by_line.setdefault((f["path"], f["line"]), []).append(i)
         self.spans = self.result["public_agent_execution_trace"]["spans"]
+        r = self.result
+        # Built once here, before any process is forked to share out the pages.
+        self.join_index = (
+            _first_by(r["derived_policy_verdict_rows"], "request_id"),
+            _first_by(r["policy_verdict_rows"], "request_id"),
+            _first_by(r["side_effect_rows"], "request_id"),
+            _first_by(r["rollback_rows"], "rollback_id"),
+            _first_by(r["cold_replay_rows"], "request_id"),
+            _first_by(self.spans, "span_id"),
+        )
         self.join_pager = Pager("join", len(self.result["request_rows"]))
         self.findings_pager = Pager("findings", len(self.findings))
         self.trace_pager = Pager("trace", len(self.spans))
@@ -903,16 +903,7 @@ class _RunBuilder:
     def join_rows(self, start: int, end: int, from_page: str) -> tuple[JoinRow, ...]:
         """Return the join rows of requests ``[start, end)`` as seen from ``from_page``."""
         r = self.result
-        if not hasattr(self, "_join_index"):
-            self._join_index = (
-                _first_by(r["derived_policy_verdict_rows"], "request_id"),
-                _first_by(r["policy_verdict_rows"], "request_id"),
-                _first_by(r["side_effect_rows"], "request_id"),
-                _first_by(r["rollback_rows"], "rollback_id"),
-                _first_by(r["cold_replay_rows"], "request_id"),
-                _first_by(self.spans, "span_id"),
-            )
-        derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self._join_index
+        derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self.join_index
         rows = []
         requests = r["request_rows"]
         for index in range(start, end):
@@ -1603,9 +1594,8 @@ class RunSummary:
         )
 
 
-def summarize_run(view: RunView, records: RunRecords) -> RunSummary:
-    """Return the summary of a run page's view-model."""
-    receipt = records.receipt
+def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
+    """Return the summary of a run page's view-model and its result record's digest."""
     return RunSummary(
         name=view.name,
         mode=view.mode,
@@ -1617,8 +1607,10 @@ def summarize_run(view: RunView, records: RunRecords) -> RunSummary:
         error_codes=view.error_codes,
         expected_codes=view.expected_codes,
         source_path=view.source_path,
-        result_sha256=str(receipt["result_record_sha256"]),
-        input_digests=tuple((str(p), str(d)) for p, d in receipt["input_digests"].items()),
+        result_sha256=result_sha256,
+        input_digests=tuple(
+            (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
+        ),
     )
 
 
