@@ -464,6 +464,14 @@ def build(
             show_default=False,
         ),
     ] = None,
+    single_file: Annotated[
+        bool,
+        typer.Option(
+            "--single-file",
+            help="Also write single/<run>.html: each run page as one self-contained file "
+            "(stylesheet and script inlined) to attach to a release.",
+        ),
+    ] = False,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -498,6 +506,7 @@ def build(
             progress=progress,
             jobs=jobs,
             scheduler=scheduler,
+            single_file=single_file,
         )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.

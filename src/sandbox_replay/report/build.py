@@ -28,13 +28,15 @@ phase, on both paths.
 Site layout (all links relative, so it opens from ``file://`` or any static host):
 ``index.html``; ``runs/<run>/index.html`` and ``runs/<run>/result.json`` (the run's result
 record, byte for byte as ``run`` writes it); ``codes/index.html``; ``assets/site.css`` and
-``assets/site.js``; and ``manifest.json``:
+``assets/site.js``; with ``--single-file``, ``single/<run>.html`` (``single_file.py``); and
+``manifest.json``:
 
     {"schema_version": "sandbox-replay.site/1",
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
-               "input_digests": {path: "sha256:<hex>"}}]}
+               "input_digests": {path: "sha256:<hex>"},
+               "single_file": "single/<run>.html" (only with --single-file)}]}
 
 It is written the way every record is (``atomic.dump_json``), so a later ``verify`` can
 check a published site against its inputs. With ``SOURCE_DATE_EPOCH`` unset no time is
@@ -67,6 +69,7 @@ from sandbox_replay.report.parallel import (
     run_all,
 )
 from sandbox_replay.report.render import ASSETS, Renderer
+from sandbox_replay.report.single_file import single_file_pages
 from sandbox_replay.report.views import RunSummary, build_catalog_view, build_index_view
 from sandbox_replay.version import TOOL_NAME, __version__
 
@@ -90,6 +93,7 @@ class BuildConfig:
     progress: Callable[[str], None] | None = field(default=None, compare=False)
     jobs: int | None = None
     scheduler: str | None = None
+    single_file: bool = False
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,21 @@ def build_site(config: BuildConfig) -> BuildResult:
         pages.add("codes/index.html", renderer.render("codes.html", view=catalog))
         for asset in ASSETS:
             pages.add(asset, renderer.asset(asset))
-        pages.add(MANIFEST, dump_json(_manifest(runs, ordered, build_time)))
+        manifest = _manifest(runs, ordered, build_time)
+        if config.single_file:  # see report/single_file.py
+            single = single_file_pages(
+                [run.name for run in runs],
+                lambda p: pages.files[p] if p in pages.files else (staging / p).read_bytes(),
+                renderer.asset(ASSETS[0]),
+                renderer.asset(ASSETS[1]),
+            )
+            for path, data in single.items():
+                pages.add(path, data)
+            entries = manifest["runs"]
+            assert isinstance(entries, list)
+            for entry, path in zip(entries, single, strict=True):
+                entry["single_file"] = path
+        pages.add(MANIFEST, dump_json(manifest))
         status = incremental.status_record(
             settings, [(keys[r.name], summaries[r.name], run_files[r.name]) for r in runs]
         )
