@@ -524,6 +524,47 @@ def build(
     raise typer.Exit(EXIT_BLOCKED if fail_on == "blocked" and result.any_blocked else EXIT_PASS)
 
 
+@app.command("verify")
+def verify(
+    site_dir: Annotated[
+        Path, typer.Argument(help="The published report site folder.", show_default=False)
+    ],
+    inputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs",
+            help="Folder the site's recorded source paths are relative to "
+            "(default: the working directory).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Re-run every validator on the inputs a site records and check the site follows.
+
+    Prints each difference on stdout, one line each. Exit 0 when every input, result
+    record and page re-derives byte for byte; 1 on any difference or anything that
+    cannot be checked; 2 on a usage error.
+    """
+    from sandbox_replay.report.verify import VerifyConfig, VerifyError, verify_site
+
+    if not site_dir.is_dir():
+        raise usage_error(f"site folder {site_dir} does not exist")
+    if inputs is not None and not inputs.is_dir():
+        raise usage_error(f"inputs folder {inputs} does not exist")
+    try:
+        report = verify_site(VerifyConfig(site_dir, inputs, progress=progress))
+    except VerifyError as error:
+        progress(f"cannot verify: {terminal_safe(error, 400)}")
+        raise typer.Exit(EXIT_BLOCKED) from None
+    for line in report.differences:
+        print(terminal_safe(line, 400))
+    if report.ok:
+        progress(f"verified: {len(report.runs)} runs, {report.files_checked} files re-derive")
+        raise typer.Exit(EXIT_PASS)
+    progress(f"NOT verified: {len(report.differences)} difference(s)")
+    raise typer.Exit(EXIT_BLOCKED)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sandbox-replay {__version__}")

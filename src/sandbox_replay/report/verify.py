@@ -1,0 +1,276 @@
+"""Check that a published report site still follows from the inputs it records.
+
+``verify_site`` reads the site's ``manifest.json`` (its format is in ``build.py``) and, for
+each run, finds the run's input folder at its recorded ``source_path``, relative to the
+inputs root (the working directory unless given). Then:
+
+1. every input file the manifest lists must hash to its recorded sha256;
+2. the whole site is rebuilt from those folders into a temporary folder, with the
+   packaged templates, the recorded build time as ``SOURCE_DATE_EPOCH`` and the recorded
+   ``--single-file`` choice; the rebuild replays every run through every validator;
+3. each run's published ``result.json`` must equal the rebuilt one byte for byte, and
+   the manifest's ``result_sha256`` must be the rebuilt record's digest;
+4. every published file must equal the rebuilt one byte for byte, and neither side may
+   hold a file the other lacks.
+
+Whatever cannot be checked fails (inputs not found, an unreadable manifest, another tool
+version). Each difference is one line; the lines come in the order above, runs and paths
+sorted, so two verifications of one site print the same report. A site built with
+``--templates`` does not verify: its pages follow from templates the site does not hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sandbox_replay.report.build import MANIFEST, SITE_SCHEMA, BuildConfig, BuildError, build_site
+from sandbox_replay.report.discover import DiscoveryError
+from sandbox_replay.report.parallel import SchedulerError
+from sandbox_replay.version import TOOL_NAME, __version__
+
+_CHUNK = 1 << 20
+
+
+class VerifyError(ValueError):
+    """The site cannot be verified at all (no readable manifest)."""
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    """What one verification needs: the site, where its inputs are, and a progress sink."""
+
+    site_dir: Path
+    inputs_root: Path | None = None
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
+    jobs: int | None = None
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What verification found: the runs it checked and each difference, one line each."""
+
+    runs: tuple[str, ...]
+    files_checked: int
+    differences: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+@dataclass(frozen=True)
+class _Run:
+    name: str
+    source_path: str
+    result: str
+    result_sha256: str
+    input_digests: Mapping[str, str]
+    single_file: bool
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def _text(entry: Mapping[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value:
+        raise VerifyError(f"{MANIFEST}: a run has no valid {key!r}")
+    return value
+
+
+def _inside(relative: str) -> bool:
+    """Say whether a recorded relative path stays inside the folder it is relative to."""
+    path = PurePosixPath(relative)
+    return not path.is_absolute() and ".." not in path.parts and "\\" not in relative
+
+
+def read_manifest(site_dir: Path) -> tuple[dict[str, Any], list[_Run]]:
+    """Return the site's manifest and its runs; raise VerifyError when it is unusable."""
+    path = site_dir / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise VerifyError(f"{path} is missing: not a site this tool built") from None
+    except (OSError, ValueError) as error:
+        raise VerifyError(f"{path} is not readable JSON: {type(error).__name__}") from None
+    if not isinstance(manifest, dict) or manifest.get("schema_version") != SITE_SCHEMA:
+        raise VerifyError(f"{path} is not a {SITE_SCHEMA} manifest")
+    entries = manifest.get("runs")
+    if not isinstance(entries, list) or not entries:
+        raise VerifyError(f"{path} lists no runs")
+    runs = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise VerifyError(f"{MANIFEST}: a run is not an object")
+        digests = entry.get("input_digests")
+        if not isinstance(digests, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in digests.items()
+        ):
+            raise VerifyError(
+                f"{MANIFEST}: run {_text(entry, 'name')!r} has no valid input_digests"
+            )
+        runs.append(
+            _Run(
+                name=_text(entry, "name"),
+                source_path=_text(entry, "source_path"),
+                result=_text(entry, "result"),
+                result_sha256=_text(entry, "result_sha256"),
+                input_digests=digests,
+                single_file="single_file" in entry,
+            )
+        )
+    return manifest, runs
+
+
+def _epoch(build_time: object) -> int | None:
+    """Return the SOURCE_DATE_EPOCH a recorded build time came from (seconds, UTC)."""
+    if build_time is None:
+        return None
+    if not isinstance(build_time, str):
+        raise VerifyError(f"{MANIFEST}: build_time is neither null nor a time")
+    try:
+        moment = datetime.strptime(build_time, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        raise VerifyError(f"{MANIFEST}: build_time {build_time!r} is not a UTC time") from None
+    return int(moment.timestamp())
+
+
+def _site_files(root: Path) -> tuple[dict[str, Path], list[str]]:
+    """Return a site's regular files by relative path, and the paths that are not files."""
+    files: dict[str, Path] = {}
+    odd: list[str] = []
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            odd.append(relative)
+        elif path.is_file():
+            files[relative] = path
+    return files, odd
+
+
+def _check_inputs(run: _Run, folder: Path) -> list[str]:
+    found = []
+    for relative, recorded in sorted(run.input_digests.items()):
+        shown = f"{run.source_path}/{relative}"
+        if not _inside(relative):
+            found.append(f"manifest names an input outside its run folder: {shown}")
+            continue
+        path = folder / relative
+        if not path.is_file():
+            found.append(f"input missing since the site was built: {shown}")
+        elif _sha256(path) != recorded:
+            found.append(f"input changed since the site was built: {shown}")
+    return found
+
+
+def _rebuild(
+    config: VerifyConfig, folders: list[Path], out: Path, epoch: int | None, single: bool
+) -> None:
+    root = config.inputs_root or Path.cwd()
+    build_site(
+        BuildConfig(
+            tuple(folders),
+            out,
+            templates=None,
+            source_date_epoch=epoch,
+            cwd=root,
+            progress=config.progress,
+            jobs=config.jobs,
+            single_file=single,
+        )
+    )
+
+
+def verify_site(config: VerifyConfig) -> VerifyReport:
+    """Check every run, record and page of a built site against its inputs (module docstring)."""
+    progress = config.progress or (lambda _: None)
+    site = config.site_dir
+    if not site.is_dir():
+        raise VerifyError(f"site folder {site} does not exist")
+    manifest, runs = read_manifest(site)
+    root = config.inputs_root or Path.cwd()
+    differences: list[str] = []
+    tool = manifest.get("tool")
+    built_by = tool.get("version") if isinstance(tool, dict) else None
+    if not isinstance(tool, dict) or tool.get("name") != TOOL_NAME or built_by != __version__:
+        differences.append(
+            f"site was built by {TOOL_NAME} {built_by!s}, this is {__version__}: "
+            "its pages cannot be rebuilt"
+        )
+    epoch = _epoch(manifest.get("build_time"))
+
+    folders: list[Path] = []
+    missing: list[str] = []
+    for run in sorted(runs, key=lambda r: r.name):
+        folder = root / run.source_path
+        if not folder.is_dir():
+            missing.append(run.name)
+            differences.append(f"inputs not found: {run.source_path} (run {run.name})")
+            continue
+        progress(f"checking the inputs of {run.name} in {run.source_path}")
+        folders.append(folder)
+        differences.extend(_check_inputs(run, folder))
+
+    published, odd = _site_files(site)
+    if missing:
+        differences.append(
+            f"site not rebuilt: the inputs of {len(missing)} run(s) were not found "
+            "(give their root with --inputs)"
+        )
+        differences.extend(f"not a regular file: {path}" for path in odd)
+        return VerifyReport(tuple(r.name for r in runs), 0, tuple(differences))
+
+    progress(f"rebuilding the site from {len(folders)} run folder(s)")
+    scratch = Path(tempfile.mkdtemp(prefix="sandbox-replay-verify-"))
+    out = scratch / "site"
+    try:
+        try:
+            _rebuild(config, folders, out, epoch, any(r.single_file for r in runs))
+        except (BuildError, DiscoveryError, SchedulerError) as error:
+            differences.append(f"site could not be rebuilt from its inputs: {error}")
+            return VerifyReport(tuple(r.name for r in runs), 0, tuple(differences))
+        rebuilt, _ = _site_files(out)
+        results: set[str] = set()
+        for run in sorted(runs, key=lambda r: r.name):
+            results.add(run.result)
+            fresh = rebuilt.get(run.result)
+            if fresh is None:
+                differences.append(f"the replay produced no result record: {run.result}")
+                continue
+            if _sha256(fresh) != run.result_sha256:
+                differences.append(
+                    f"manifest result digest differs from the replay: {run.name} ({run.result})"
+                )
+            shown = published.get(run.result)
+            if shown is None:
+                differences.append(f"result record missing from the site: {run.result}")
+            elif shown.read_bytes() != fresh.read_bytes():
+                differences.append(f"result record differs from the replay: {run.result}")
+        for path in sorted(set(published) | set(rebuilt)):
+            if path in results:
+                continue
+            if path not in published:
+                differences.append(f"page missing from the site: {path}")
+            elif path not in rebuilt:
+                differences.append(f"file not produced by a rebuild: {path}")
+            elif published[path].read_bytes() != rebuilt[path].read_bytes():
+                differences.append(f"page no longer follows from its inputs: {path}")
+        differences.extend(f"not a regular file: {path}" for path in odd)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return VerifyReport(
+        tuple(r.name for r in runs), len(set(published) | set(rebuilt)), tuple(differences)
+    )
