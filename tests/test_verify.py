@@ -228,3 +228,14 @@ def test_cli_inputs_option(root: Path, tmp_path: Path, monkeypatch: pytest.Monke
     assert runner.invoke(app, ["verify", str(root / "site")]).exit_code == 1
     result = runner.invoke(app, ["verify", str(root / "site"), "--inputs", str(root)])
     assert result.exit_code == 0, result.output
+
+
+def test_manifest_text_is_shown_on_one_visible_line(root: Path) -> None:
+    with edit_json(root / "site" / "manifest.json") as manifest:
+        manifest["runs"][0]["source_path"] = "runs/\x1b[31mred\nline"
+    seen: list[str] = []
+    report = verify_site(VerifyConfig(root / "site", root, progress=seen.append, jobs=1))
+    assert not report.ok
+    for line in [*report.differences, *seen]:
+        assert "\x1b" not in line and "\n" not in line
+    assert report.differences[0] == ("inputs not found: runs/<U+001B>[31mred line (run first_wave)")

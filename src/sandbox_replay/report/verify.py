@@ -15,7 +15,8 @@ inputs root (the working directory unless given). Then:
 
 Whatever cannot be checked fails (inputs not found, an unreadable manifest, another tool
 version). Each difference is one line; the lines come in the order above, runs and paths
-sorted, so two verifications of one site print the same report. A site built with
+sorted, so two verifications of one site print the same report. Each line, and each
+progress line, has its control and bidi characters made visible and stays one line. A site built with
 ``--templates`` does not verify: its pages follow from templates the site does not hold.
 """
 
@@ -31,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from sandbox_replay.exports.text import one_line
 from sandbox_replay.report.build import MANIFEST, SITE_SCHEMA, BuildConfig, BuildError, build_site
 from sandbox_replay.report.discover import DiscoveryError
 from sandbox_replay.report.parallel import SchedulerError
@@ -207,7 +209,13 @@ def _rebuild(
 
 def verify_site(config: VerifyConfig) -> VerifyReport:
     """Check every run, record and page of a built site against its inputs (module docstring)."""
-    progress = config.progress or (lambda _: None)
+    # A downloaded manifest is input: its names reach the terminal only made visible.
+    sink = config.progress or (lambda _: None)
+
+    def progress(message: str) -> None:
+        sink(one_line(message))
+
+    config = VerifyConfig(config.site_dir, config.inputs_root, progress, config.jobs)
     site = config.site_dir
     if not site.is_dir():
         raise VerifyError(f"site folder {site} does not exist")
@@ -242,7 +250,7 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
             "(give their root with --inputs)"
         )
         differences.extend(f"not a regular file: {path}" for path in odd)
-        return VerifyReport(tuple(r.name for r in runs), 0, tuple(differences))
+        return _report(runs, 0, differences)
 
     progress(f"rebuilding the site from {len(folders)} run folder(s)")
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-replay-verify-"))
@@ -252,7 +260,7 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
             _rebuild(config, folders, out, epoch, any(r.single_file for r in runs))
         except (BuildError, DiscoveryError, SchedulerError) as error:
             differences.append(f"site could not be rebuilt from its inputs: {error}")
-            return VerifyReport(tuple(r.name for r in runs), 0, tuple(differences))
+            return _report(runs, 0, differences)
         rebuilt, _ = _site_files(out)
         results: set[str] = set()
         for run in sorted(runs, key=lambda r: r.name):
@@ -282,6 +290,10 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
         differences.extend(f"not a regular file: {path}" for path in odd)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return _report(runs, len(set(published) | set(rebuilt)), differences)
+
+
+def _report(runs: list[_Run], files: int, differences: list[str]) -> VerifyReport:
     return VerifyReport(
-        tuple(r.name for r in runs), len(set(published) | set(rebuilt)), tuple(differences)
+        tuple(r.name for r in runs), files, tuple(one_line(line) for line in differences)
     )
