@@ -64,8 +64,8 @@ from sandbox_replay.report.parallel import (
     MatchedTextError,
     RunBuilt,
     RunTask,
-    put_file,
     refuse_matched,
+    reuse_file,
     run_all,
 )
 from sandbox_replay.report.render import ASSETS, Renderer
@@ -212,7 +212,7 @@ def build_site(config: BuildConfig) -> BuildResult:
                     tasks.append(RunTask(remote, templates, shown_time, None))
                 continue
             for path in old.files:
-                put_file(staging, path, (out_dir / path).read_bytes())
+                reuse_file(staging, path, out_dir)
                 pages.add_staged(path)
             summaries[run.name] = old.summary
             run_files[run.name] = list(old.files)

@@ -100,6 +100,22 @@ def put_file(staging: Path, relative: str, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
+def reuse_file(staging: Path, relative: str, previous: Path) -> None:
+    """Put the previous build's copy of a page into ``staging``: a hard link where possible.
+
+    Pages are never rewritten in place (each build writes a new folder), so the link
+    cannot change the old site, and it costs no copy of a 2 GB ``result.json``.
+    """
+    folder = staging
+    for part in Path(relative).parent.parts:
+        folder = folder / part
+        folder.mkdir(exist_ok=True)
+    try:
+        os.link(previous / relative, staging / relative)
+    except OSError:
+        put_file(staging, relative, (previous / relative).read_bytes())
+
+
 def build_run(task: RunTask) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go)."""
     started = time.perf_counter()
