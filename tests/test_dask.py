@@ -50,7 +50,7 @@ def test_a_build_on_the_cluster_equals_a_local_build(tmp_path: Path, scheduler: 
         BuildConfig((FIXTURES,), remote, cwd=REPO, progress=lines.append, scheduler=scheduler)
     )
     assert tree(remote) == tree(local)
-    assert "Dask scheduler" in lines[-1]
+    assert "on the Dask scheduler" in lines[-1]
     assert result.reused == 0
 
 

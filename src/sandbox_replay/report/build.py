@@ -226,7 +226,8 @@ def build_site(config: BuildConfig) -> BuildResult:
         def done(task: RunTask, built: RunBuilt) -> None:
             progress(
                 f"replayed {task.run.display_path} as runs/{task.run.name}: "
-                f"{built.summary.status} ({built.seconds:.1f}s)"
+                f"{built.summary.status} (replay {built.replay_seconds:.1f}s, "
+                f"pages {built.seconds - built.replay_seconds:.1f}s)"
             )
 
         jobs = config.jobs if config.jobs is not None else default_jobs()
@@ -288,8 +289,8 @@ def build_site(config: BuildConfig) -> BuildResult:
     elapsed = time.perf_counter() - started
     progress(
         f"{len(runs)} runs: {len(runs) - reused} built, {reused} reused, "
-        f"in {elapsed:.1f}s with {1 if config.scheduler else min(jobs, max(len(tasks), 1))} "
-        + ("Dask scheduler" if config.scheduler else "process(es)")
+        f"in {elapsed:.1f}s "
+        + (f"on the Dask scheduler {config.scheduler}" if config.scheduler else f"(--jobs {jobs})")
     )
     return BuildResult(
         out_dir=config.out_dir,

@@ -63,6 +63,7 @@ class RunBuilt:
     written: list[str] = field(default_factory=list)
     needles: frozenset[bytes] = frozenset()
     seconds: float = 0.0
+    replay_seconds: float = 0.0
 
 
 def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
@@ -122,6 +123,7 @@ def build_run(task: RunTask) -> RunBuilt:
     run = task.run
     outcome = replay(ReplayConfig(run.path, run.mode))
     records = build_records(outcome)
+    replayed = time.perf_counter()
     pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
     needles = needles_of(outcome.scan.matched_texts)
     renderer = Renderer(task.templates)
@@ -160,6 +162,7 @@ def build_run(task: RunTask) -> RunBuilt:
         for relative, page in pages.subpages(0, 1):
             emit(relative, renderer.render_listing(page))
     built.seconds = time.perf_counter() - started
+    built.replay_seconds = replayed - started
     return built
 
 
