@@ -10,7 +10,8 @@ and the largest page.
 
 With ``--many``: ``--count`` bundles of ``--requests`` requests (seeds 1..count) are built
 into a fresh site with ``--jobs 1`` and with ``--jobs 2``; the two sites must be byte for
-byte equal. Then one bundle is regenerated with another seed and the site rebuilt in place
+byte equal (with ``--dask`` also built through a two-worker Dask ``LocalCluster`` on this
+machine, and compared). Then one bundle is regenerated with another seed and the site rebuilt in place
 (every other run is reused from the status file), and the bundle is put back.
 
 Each build is a fresh subprocess; its peak RSS is read from ``resource.getrusage
@@ -38,7 +39,9 @@ from generate_bundle import generate
 HERE = Path(__file__).resolve().parent
 
 
-def build(paths: list[Path], out: Path, jobs: int) -> tuple[float, float, str]:
+def build(
+    paths: list[Path], out: Path, jobs: int, scheduler: str | None = None
+) -> tuple[float, float, str]:
     """Run one build subprocess; return wall seconds, peak RSS in MB and its last line."""
     command = [
         sys.executable,
@@ -50,6 +53,7 @@ def build(paths: list[Path], out: Path, jobs: int) -> tuple[float, float, str]:
         str(out),
         "--jobs",
         str(jobs),
+        *(["--scheduler", scheduler] if scheduler else []),
     ]
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
     start = time.perf_counter()
@@ -118,6 +122,21 @@ def many(args: argparse.Namespace) -> None:
         )
     print(f"speed-up with 2 jobs: {walls[1] / walls[2]:.2f}x")
     print(f"sites byte-identical: {sites[1] == sites[2]}")
+    if args.dask:
+        from distributed import LocalCluster
+
+        with LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster:
+            out = args.cache / "many_site_dask"
+            shutil.rmtree(out, ignore_errors=True)
+            wall, _, summary = build([root], out, 1, cluster.scheduler_address)
+        print(f"full build on a 2-worker LocalCluster: {wall:7.2f} s ({summary})")
+        print(f"site byte-identical to --jobs 1: {tree_digest(out) == sites[1]}")
     out = args.cache / "many_site_j2"
     again, _, summary = build([root], out, 2)
     print(f"rebuild, nothing changed: {again:7.2f} s ({summary})")
@@ -138,6 +157,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[6_000, 60_000, 600_000])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--many", action="store_true")
+    parser.add_argument("--dask", action="store_true", help="with --many: also on a LocalCluster")
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--requests", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)

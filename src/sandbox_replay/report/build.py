@@ -5,10 +5,18 @@ The phases run in one direction and nothing touches the output folder before the
 
 1. replay every run (one progress line per run);
 2. build every page's view-model;
-3. render every page and asset into memory, refusing two files at one path, and
-   refusing any page that holds text the forbidden-material scan matched;
+3. render every page and asset, refusing two files at one path, and refusing any page
+   that holds text the forbidden-material scan matched;
 4. write (see "Crash safety" below). An output folder whose files already equal the new
    site is left untouched.
+
+Phases 1 to 3 run per run in ``parallel.build_run``, in this process, in ``--jobs``
+processes or on a Dask scheduler, and a run whose inputs, templates and version did not
+change since the last build is reused instead (``incremental``). A run's pages do not wait
+in memory for the others: a large run's listing sub-pages are built one at a time, and
+each page is written as soon as it is rendered into the staging folder below, which is
+not the output folder (a Dask worker returns its pages and this process writes them).
+The pages that span runs (index, catalog, manifest, status) are rendered last.
 
 Crash safety. A build killed at any instant (SIGKILL included) leaves the output folder
 either byte for byte the previous site or byte for byte the new one, never a mix, and
@@ -27,7 +35,10 @@ phase, on both paths.
 
 Site layout (all links relative, so it opens from ``file://`` or any static host):
 ``index.html``; ``runs/<run>/index.html`` and ``runs/<run>/result.json`` (the run's result
-record, byte for byte as ``run`` writes it); ``codes/index.html``; ``assets/site.css`` and
+record, byte for byte as ``run`` writes it); for a run with more than ``views.PAGE_ROWS``
+join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
+``runs/<run>/findings/page-NNNN.html`` and ``runs/<run>/trace/page-NNNN.html``;
+``codes/index.html``; ``build-status.json`` (``incremental``); ``assets/site.css`` and
 ``assets/site.js``; with ``--single-file``, ``single/<run>.html`` (``single_file.py``); and
 ``manifest.json``:
 

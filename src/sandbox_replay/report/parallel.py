@@ -15,11 +15,14 @@ reports each finished run through a callback, in the order they finish.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import hashlib
 import html
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -99,6 +102,21 @@ def put_file(staging: Path, relative: str, data: bytes) -> None:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def _die_with_parent() -> None:
+    """Have Linux kill this process when the build that started it dies.
+
+    A killed build must leave no process behind still writing into a staging folder the
+    next build's recovery is removing. Elsewhere this is a no-op.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def reuse_file(staging: Path, relative: str, previous: Path) -> None:
@@ -214,6 +232,7 @@ def _render_forked(
             if pid == 0:  # the child: never returns
                 status = 0
                 try:
+                    _die_with_parent()
                     for relative, page in pages.subpages(share, shares):
                         emit(relative, renderer.render_listing(page))
                 except MatchedTextError:
@@ -291,7 +310,9 @@ def _completed(
         for index, task in enumerate(tasks):
             yield index, build_run(task)
         return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(tasks)), initializer=_die_with_parent
+    ) as pool:
         pending = {pool.submit(build_run, task): i for i, task in enumerate(tasks)}
         for future in as_completed(pending):
             yield pending[future], future.result()
