@@ -138,3 +138,22 @@ def test_a_missing_page_of_a_reused_run_means_it_is_rebuilt(
     build(inputs, out)
     assert [p.name for p in replayed] == ["exported_bundle"]
     assert tree(out) == before
+
+
+def test_a_status_file_naming_files_outside_the_run_is_not_trusted(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    before = tree(out)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not part of any site\n")
+    status = out / incremental.STATUS_FILE
+    data = json.loads(status.read_text("utf-8"))
+    for entry in data["runs"]:
+        entry["files"].append("runs/" + entry["name"] + "/../../../secret.txt")
+    status.write_text(json.dumps(data))
+    replayed.clear()
+    build(inputs, out)
+    assert len(replayed) == 2
+    assert tree(out) == before

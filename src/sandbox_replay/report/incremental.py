@@ -111,11 +111,34 @@ def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], Re
         for entry in status["runs"]:
             key = tuple(str(entry[k]) for k in ("name", "source_path", "mode", "inputs_sha256"))
             files = tuple(str(f) for f in entry["files"])
-            if all((out_dir / f).is_file() for f in files):
+            if all(_own_page(f, key[0], out_dir) for f in files):
                 found[key] = ReusableRun(RunSummary.from_json(entry["summary"]), files)
         return found
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
+
+
+def _own_page(path: str, name: str, out_dir: Path) -> bool:
+    """Say whether ``path`` names a plain file of run ``name``'s folder in the site.
+
+    The status file is read from the output folder, which anyone may have edited: a path
+    out of the run's folder (``..``, absolute, a link) must never be copied into the site.
+    """
+    parts = path.split("/")
+    if not (
+        len(parts) >= 3
+        and parts[:2] == ["runs", name]
+        and all(part not in ("", ".", "..") for part in parts)
+        and "\\" not in path
+    ):
+        return False
+    target = out_dir / path
+    root = out_dir.resolve()
+    return (
+        target.is_file()
+        and not target.is_symlink()
+        and target.resolve().is_relative_to(root / "runs" / name)
+    )
 
 
 def status_record(
