@@ -22,7 +22,7 @@ venv: $(STAMP)
 run: site
 
 site: $(STAMP)
-	env -u SOURCE_DATE_EPOCH $(BIN)/sandbox-replay build fixtures --out site
+	env -u SOURCE_DATE_EPOCH $(BIN)/sandbox-replay build fixtures --out site --rebuild
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -69,6 +69,19 @@ def test_an_unchanged_rebuild_recomputes_nothing(
     assert tree(out) == before
 
 
+def test_rebuild_replays_every_run_and_gives_the_same_bytes(
+    inputs: Path, tmp_path: Path, replayed: list[Path]
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    before = tree(out)
+    replayed.clear()
+    result = build(inputs, out, rebuild=True)
+    assert len(replayed) == 2, "--rebuild reused a run"
+    assert result.reused == 0
+    assert tree(out) == before
+
+
 def test_only_the_changed_run_is_recomputed(
     inputs: Path, tmp_path: Path, replayed: list[Path]
 ) -> None:

@@ -472,6 +472,14 @@ def build(
             "(stylesheet and script inlined) to attach to a release.",
         ),
     ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="Replay and render every run, even those whose inputs, templates and "
+            "version are unchanged since the last build into --out.",
+        ),
+    ] = False,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -507,6 +515,7 @@ def build(
             jobs=jobs,
             scheduler=scheduler,
             single_file=single_file,
+            rebuild=rebuild,
         )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.

@@ -105,6 +105,7 @@ class BuildConfig:
     jobs: int | None = None
     scheduler: str | None = None
     single_file: bool = False
+    rebuild: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,8 @@ def build_site(config: BuildConfig) -> BuildResult:
     build_time = _build_time(config.source_date_epoch)
     shown_time = build_time or "not recorded (SOURCE_DATE_EPOCH was not set)"
     settings = incremental.settings_hash(config.templates, shown_time)
-    previous = incremental.read_status(out_dir, settings)
+    # With rebuild, the last build's status is ignored, so every run is replayed afresh.
+    previous = {} if config.rebuild else incremental.read_status(out_dir, settings)
     keys = {run.name: incremental.run_key(run, incremental.inputs_hash(run.path)) for run in runs}
 
     # The site is assembled in a hidden sibling folder, swapped in by the write phase; the
