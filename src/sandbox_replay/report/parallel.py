@@ -86,19 +86,22 @@ def refuse_matched(path: str, data: bytes, needles: frozenset[bytes]) -> None:
         )
 
 
-def put_file(staging: Path, relative: str, data: bytes) -> None:
-    """Write one file under ``staging`` and fsync it (its folders are synced at the swap).
+def _staged_path(staging: Path, relative: str) -> Path:
+    """Return ``staging / relative`` after making its folders one level at a time.
 
-    Folders are made one level at a time below ``staging`` and never ``staging`` itself: a
-    worker left running by a killed build must not recreate a staging folder the next
-    build's recovery removed.
+    Never ``staging`` itself: a worker left running by a killed build must not recreate a
+    staging folder the next build's recovery removed.
     """
-    target = staging / relative
     folder = staging
     for part in Path(relative).parent.parts:
         folder = folder / part
         folder.mkdir(exist_ok=True)
-    with target.open("wb") as handle:
+    return staging / relative
+
+
+def put_file(staging: Path, relative: str, data: bytes) -> None:
+    """Write one file under ``staging`` and fsync it (its folders are synced at the swap)."""
+    with _staged_path(staging, relative).open("wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
@@ -125,12 +128,9 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
     Pages are never rewritten in place (each build writes a new folder), so the link
     cannot change the old site, and it costs no copy of a 2 GB ``result.json``.
     """
-    folder = staging
-    for part in Path(relative).parent.parts:
-        folder = folder / part
-        folder.mkdir(exist_ok=True)
+    target = _staged_path(staging, relative)
     try:
-        os.link(previous / relative, staging / relative)
+        os.link(previous / relative, target)
     except OSError:
         put_file(staging, relative, (previous / relative).read_bytes())
 
@@ -195,12 +195,7 @@ def _stream_result(
     digest = hashlib.sha256()
     overlap = max((len(n) for n in needles), default=1) - 1
     tail = b""
-    target = staging / relative
-    folder = staging
-    for part in Path(relative).parent.parts:
-        folder = folder / part
-        folder.mkdir(exist_ok=True)
-    with target.open("wb") as handle:
+    with _staged_path(staging, relative).open("wb") as handle:
         for chunk in records.result_chunks():
             refuse_matched(relative, tail + chunk, needles)
             tail = (tail + chunk)[-overlap:] if overlap else b""
