@@ -1,12 +1,11 @@
-"""The tool's version, read once from the installed distribution."""
+"""The tool's version: the one place it is written (pyproject.toml reads it from here).
+
+A literal rather than ``importlib.metadata.version``: that import and the lookup of the
+installed distribution cost ~60 ms on every command, a fifth of the CLI's start-up.
+"""
 
 from __future__ import annotations
 
-from importlib import metadata
-
-try:
-    __version__ = metadata.version("sandbox-replay")
-except metadata.PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__ = "0.1.0"
 
 TOOL_NAME = "sandbox-replay"
