@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
+
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.layers.base import (
+    LayerResult,
+    describe,
+    missing_fields,
+    positions,
+    scan_floor,
+    wrong_flags,
+)
 from sandbox_replay.layers.rows import ACTION_FIELDS, ACTION_FLAGS
 
 FLOOR = "action_request_floor"
 MIN_RISK_CLASSES = 4
+# The required fields that hold text; body_redacted is a flag, held by ACTION_FLAGS.
+ACTION_TEXT_FIELDS = tuple(f for f in ACTION_FIELDS if f not in ACTION_FLAGS)
 
 
 def check(run: RunInputs) -> LayerResult:
@@ -18,8 +30,19 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files["action_requests.json"].ok:
         result.ran = False
         return result
+    # Derivations are shared by requests of one shape: ask each distinct one once.
+    derivations = list(run.derivations.values())
+    distinct = dict(zip(map(id, derivations), derivations, strict=True))
+    closed_ids = {key for key, derivation in distinct.items() if derivation.fail_closed}
+    fail_closed = list(map(closed_ids.__contains__, map(id, derivations)))
+    closed = set(compress(run.derivations, fail_closed))
+    scan = scan_floor(
+        run.requests, ACTION_TEXT_FIELDS, ACTION_FLAGS, run.request_by_id, unique="request_id"
+    )
+    # A request that derives fail-closed is a finding on its (first) row.
+    suspects = scan.suspects.union(positions(map(closed.__contains__, scan.text("request_id"))))
     seen: set[str] = set()
-    for ref in run.requests:
+    for ref in map(run.requests.__getitem__, sorted(suspects)):
         row = ref.row
         problems = []
         missing = missing_fields(row, ACTION_FIELDS)
@@ -79,11 +102,8 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "action_request",
             )
-    recognized = {
-        ref.row["risk_class"]
-        for ref in run.requests
-        if isinstance(ref.get("risk_class"), str) and ref.row["risk_class"] in run.table.rules
-    }
+    # The scan's column holds None for every risk class that is not a string.
+    recognized = {value for value in set(scan.text("risk_class")) if value in run.table.rules}
     if len(recognized) < MIN_RISK_CLASSES:
         result.add(
             codes.ACTION_RISK_COVERAGE_LOW,
@@ -94,13 +114,13 @@ def check(run: RunInputs) -> LayerResult:
             "action_requests.json",
             1,
         )
-    derived = [d.verdict for d in run.derivations.values()]
+    derived = list(map(attrgetter("verdict"), derivations))
     result.counts = {
         "action_request_count": len(run.requests),
         "risk_class_count": len(recognized),
         "derived_allow_count": derived.count("allow"),
         "derived_block_count": derived.count("block"),
         "derived_review_count": derived.count("review"),
-        "fail_closed_count": sum(1 for d in run.derivations.values() if d.fail_closed),
+        "fail_closed_count": sum(fail_closed),
     }
     return result

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from sandbox_replay import codes
@@ -13,11 +15,13 @@ from sandbox_replay.layers.base import (
     describe,
     missing_fields,
     not_text,
+    positions,
+    scan_floor,
     wrong_flags,
 )
 from sandbox_replay.layers.rows import REPLAY_FIELDS, REPLAY_FLAGS
-from sandbox_replay.layers.side_effects import effect_matches
-from sandbox_replay.layers.verdicts import derivation_passes
+from sandbox_replay.layers.side_effects import effect_matches, unmatched_requests
+from sandbox_replay.layers.verdicts import derivation_passes, failing_requests
 
 FLOOR = "cold_replay_floor"
 CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
@@ -29,9 +33,20 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files["cold_replay.json"].ok:
         result.ran = False
         return result
+    scan = scan_floor(
+        run.replays, REPLAY_FIELDS, REPLAY_FLAGS, run.replay_by_request, unique="request_id"
+    )
+    # A cleared row claims every pass, so it is a finding when its request's verdict or
+    # receipt does not re-derive, or when it names no request.
+    unfounded = unmatched_requests(run).union(failing_requests(run))
+    request_ids = scan.text("request_id")
+    suspects = scan.suspects.union(
+        positions(map(not_, map(run.request_by_id.__contains__, request_ids))),
+        positions(map(unfounded.__contains__, request_ids)),
+    )
     seen: set[str] = set()
-    passing = 0
-    for ref in run.replays:
+    failing = 0
+    for ref in map(run.replays.__getitem__, sorted(suspects)):
         row = ref.row
         problems = []
         missing = missing_fields(row, REPLAY_FIELDS)
@@ -61,18 +76,18 @@ def check(run: RunInputs) -> LayerResult:
                 "replay_id",
                 "cold_replay",
             )
-        else:
-            passing += 1
-    for request_id in run.derivations:
-        if request_id not in run.replay_by_request:
-            result.add_for_row(
-                codes.COLD_REPLAY_MISSING,
-                f"{request_id} has no cold-replay row",
-                FLOOR,
-                run.request_by_id[request_id],
-                "request_id",
-                "action_request",
-            )
+            failing += 1
+    replayed = map(run.replay_by_request.__contains__, run.derivations)
+    for request_id in compress(run.derivations, map(not_, replayed)):
+        result.add_for_row(
+            codes.COLD_REPLAY_MISSING,
+            f"{request_id} has no cold-replay row",
+            FLOOR,
+            run.request_by_id[request_id],
+            "request_id",
+            "action_request",
+        )
+    passing = len(run.replays) - failing
     result.counts = {"cold_replay_count": len(run.replays), "cold_replay_pass_count": passing}
     return result
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import and_, eq, is_, not_
+
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import RunInputs
+from sandbox_replay.inputs import RowRef, RunInputs
 from sandbox_replay.layers.base import (
     LayerResult,
+    column,
     describe,
+    joined,
     missing_fields,
     not_text,
+    positions,
+    row_dicts,
+    scan_floor,
     wrong_flags,
 )
 from sandbox_replay.layers.rows import ROLLBACK_FIELDS, ROLLBACK_FLAGS
@@ -24,8 +32,13 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files["rollback_receipts.json"].ok:
         result.ran = False
         return result
+    scan = scan_floor(
+        run.rollbacks, ROLLBACK_FIELDS, ROLLBACK_FLAGS, run.rollback_by_id, unique="rollback_id"
+    )
+    known = map(run.request_by_id.__contains__, scan.text("request_id"))
+    suspects = scan.suspects.union(positions(map(not_, known)))
     seen: set[str] = set()
-    for ref in run.rollbacks:
+    for ref in map(run.rollbacks.__getitem__, sorted(suspects)):
         row = ref.row
         problems = []
         missing = missing_fields(row, ROLLBACK_FIELDS)
@@ -64,10 +77,7 @@ def check(run: RunInputs) -> LayerResult:
             "rollback_receipts.json",
             1,
         )
-    for request_id in run.derivations:
-        effect = run.effect_by_request.get(request_id)
-        if effect is None or effect.get("execution_attempted") is not True:
-            continue
+    for request_id, effect in _uncovered(run):
         if not rollback_covers(run, request_id, effect.get("rollback_receipt_ref")):
             result.add_for_row(
                 codes.ROLLBACK_RECEIPT_MISSING,
@@ -80,9 +90,7 @@ def check(run: RunInputs) -> LayerResult:
             )
     result.counts = {
         "rollback_receipt_count": len(run.rollbacks),
-        "rollback_verified_count": sum(
-            1 for ref in run.rollbacks if ref.get("rollback_verified") is True
-        ),
+        "rollback_verified_count": sum(map(is_, scan.columns["rollback_verified"], repeat(True))),
     }
     return result
 
@@ -97,3 +105,28 @@ def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bo
         and rollback.get("request_id") == request_id
         and rollback.get("rollback_verified") is True
     )
+
+
+def _uncovered(run: RunInputs) -> list[tuple[str, RowRef]]:
+    """Return, in order, each executed request and its receipt, unless surely covered.
+
+    An executed request is surely covered when its receipt's rollback ref finds a
+    rollback row that names the request and is verified, which is ``rollback_covers``
+    tested for every executed request at once in C; only the others are put to it.
+    """
+    request_ids = list(run.derivations)
+    effects = joined(run.effect_by_request, request_ids)
+    effect_rows = row_dicts(effects)
+    executed = list(positions(map(is_, column(effect_rows, "execution_attempted"), repeat(True))))
+    requests = list(map(request_ids.__getitem__, executed))
+    refs = column(map(effect_rows.__getitem__, executed), "rollback_receipt_ref")
+    try:
+        rollbacks = row_dicts(joined(run.rollback_by_id, refs))
+    except TypeError:  # a ref that cannot be hashed: put every request to the exact test
+        return [(request_ids[i], effects[i]) for i in executed]
+    covered = map(
+        and_,
+        map(eq, column(rollbacks, "request_id"), requests),
+        map(is_, column(rollbacks, "rollback_verified"), repeat(True)),
+    )
+    return [(requests[i], effects[executed[i]]) for i in positions(map(not_, covered))]

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from itertools import repeat
+from operator import attrgetter, is_, lt, not_, or_, truth
+from typing import Any, NamedTuple
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, not_text
+from sandbox_replay.layers.base import (
+    NO_ROW,
+    LayerResult,
+    column,
+    describe,
+    joined,
+    missing_fields,
+    not_of_type,
+    not_text,
+    per_distinct,
+    positions,
+    row_dicts,
+    scan_floor,
+)
 from sandbox_replay.layers.rows import EFFECT_FIELDS, EFFECT_TEXT_FIELDS
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")
+_TYPED_FIELDS = ("execution_attempted", "side_effect_diff_count")
 
 
 def effect_is_typed(row: Mapping[str, Any]) -> bool:
@@ -53,14 +69,77 @@ def effect_matches(verdict: str, row: Mapping[str, Any] | None) -> bool:
     return True
 
 
+class _Outcome(NamedTuple):
+    """What one request's receipt earns: its finding codes, and whether it is a clean block."""
+
+    codes: tuple[str, ...]
+    blocked_without_execution: bool
+
+
+def _judge(derived: str, declared: Any, executed: Any, diff_count: Any) -> _Outcome:
+    """Judge a receipt (of these two fields) against the derived and the declared verdict."""
+    row = {"execution_attempted": executed, "side_effect_diff_count": diff_count}
+    found = []
+    if effect_is_typed(row):
+        if not effect_matches(derived, row):
+            found.append(codes.SIDE_EFFECT_SEMANTIC_MISMATCH)
+        if declared == "block" and not left_no_trace(row):
+            found.append(codes.BLOCKED_ACTION_EXECUTED)
+        elif declared in EXECUTING_VERDICTS and not executed_with_diff(row):
+            found.append(codes.ALLOWED_ACTION_MISSING_DIFF)
+    return _Outcome(tuple(found), derived == "block" and left_no_trace(row))
+
+
+def unmatched_requests(run: RunInputs) -> set[str]:
+    """Return the requests whose receipt is missing or not what their derivation requires."""
+    request_ids = list(run.derivations)
+    rows = row_dicts(joined(run.effect_by_request, request_ids))
+    matches = per_distinct(
+        _matches,
+        list(map(attrgetter("verdict"), run.derivations.values())),
+        column(rows, "execution_attempted"),
+        column(rows, "side_effect_diff_count"),
+    )
+    return {request_ids[i] for i in positions(map(not_, matches))}
+
+
+def _matches(derived: str, executed: Any, diff_count: Any) -> bool:
+    return effect_matches(
+        derived, {"execution_attempted": executed, "side_effect_diff_count": diff_count}
+    )
+
+
+def _bad_counts(values: list[Any]) -> set[int]:
+    """Return the positions whose diff count is not a non-negative int."""
+    odd = set(not_of_type(values, int))
+    if not odd:
+        return set(positions(map(lt, values, repeat(0))))
+    return odd.union(i for i, value in enumerate(values) if i not in odd and value < 0)
+
+
 def check(run: RunInputs) -> LayerResult:
     """Check each receipt's floor, then hold each request's receipt to both verdicts."""
     result = LayerResult(Layer.SIDE_EFFECTS)
     if not run.files["side_effect_receipts.json"].ok:
         result.ran = False
         return result
+    scan = scan_floor(
+        run.effects,
+        EFFECT_TEXT_FIELDS,
+        {"body_redacted": True},
+        run.effect_by_request,
+        unique="request_id",
+        also=_TYPED_FIELDS,
+    )
+    executed = scan.columns["execution_attempted"]
+    # The scan clears the text, the flag and repeats; typing and the join are the receipt's.
+    suspects = scan.suspects.union(
+        not_of_type(executed, bool),
+        _bad_counts(scan.columns["side_effect_diff_count"]),
+        positions(map(not_, map(run.request_by_id.__contains__, scan.text("request_id")))),
+    )
     seen: set[str] = set()
-    for ref in run.effects:
+    for ref in map(run.effects.__getitem__, sorted(suspects)):
         row = ref.row
         problems = []
         missing = missing_fields(row, EFFECT_FIELDS)
@@ -92,9 +171,23 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "side_effect_receipt",
             )
-    for request_id, derivation in run.derivations.items():
-        effect = run.effect_by_request.get(request_id)
-        if effect is None:
+    # Each request is judged on four values; each distinct four are judged once.
+    request_ids = list(run.derivations)
+    derivations = list(run.derivations.values())
+    effects = joined(run.effect_by_request, request_ids)
+    rows = row_dicts(effects)
+    declared = column(row_dicts(joined(run.verdict_by_request, request_ids)), "verdict")
+    outcomes = per_distinct(
+        _judge,
+        list(map(attrgetter("verdict"), derivations)),
+        declared,
+        column(rows, "execution_attempted"),
+        column(rows, "side_effect_diff_count"),
+    )
+    found = list(map(attrgetter("codes"), outcomes))
+    for i in positions(map(or_, map(is_, effects, repeat(NO_ROW)), map(truth, found))):
+        request_id, effect = request_ids[i], effects[i]
+        if effect is NO_ROW:
             result.add_for_row(
                 codes.SIDE_EFFECT_RECEIPT_MISSING,
                 f"{request_id} has no side-effect receipt, so what it did is unverified",
@@ -104,33 +197,14 @@ def check(run: RunInputs) -> LayerResult:
                 "action_request",
             )
             continue
-        if not effect_is_typed(effect.row):
-            continue
-        if not effect_matches(derivation.verdict, effect.row):
+        for code in found[i]:
+            if code == codes.SIDE_EFFECT_SEMANTIC_MISMATCH:
+                message = f"{request_id} derives to {derivations[i].verdict} but its receipt shows"
+            else:
+                message = f"{request_id} was declared {declared[i]} but its receipt shows"
             result.add_for_row(
-                codes.SIDE_EFFECT_SEMANTIC_MISMATCH,
-                f"{request_id} derives to {derivation.verdict} but its receipt shows "
-                f"{_shown(effect.row)}",
-                FLOOR,
-                effect,
-                "request_id",
-                "side_effect_receipt",
-            )
-        verdict_ref = run.verdict_by_request.get(request_id)
-        declared = verdict_ref.get("verdict") if verdict_ref is not None else None
-        if declared == "block" and not left_no_trace(effect.row):
-            result.add_for_row(
-                codes.BLOCKED_ACTION_EXECUTED,
-                f"{request_id} was declared block but its receipt shows {_shown(effect.row)}",
-                FLOOR,
-                effect,
-                "request_id",
-                "side_effect_receipt",
-            )
-        elif declared in EXECUTING_VERDICTS and not executed_with_diff(effect.row):
-            result.add_for_row(
-                codes.ALLOWED_ACTION_MISSING_DIFF,
-                f"{request_id} was declared {declared} but its receipt shows {_shown(effect.row)}",
+                code,
+                f"{message} {_shown(effect.row)}",
                 FLOOR,
                 effect,
                 "request_id",
@@ -138,15 +212,9 @@ def check(run: RunInputs) -> LayerResult:
             )
     result.counts = {
         "side_effect_receipt_count": len(run.effects),
-        "executed_action_count": sum(
-            1 for ref in run.effects if ref.get("execution_attempted") is True
-        ),
+        "executed_action_count": sum(map(is_, executed, repeat(True))),
         "blocked_without_execution_count": sum(
-            1
-            for request_id, derivation in run.derivations.items()
-            if derivation.verdict == "block"
-            and (effect := run.effect_by_request.get(request_id)) is not None
-            and left_no_trace(effect.row)
+            map(attrgetter("blocked_without_execution"), outcomes)
         ),
     }
     return result

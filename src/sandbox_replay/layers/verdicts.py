@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain, repeat
+from operator import and_, attrgetter, eq, ne, not_
 from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, not_text
+from sandbox_replay.layers.base import (
+    NO_ROW,
+    LayerResult,
+    column,
+    describe,
+    joined,
+    missing_fields,
+    not_text,
+    positions,
+    row_dicts,
+    scan_floor,
+)
 from sandbox_replay.layers.rows import VERDICT_FIELDS, VERDICT_TEXT_FIELDS
 from sandbox_replay.policy import VERDICTS, Derivation
 
 FLOOR = "policy_verdict_floor"
 COVERAGE = ("allow", "block", "review")
+# What the bulk pre-check reads: the text fields (the verdict among them), the two flags,
+# and the rule refs and approval ref, which have rules of their own.
+_SCAN_TEXT = (*VERDICT_TEXT_FIELDS, "verdict")
+_SCAN_FLAGS = {"pre_execution": True, "body_redacted": True}
+_SCAN_ALSO = ("rule_refs", "approval_ref")
 
 
 def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None) -> bool:
@@ -28,6 +46,44 @@ def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None)
     )
 
 
+def failing_requests(run: RunInputs) -> list[str]:
+    """Return the requests, in order, whose verdict row is missing or fails its derivation.
+
+    A verdict that declares the derived verdict and cites exactly ``[rule_ref]`` passes
+    ``derivation_passes``; that is tested for every request at once in C, and only the
+    other requests are put to ``derivation_passes`` itself.
+    """
+    request_ids = list(run.derivations)
+    derivations = list(run.derivations.values())
+    refs = joined(run.verdict_by_request, request_ids)
+    rows = row_dicts(refs)
+    distinct = dict(zip(map(id, derivations), derivations, strict=True))
+    cited = {key: [d.rule_ref] for key, d in distinct.items()}
+    sure = map(
+        and_,
+        map(eq, column(rows, "verdict"), map(attrgetter("verdict"), derivations)),
+        map(eq, column(rows, "rule_refs"), map(cited.__getitem__, map(id, derivations))),
+    )
+    return [
+        request_ids[i]
+        for i in positions(map(not_, sure))
+        if refs[i] is NO_ROW or not derivation_passes(derivations[i], rows[i])
+    ]
+
+
+def _bad_rule_refs(values: list[Any]) -> list[int]:
+    """Return the positions whose rule refs are not a non-empty list of non-empty strings."""
+    if set(map(type, values)) == {list} and all(values):
+        refs = list(chain.from_iterable(values))
+        if set(map(type, refs)) <= {str} and all(refs):
+            return []
+    return [
+        i
+        for i, refs in enumerate(values)
+        if not (type(refs) is list and refs and all(type(r) is str and r for r in refs))
+    ]
+
+
 def check(run: RunInputs) -> LayerResult:
     """Check each verdict row's floor, then hold every request's verdict to its derivation."""
     result = LayerResult(Layer.POLICY_VERDICTS)
@@ -40,8 +96,28 @@ def check(run: RunInputs) -> LayerResult:
         {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set(VERDICTS)
     )
     policy_version = policy.get("policy_version")
+    scan = scan_floor(
+        run.verdicts,
+        _SCAN_TEXT,
+        _SCAN_FLAGS,
+        run.verdict_by_request,
+        unique="request_id",
+        also=_SCAN_ALSO,
+    )
+    # The scan clears the floor's text, flags and repeats; these are the verdict's own.
+    request_ids = scan.text("request_id")
+    suspects = scan.suspects.union(
+        positions(map(not_, map(allowed_verdicts.__contains__, scan.text("verdict")))),
+        _bad_rule_refs(scan.columns["rule_refs"]),
+        positions(
+            map(not_, map(isinstance, scan.columns["approval_ref"], repeat((str, type(None)))))
+        ),
+        positions(map(not_, map(run.request_by_id.__contains__, request_ids))),
+    )
+    if isinstance(policy_version, str):
+        suspects.update(positions(map(ne, scan.text("policy_version"), repeat(policy_version))))
     seen: set[str] = set()
-    for ref in run.verdicts:
+    for ref in map(run.verdicts.__getitem__, sorted(suspects)):
         row = ref.row
         problems = []
         missing = missing_fields(row, VERDICT_FIELDS)
@@ -98,7 +174,8 @@ def check(run: RunInputs) -> LayerResult:
                 "policy_verdict",
             )
     mismatches = 0
-    for request_id, derivation in run.derivations.items():
+    for request_id in failing_requests(run):
+        derivation = run.derivations[request_id]
         verdict_ref = run.verdict_by_request.get(request_id)
         if verdict_ref is None:
             request = run.request_by_id[request_id]
@@ -111,27 +188,26 @@ def check(run: RunInputs) -> LayerResult:
                 "action_request",
             )
             continue
-        if not derivation_passes(derivation, verdict_ref.row):
-            mismatches += 1
-            declared = verdict_ref.get("verdict")
-            # Only a known verdict is named: anything else is the input's own text.
-            declared_text = declared if declared in VERDICTS else "no usable verdict"
-            if declared == derivation.verdict:
-                detail = f"does not cite the derived rule {derivation.rule_ref}"
-            else:
-                detail = (
-                    f"declares {declared_text} but derives to {derivation.verdict} "
-                    f"by {derivation.rule_ref}"
-                )
-            result.add_for_row(
-                codes.VERDICT_SEMANTIC_MISMATCH,
-                f"{request_id} {detail}",
-                FLOOR,
-                verdict_ref,
-                "request_id",
-                "policy_verdict",
+        mismatches += 1
+        declared = verdict_ref.get("verdict")
+        # Only a known verdict is named: anything else is the input's own text.
+        declared_text = declared if declared in VERDICTS else "no usable verdict"
+        if declared == derivation.verdict:
+            detail = f"does not cite the derived rule {derivation.rule_ref}"
+        else:
+            detail = (
+                f"declares {declared_text} but derives to {derivation.verdict} "
+                f"by {derivation.rule_ref}"
             )
-    declared = [ref.get("verdict") for ref in run.verdicts]
+        result.add_for_row(
+            codes.VERDICT_SEMANTIC_MISMATCH,
+            f"{request_id} {detail}",
+            FLOOR,
+            verdict_ref,
+            "request_id",
+            "policy_verdict",
+        )
+    declared = scan.text("verdict")
     lacking = [v for v in COVERAGE if v not in declared]
     if lacking:
         result.add(
