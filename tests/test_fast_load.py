@@ -45,7 +45,20 @@ PLAIN = {
     "list_values": _file(_with(2, '{"request_id": "r", "rule_refs": ["a", "b:c"]}')),
     "float_value": _file(_with(0, '{"request_id": "r", "score": 0.00001}')),
     "unicode": _file(_with(3, '{"request_id": "r\\u00e9", "note": "caf\u00e9 \\ud83d\\ude00"}')),
+    "escapes": _file(_with(1, '{"request_id": "a\\"b\\\\", "note": "x\\n\\t\\/\\u0000\\u007f"}')),
+    "space_before_colon": _file(_with(1, '{"request_id" : "a", "n" :1}')),
+    "nested_lists": _file(_with(1, '{"request_id": "a", "m": [[], [["x", 1, null]], true]}')),
+    "empty_string_key": _file(_with(1, '{"": "", "request_id": "a"}')),
+    "negative_zero": _file(_with(1, '{"request_id": "a", "n": -0, "m": -0.0}')),
+    "big_integers": _file(
+        _with(1, '{"request_id": "a", "n": 18446744073709551616, "m": [-9223372036854775809]}')
+    ),
+    "float_in_list": _file(_with(1, '{"request_id": "a", "m": [1, [2.5e-3]]}')),
+    "exponent_is_float": _file(_with(1, '{"request_id": "a", "n": 1E5}')),
+    "tiny_float": _file(_with(1, '{"request_id": "a", "n": 1e-999}')),
+    "delete_char": _file(_with(1, '{"request_id": "a\x7fb"}')),
 }
+FLOATS = {"float_value", "negative_zero", "float_in_list", "exponent_is_float", "tiny_float"}
 HANDED_ON = {
     "duplicate_key": _file(_with(2, '{"request_id": "a", "request_id": "b"}')),
     "duplicate_key_spaced": _file(_with(2, '{"request_id": "a", "request_id" : "b"}')),
@@ -64,7 +77,45 @@ HANDED_ON = {
     "trailing_comma": _file(_rows()).replace(b"\n  ]", b",\n  ]"),
     "truncated": _file(_rows())[:-20],
     "top_level_list": b"[1, 2]",
+    # Valid, but with an escape the keys are counted by their colons, and one is spaced.
+    "escape_and_space_before_colon": _file(_with(1, '{"request_id" : "a\\"b"}')),
+    "duplicate_key_escaped_file": _file(_with(2, '{"request_id": "a\\"", "request_id": "b"}')),
+    "duplicate_key_minified": _file(_with(2, '{"request_id":"a","request_id":"b"}'), "minified"),
+    "duplicate_key_list_value": _file(_with(2, '{"m": ["a"], "m": 1}')),
+    "duplicate_top_key_same_value": b'{"action_requests": [], "action_requests": []}',
+    "nested_object_in_list": _file(_with(1, '{"request_id": "a", "m": [[{"k": 1}]]}')),
+    "brace_in_list_string": _file(_with(1, '{"request_id": "a", "m": ["{"]}')),
+    "negative_infinity_overflow": _file(_with(3, '{"request_id": "a", "n": -1e999}')),
+    "just_over_max_double": _file(_with(3, '{"request_id": "a", "n": 1.7976931348623159e308}')),
+    "integer_over_digit_limit": _file(_with(3, '{"request_id": "a", "n": %s}' % ("9" * 5000))),
+    "lone_high_surrogate": _file(_with(1, '{"request_id": "a\\ud800"}')),
+    "lone_low_surrogate": _file(_with(1, '{"request_id": "a\\udc00b"}')),
+    "high_surrogate_then_letter": _file(_with(1, '{"request_id": "\\ud800\\u0041"}')),
+    "two_high_surrogates": _file(_with(1, '{"request_id": "\\ud800\\ud800"}')),
+    "surrogate_key": _file(_with(1, '{"\\udfff": "a"}')),
+    "control_character": _file(_with(1, '{"request_id": "a\x01b"}')),
+    "raw_newline_in_string": _file(_with(1, '{"request_id": "a\nb"}')),
+    "nul_in_string": _file(_with(1, '{"request_id": "a\x00b"}')),
+    "bad_escape": _file(_with(1, '{"request_id": "a\\x41"}')),
+    "form_feed_outside": b"\x0c" + _file(_rows()),
+    "leading_zero": _file(_with(3, '{"request_id": "a", "n": 01}')),
+    "plus_sign": _file(_with(3, '{"request_id": "a", "n": +1}')),
+    "bare_decimal_point": _file(_with(3, '{"request_id": "a", "n": 1.}')),
+    "comment": b"/* c */" + _file(_rows()),
+    "empty_file": b"",
+    "extra_data": _file(_rows()) + b"{}",
 }
+# Bytes that are not UTF-8, each placed inside a string value of an otherwise plain file.
+NOT_UTF8 = {
+    "utf16_surrogate": b"\xed\xa0\x80",
+    "overlong_slash": b"\xc0\xaf",
+    "over_max_code_point": b"\xf4\x90\x80\x80",
+    "truncated_sequence": b"\xe2\x82",
+    "lone_continuation": b"\x80",
+    "invalid_byte": b"\xff",
+}
+for _case, _bytes in NOT_UTF8.items():
+    HANDED_ON["not_utf8_" + _case] = _file(_with(1, '{"request_id": "a@b"}')).replace(b"@", _bytes)
 
 
 def _parse(raw: bytes, limits: LoadLimits) -> LoadedFile:
@@ -107,7 +158,7 @@ def test_plain_files_take_one_pass_and_load_the_same(
     assert one_pass
     assert _outcome(fast) == _outcome(slow)
     assert fast.rows_are_flat
-    assert fast.may_hold_floats == (case == "float_value")
+    assert fast.may_hold_floats == (case in FLOATS)
 
 
 @pytest.mark.parametrize("case", sorted(HANDED_ON))
@@ -125,18 +176,21 @@ def test_duplicate_key_is_found_on_its_line(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize(
-    ("limits", "found"),
+    ("limits", "taken", "found"),
     [
-        (LoadLimits(max_rows=3), [codes.INPUT_LIMIT_EXCEEDED]),
-        # A row longer than the string limit is checked string by string; none is too long.
-        (LoadLimits(max_string_chars=40), []),
+        (LoadLimits(max_rows=3), False, [codes.INPUT_LIMIT_EXCEEDED]),
+        # Rows longer than the string limit are measured string by string; none is too long.
+        (LoadLimits(max_string_chars=40), True, []),
+        (LoadLimits(max_string_chars=5), False, [codes.INPUT_LIMIT_EXCEEDED]),
+        (LoadLimits(max_depth=3), True, []),
+        (LoadLimits(max_depth=2), False, [codes.INPUT_LIMIT_EXCEEDED]),
     ],
 )
 def test_limits_send_a_file_to_the_row_parser(
-    limits: LoadLimits, found: list[str], monkeypatch: pytest.MonkeyPatch
+    limits: LoadLimits, taken: bool, found: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast, slow, one_pass = _both(PLAIN["indented"], monkeypatch, limits)
-    assert not one_pass
+    assert one_pass == taken
     assert _outcome(fast) == _outcome(slow)
     assert [f.error_code for f in fast.findings] == found
 
@@ -145,6 +199,41 @@ def test_a_row_key_over_the_string_limit_is_refused_even_without_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fast, slow, one_pass = _both(PLAIN["no_rows"], monkeypatch, LoadLimits(max_string_chars=10))
+    assert not one_pass
+    assert _outcome(fast) == _outcome(slow)
+    assert [f.error_code for f in fast.findings] == [codes.INPUT_LIMIT_EXCEEDED]
+
+
+LONG = 10_000  # a limit above which strings are bounded by looking for quotes, not measured
+
+
+@pytest.mark.parametrize(
+    ("text", "taken"),
+    [
+        ("x" * LONG, True),
+        ("x" * (LONG + 1), False),
+        ("\u00e9" * LONG, True),  # more bytes than the limit, but not more characters
+        ("x" * (LONG - 10) + "\\n" * 11, False),  # an escape: measured, and too long
+        ("x" * (LONG - 10) + "\\n" * 10, True),
+    ],
+)
+def test_long_strings_in_a_long_file(
+    text: str, taken: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [ROW % (i, i) for i in range(400)]
+    rows[200] = '{"request_id": "' + text + '"}'
+    raw = _file(rows)
+    assert len(raw) > 2 * LONG
+    fast, slow, one_pass = _both(raw, monkeypatch, LoadLimits(max_string_chars=LONG))
+    assert one_pass == taken
+    assert _outcome(fast) == _outcome(slow)
+    assert bool(fast.findings) != taken
+
+
+def test_a_long_key_in_a_long_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [ROW % (i, i) for i in range(400)]
+    rows[7] = '{"%s": 1}' % ("k" * (LONG + 1))
+    fast, slow, one_pass = _both(_file(rows), monkeypatch, LoadLimits(max_string_chars=LONG))
     assert not one_pass
     assert _outcome(fast) == _outcome(slow)
     assert [f.error_code for f in fast.findings] == [codes.INPUT_LIMIT_EXCEEDED]

@@ -7,6 +7,10 @@ an error inside a row name the row's line. Strictness beyond the JSON grammar: d
 keys, NaN/Infinity and numbers that overflow to infinity are errors, as are invalid
 UTF-8 and a byte-order mark.
 
+A plain list file, as exporters write it, is first parsed whole by orjson and proved
+to be what that parser would have loaded (``_parse_list_file_fast``); any other file,
+and any error, goes the row-by-row way, which alone words the findings.
+
 Limits (``LoadLimits``) are checked before the costly step they guard: the file size
 before reading, the nesting depth on the raw bytes before parsing (so the C scanner never
 recurses deep), the row count while rows are decoded, and string length only on a row or
@@ -17,15 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 import stat
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import accumulate, pairwise
+from itertools import accumulate, chain, compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import orjson
 import re2
 
 from sandbox_replay import codes
@@ -194,6 +201,10 @@ def parse_input(
 
     if raw.startswith(b"\xef\xbb\xbf"):
         return fail(codes.INPUT_NOT_UTF8, "starts with a byte-order mark", 1)
+    fast = _parse_list_file_fast(raw, rows_key, loaded, limits)
+    if fast is not None:
+        loaded.data, loaded.rows = fast
+        return loaded
     try:
         doc = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -206,8 +217,7 @@ def parse_input(
             _depth_exceeded_line(raw, limits.max_depth),
         )
     try:
-        fast = _parse_list_file_fast(raw, doc, rows_key, loaded, limits)
-        data = fast if fast is not None else _parse_top_object(doc, rows_key, loaded, limits)
+        data = _parse_top_object(doc, rows_key, loaded, limits)
     except json.JSONDecodeError as exc:
         return fail(codes.INPUT_JSON_INVALID, exc.msg, exc.lineno)
     except _RowError as exc:
@@ -275,28 +285,127 @@ def _holds_lone_surrogate(value: Any) -> bool:
 
 
 _KEY_SPACE_COLON = re2.compile(rb'"[ \t\n\r]+:')
-_OPEN_BRACE = re.compile(rb"\{")
+# Deleting every byte but these leaves a file's layout: where objects open, lines end and
+# strings are delimited, and whether any escape occurs.
+_ALL_BUT_LAYOUT = bytes(b for b in range(256) if b not in b'{\n"\\')
 
 
 def _parse_list_file_fast(
-    raw: bytes, doc: str, rows_key: str | None, loaded: LoadedFile, limits: LoadLimits
-) -> dict[str, Any] | None:
-    """Parse a plain list file in one C-scanner call; return None to use the row-by-row parser.
+    raw: bytes, rows_key: str | None, loaded: LoadedFile, limits: LoadLimits
+) -> tuple[dict[str, Any], list[Any]] | None:
+    """Parse a plain list file in one C call; return None to use the row-by-row parser.
 
-    Plain means: the top-level object holds only ``rows_key``, its rows are flat objects
+    Return the top-level object and its rows. Plain means: the top-level object holds
+    only ``rows_key``, its rows are flat objects (their values scalars or lists of them)
     and no string holds a ``{``. That is what exporters write, and for it the strictness
-    of the row-by-row parser is proved with whole-buffer counts instead of a Python hook
-    per object. Every ``"key":`` token is counted once no key is followed by whitespace
-    before its colon: the count equals the keys of the parsed top object and rows only
-    if no key was a duplicate (a duplicate collapses into one dict key), no row nests an
-    object and no string holds an escaped quote before a colon. Then every ``{`` opens
-    the top object or a row, in order, which gives each row's start line. Anything else,
-    including any error, falls back to the row-by-row parser, which reports it exactly.
+    of the row-by-row parser is proved with whole-buffer counts and C-level passes
+    instead of a Python hook per object:
+
+    - orjson refuses invalid UTF-8, NaN/Infinity, numbers that overflow to infinity and
+      lone surrogate escapes, as the strict parser does. It parses an integer too big for
+      64 bits into a float, so a file in which orjson finds any float is decoded again by
+      the standard library's scanner, whose numbers are the strict parser's.
+    - Every ``{`` opens the top object or a row: so no row nests an object, and the
+      rows' start lines are those of the second ``{`` on.
+    - No key was a duplicate (orjson, like a dict, keeps the last): ``_no_key_dropped``.
+    - Nesting depth is read off the parsed values, and string lengths are measured only
+      if ``_strings_may_exceed`` the limit.
+
+    Anything else, including any error, falls back to the row-by-row parser, which
+    reports it exactly.
     """
     if rows_key is None or len(rows_key) > limits.max_string_chars:
         return None
-    if _KEY_SPACE_COLON.search(raw) is not None:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return None
+    if type(data) is not dict or list(data) != [rows_key]:
+        return None
+    rows = data[rows_key]
+    if type(rows) is not list or len(rows) > limits.max_rows:
+        return None
+    if rows and set(map(type, rows)) != {dict}:
+        return None
+    layout = raw.translate(None, _ALL_BUT_LAYOUT)
+    # Between one `{` and the next, only line ends count: their number gives the lines.
+    between_braces = layout.translate(None, b'"\\').split(b"{")
+    if len(between_braces) != 2 + len(rows):
+        return None
+    values = _RowValues.of(rows)
+    if values.depth > limits.max_depth:
+        return None
+    if _strings_may_exceed(raw, layout, limits.max_string_chars) and _has_long_string(
+        rows, limits.max_string_chars
+    ):
+        return None
+    if not _no_key_dropped(raw, layout, rows, values.strings):
+        return None
+    may_hold_floats = False
+    if float in values.kinds:
+        decoded = _decode_with_stdlib(raw)
+        if decoded is None:
+            return None
+        data, may_hold_floats = decoded
+        rows = data[rows_key]
+    top_line = len(between_braces[0]) + 1
+    lines = accumulate(map(len, between_braces[1:-1]), initial=top_line)
+    loaded.row_lines = list(lines)[1:]
+    loaded.key_lines[rows_key] = raw.count(b"\n", 0, raw.index(b'"')) + 1
+    loaded.may_hold_floats = may_hold_floats
+    loaded.rows_are_flat = True
+    return data, rows
+
+
+class _RowValues(NamedTuple):
+    """What the values of flat rows hold: their types, how many strings, how deep."""
+
+    kinds: set[type]
+    strings: int
+    depth: int
+
+    @classmethod
+    def of(cls, rows: list[dict[str, Any]]) -> _RowValues:
+        """Walk the values in C, one level of lists at a time."""
+        types = list(map(type, chain.from_iterable(map(dict.values, rows))))
+        kinds = set(types)
+        strings = types.count(str)
+        depth = 3 if rows else 2  # the top object, its list and the rows
+        values: Iterable[Any] = chain.from_iterable(map(dict.values, rows))
+        nested = list in kinds
+        while nested:
+            depth += 1
+            lists = compress(values, map(operator.is_, types, repeat(list)))
+            values = list(chain.from_iterable(lists))
+            types = list(map(type, values))
+            kinds.update(types)
+            strings += types.count(str)
+            nested = list in types
+        return cls(kinds, strings, depth)
+
+
+def _strings_may_exceed(raw: bytes, layout: bytes, limit: int) -> bool:
+    """Return False where no string in ``raw`` can be longer than ``limit`` characters.
+
+    Such a string spans more than ``limit`` bytes without an unescaped ``"``. Without a
+    backslash no ``"`` is escaped, and a run that long covers one of the file's aligned
+    chunks of ``(limit + 2) // 2`` bytes whole: if every chunk holds a ``"``, there is none.
+    """
+    if len(raw) <= limit:
+        return False
+    size = (limit + 2) // 2
+    if b"\\" in layout or size < _MIN_QUOTE_CHUNK:
+        return True
+    starts = range(0, len(raw) - size + 1, size)
+    return -1 in map(raw.find, repeat(b'"'), starts, map(operator.add, starts, repeat(size)))
+
+
+# Below this chunk size, looking for a quote in every chunk costs more than measuring.
+_MIN_QUOTE_CHUNK = 4096
+
+
+def _decode_with_stdlib(raw: bytes) -> tuple[dict[str, Any], bool] | None:
+    """Decode ``raw`` with the standard library; return the object and whether it held a float."""
     seen_float = False
 
     def finite_float(text: str) -> float:
@@ -306,35 +415,27 @@ def _parse_list_file_fast(
 
     decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=finite_float)
     try:
-        data = decoder.decode(doc)
+        data = decoder.decode(raw.decode("utf-8"))
     except (ValueError, _Refused, RecursionError):
         return None
-    if type(data) is not dict or list(data) != [rows_key]:
-        return None
-    rows = data[rows_key]
-    if type(rows) is not list or len(rows) > limits.max_rows:
-        return None
-    if rows and set(map(type, rows)) != {dict}:
-        return None
-    if raw.count(b'":') != 1 + sum(map(len, rows)):
-        return None
-    starts = [match.start() for match in _OPEN_BRACE.finditer(raw)]
-    if len(starts) != 1 + len(rows):
-        return None
-    # A row's text is no shorter than its longest string, so short rows need no length check.
-    spans = pairwise([*starts[1:], len(raw)])
-    if any(end - start > limits.max_string_chars for start, end in spans):
-        return None
-    lines, line, counted_to = [], 1, 0
-    for start in starts[1:]:
-        line += raw.count(b"\n", counted_to, start)
-        counted_to = start
-        lines.append(line)
-    loaded.key_lines[rows_key] = raw.count(b"\n", 0, raw.index(b'"')) + 1
-    loaded.row_lines = lines
-    loaded.may_hold_floats = seen_float
-    loaded.rows_are_flat = True
-    return data
+    return data, seen_float
+
+
+def _no_key_dropped(raw: bytes, layout: bytes, rows: list[dict[str, Any]], strings: int) -> bool:
+    """Return whether every key in ``raw`` survived parsing (so none was a duplicate).
+
+    Rows are flat, so keys occur only in the top object (its one key) and the rows.
+    Without a backslash, every ``"`` delimits a string, and each key and string value
+    spells two: a dropped duplicate would leave more quotes than the parsed strings
+    (``strings`` values, and the keys) account for. With a backslash, every ``"key":``
+    token is counted once no key is followed by whitespace before its colon: the count
+    equals the parsed keys only if none was dropped and no string holds an escaped quote
+    before a colon.
+    """
+    keys = 1 + sum(map(len, rows))
+    if b"\\" not in layout:
+        return layout.count(b'"') == 2 * (keys + strings)
+    return _KEY_SPACE_COLON.search(raw) is None and raw.count(b'":') == keys
 
 
 def _holds_float(value: Any) -> bool:
