@@ -127,12 +127,14 @@ def _derive_all(table: PolicyTable, requests: Mapping[str, RowRef]) -> dict[str,
     for request_id, ref in requests.items():
         row = ref.row
         key = tuple(map(row.get, _DERIVATION_KEYS))
-        if all(type(value) is str for value in key):
-            derivation = known.get(key)
-            if derivation is None:
-                derivation = known[key] = table.derive(row)
-        else:
+        # Looked up before it is checked: only strings equal strings among parsed JSON
+        # values, so a key found is all strings; one with a list or object raises.
+        try:
+            derivation = known[key]
+        except (KeyError, TypeError):
             derivation = table.derive(row)
+            if all(type(value) is str for value in key):
+                known[key] = derivation
         derivations[request_id] = derivation
     return derivations
 
