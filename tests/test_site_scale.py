@@ -9,10 +9,24 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from markupsafe import escape
 
 from conftest import REPO
+from sandbox_replay.exports.text import visible
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
-from sandbox_replay.report.views import PAGE_ROWS
+from sandbox_replay.report.render import Renderer, _wbr
+from sandbox_replay.report.views import (
+    PAGE_ROWS,
+    Cell,
+    FindingLink,
+    JoinRow,
+    ListingPageView,
+    PageNav,
+    SpanRow,
+    badge,
+    breakable,
+    chrome,
+)
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -140,3 +154,104 @@ def test_a_large_input_is_listed_but_not_highlighted(large: tuple[Path, BuildRes
     assert 'id="file-action-requests"' in page
     assert "Not shown: larger than" in page
     assert 'id="action-requests-L1"' not in page
+
+
+# Values a row may carry: plain, repeated break characters, markup characters, hidden
+# (control and bidi) characters, non-ASCII, line breaks, empty.
+ODD_TEXTS = (
+    "req-0001",
+    "risk_class:network/egress.v1·x",
+    "ends_with_break_",
+    "_:/.·",
+    "<script>alert('x')</script> & \"quoted\"",
+    "nul\x00esc\x1b[31mbidi\u202eend\u2066",
+    "é — ≠ …",
+    "line\nbreak\ttab\r\n",
+    "lone\ud800surrogate",
+    "",
+)
+
+
+# Values a table of a real run carries: each prints as it is (``_print_as_is``).
+PLAIN_TEXTS = (
+    "request-12",
+    "network_egress",
+    "rule:a/b.c·d",
+    "row-gap",
+    "../join/page-0001.html#request-1",
+    "— missing",
+    "≠",
+)
+
+
+def _join_rows(texts: tuple[str, ...]) -> tuple[JoinRow, ...]:
+    def t(n: int) -> str:
+        return texts[n % len(texts)]
+
+    rows = []
+    for n in range(3 * len(texts)):
+        cells = [Cell(t(n + k), t(n + 2 * k), t(n + 3 * k)) for k in range(6)]
+        links = tuple(FindingLink(t(n + k), t(n + k + 1)) for k in range(n % 3))
+        rows.append(JoinRow(*(t(n + k) for k in range(5)), *cells, links, t(n + 5)))
+    return tuple(rows)
+
+
+def _span_rows(texts: tuple[str, ...]) -> tuple[SpanRow, ...]:
+    def t(n: int) -> str:
+        return texts[n % len(texts)]
+
+    return tuple(
+        SpanRow(
+            *(t(n + k) for k in range(5)),
+            Cell(t(n), t(n + 1), t(n + 2)),
+            *(t(n + k) for k in range(5, 10)),
+        )
+        for n in range(3 * len(texts))
+    )
+
+
+def _listing(kind: str, **rows: object) -> ListingPageView:
+    return ListingPageView(
+        chrome=chrome("t", "../../../", "run", "now", "0"),
+        name="run",
+        status_badge=badge("blocked"),
+        kind=kind,
+        title="Listing",
+        nav=PageNav("summary", "", "", ()),
+        run_href="../index.html#joins",
+        **rows,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("texts", [ODD_TEXTS, PLAIN_TEXTS], ids=["odd", "plain"])
+def test_printed_tables_equal_their_templates(texts: tuple[str, ...]) -> None:
+    """The join table and trace printed in Python are the bytes their partials render."""
+    renderer = Renderer()
+    joins, spans = _join_rows(texts), _span_rows(texts)
+    env = renderer.env
+    assert renderer.printers["join"](_listing("join", join_rows=joins)) == env.get_template(
+        "_joins.html"
+    ).render(rows=joins)
+    assert renderer.printers["trace"](_listing("trace", spans=spans)) == env.get_template(
+        "_spans.html"
+    ).render(spans=spans)
+    for row in joins:
+        for cell in row[5:11]:
+            assert env.filters["cell"](cell) == env.get_template("_cell.html").render(cell=cell)
+
+
+def test_wbr_breaks_where_breakable_splits() -> None:
+    for value in (*ODD_TEXTS, "a..b", "·", "x_", "_x", "plain"):
+        parts = breakable(str(escape(visible(value))))
+        assert str(_wbr(value)) == "<wbr>".join(parts), value
+
+
+def test_an_overridden_partial_is_rendered_by_its_template(tmp_path: Path) -> None:
+    (tmp_path / "_joins.html").write_text("{% for row in rows %}[{{ row.anchor }}]{% endfor %}")
+    (tmp_path / "_cell.html").write_text("<td>{{ cell.text }}!</td>")
+    renderer = Renderer(tmp_path)
+    assert "join" not in renderer.printers
+    assert "trace" in renderer.printers
+    page = renderer.render_listing(_listing("join", join_rows=_join_rows(ODD_TEXTS)[:2])).decode()
+    assert "[req-0001][risk_class:network/egress.v1·x]" in page
+    assert str(renderer.env.filters["cell"](Cell("a", "b", "c"))) == "<td>a!</td>"

@@ -20,8 +20,9 @@ The pages that span runs (index, catalog, manifest, status) are rendered last.
 
 Crash safety. A build killed at any instant (SIGKILL included) leaves the output folder
 either byte for byte the previous site or byte for byte the new one, never a mix, and
-holds no temporary file. The new site is written and fsynced in full (files, then their
-folders) into a hidden sibling folder ``.<out>.new-<random>``; then, on Linux, one
+holds no temporary file. The new site is written in full into a hidden sibling folder
+``.<out>.new-<random>`` and made durable (one ``syncfs`` on Linux, else an fsync of each
+file, then each folder: ``_sync_tree``); then, on Linux, one
 ``renameat2(RENAME_EXCHANGE)`` swaps it with the output folder atomically, and the
 sibling (now the old site) is removed. Where that call is missing (other systems, some
 file systems) the old site is first renamed aside to ``.<out>.old-<random>`` and the new
@@ -417,6 +418,48 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _sync_tree(root: Path) -> None:
+    """Make every file and folder under ``root`` durable (before the swap publishes them).
+
+    On Linux one ``syncfs`` of the file system holding ``root`` does it: the pages were
+    written without an fsync each, which costs a journal commit per file (2,400 pages at
+    600,000 requests). Elsewhere, or if that call fails, each file is fsynced, then each
+    folder.
+    """
+    if _syncfs(root):
+        return
+    folders = {root}
+    for path in sorted(root.rglob("*")):
+        if path.is_dir():
+            folders.add(path)
+        elif path.is_file():
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+    for folder in sorted(folders):
+        _fsync_dir(folder)
+
+
+def _syncfs(folder: Path) -> bool:
+    """Flush the whole file system holding ``folder`` (Linux ``syncfs``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return False
+    syncfs.argtypes = [ctypes.c_int]
+    syncfs.restype = ctypes.c_int
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        done: int = syncfs(fd)
+    finally:
+        os.close(fd)
+    return done == 0
+
+
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -477,20 +520,14 @@ def _write_site(out_dir: Path, files: Mapping[str, bytes], staged: Path | None =
         umask = os.umask(0)
         os.umask(umask)
         staging.chmod(0o777 & ~umask)
-        folders = {staging}
         for relative, data in sorted(files.items()):
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            target.write_bytes(data)
         if staged is not None and _same_tree(staging, out_dir):
             shutil.rmtree(staging, ignore_errors=True)
             return True
-        folders.update(p for p in staging.rglob("*") if p.is_dir())
-        for folder in sorted(folders):
-            _fsync_dir(folder)
+        _sync_tree(staging)
         if out_dir.exists() and _exchange(staging, out_dir):
             retired, staging = staging, out_dir
         else:

@@ -100,11 +100,8 @@ def _staged_path(staging: Path, relative: str) -> Path:
 
 
 def put_file(staging: Path, relative: str, data: bytes) -> None:
-    """Write one file under ``staging`` and fsync it (its folders are synced at the swap)."""
-    with _staged_path(staging, relative).open("wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    """Write one file under ``staging`` (the whole folder is synced before the swap)."""
+    _staged_path(staging, relative).write_bytes(data)
 
 
 def _die_with_parent() -> None:
@@ -142,17 +139,17 @@ def build_run(task: RunTask) -> RunBuilt:
     outcome = replay(ReplayConfig(run.path, run.mode))
     records = build_records(outcome)
     replayed = time.perf_counter()
-    pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
     needles = needles_of(outcome.scan.matched_texts)
-    renderer = Renderer(task.templates)
     result_path = f"runs/{run.name}/result.json"
     if task.staging is None:
         result_bytes = records.result_bytes
         refuse_matched(result_path, result_bytes, needles)
-        digest = hashlib.sha256(result_bytes).hexdigest()
+        digest = "sha256:" + hashlib.sha256(result_bytes).hexdigest()
     else:
-        digest = _stream_result(records, task.staging, result_path, needles)
-    built = RunBuilt(summarize_run(pages.view, records, "sha256:" + digest), needles=needles)
+        digest = "sha256:" + _stream_result(records, task.staging, result_path, needles)
+    pages = build_run_pages(run, outcome, records, task.shown_time, __version__, digest)
+    renderer = Renderer(task.templates)
+    built = RunBuilt(summarize_run(pages.view, records, digest), needles=needles)
     if task.staging is None:
         built.files[result_path] = result_bytes
     else:
@@ -201,8 +198,6 @@ def _stream_result(
             tail = (tail + chunk)[-overlap:] if overlap else b""
             digest.update(chunk)
             handle.write(chunk)
-        handle.flush()
-        os.fsync(handle.fileno())
     return digest.hexdigest()
 
 

@@ -15,16 +15,19 @@ neither break the page's parse nor reorder what a reviewer reads.
 from __future__ import annotations
 
 import functools
+import operator
+import re
+from collections.abc import Callable, Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from sandbox_replay.exports.text import visible
-from sandbox_replay.report.views import breakable
 
 TEMPLATE_PACKAGE = "sandbox_replay.templates"
 ASSETS = ("assets/site.css", "assets/site.js")
@@ -39,16 +42,86 @@ def _shown(value: Any) -> Any:
     return value
 
 
+# After each break character but the last one of the text: where ``breakable`` splits.
+_BREAK_INSIDE = re.compile(r"(?<=[_:/.·])(?!\Z)")
+
+
 @functools.lru_cache(maxsize=4096)
 def _wbr(value: str) -> Markup:
     """Print an identifier with ``<wbr>`` after each ``_ : / .`` so a narrow cell may wrap it.
 
     One filter call instead of a template loop over its parts: a 600,000-row join table
     prints five such identifiers per row, most of them (risk classes, rule refs) repeated,
-    hence the cache. Each part is finalized as any printed value is.
+    hence the cache. The text is printed as any value is (``_printed``); escaping neither
+    adds nor removes a break character, so the breaks go into the escaped text: the
+    ``<wbr>``-joined parts of ``breakable`` (which drops empty parts: none before the
+    first character, none after the last break character).
     """
-    # Escaping neither adds nor removes a break character, so escape once, then split.
-    return Markup("<wbr>".join(breakable(str(escape(_shown(value))))))
+    return Markup(_BREAK_INSIDE.sub("<wbr>", _printed(value)))
+
+
+def _printed(value: Any) -> str:
+    """Return what a template's ``{{ value }}`` prints: finalized, then HTML-escaped.
+
+    The same characters as Jinja's autoescape, which calls ``markupsafe.escape``: markup as
+    it is; anything else as text (``_shown`` first for a string), with ``& > < ' "``
+    replaced in the order ``markupsafe`` replaces them.
+    """
+    if type(value) is str:
+        text = value if value.isascii() and value.isprintable() else visible(value)
+    elif hasattr(value, "__html__"):
+        return str(value.__html__())
+    else:
+        text = str(_shown(value))
+    return (
+        text.replace("&", "&amp;")
+        .replace(">", "&gt;")
+        .replace("<", "&lt;")
+        .replace("'", "&#39;")
+        .replace('"', "&#34;")
+    )
+
+
+# The plain-text fields of a ``JoinRow`` and a ``SpanRow`` that their partials print.
+_JOIN_TEXTS = operator.attrgetter("anchor", "css", "request_href", "request_id")
+_SPAN_TEXTS = operator.attrgetter(
+    "request_href",
+    "sequence",
+    "span_id",
+    "episode",
+    "action_kind",
+    "verdict_id",
+    "state_ref",
+    "recovery_ref",
+    "input_digest",
+    "input_digest_short",
+)
+_NO_LINKS = '<span class="muted">none</span>'
+_ESCAPED = re.compile("[&<>'\"]")
+
+
+def _print_as_is(values: Iterable[str]) -> bool:
+    """Say whether every value prints as it is: no hidden character, nothing to escape.
+
+    ``_printed`` leaves such a value unchanged, so a table whose values all pass, nearly
+    every table, prints them with ``str`` (which returns a string itself) instead: one
+    check of the joined text instead of a call per value. ``visible`` and the escapes
+    replace single characters, so the joined text passes exactly when each value does.
+    """
+    try:
+        joined = "".join(values)
+    except TypeError:  # not all strings: print each
+        return False
+    return _ESCAPED.search(joined) is None and visible(joined) == joined
+
+
+def _print_cell(cell: Any) -> Markup:
+    """Print ``_cell.html`` for one cell: the bytes Jinja would print (see ``_join_table``)."""
+    note = f'<span class="note">{_wbr(cell.note)}</span>' if cell.note else ""
+    return Markup(
+        f'<td class="{_printed(cell.css)}"><span class="cell-main">{_printed(cell.text)}</span>'
+        f"{note}</td>"
+    )
 
 
 def _package_root() -> Traversable:
@@ -85,7 +158,87 @@ class Renderer:
         self.env.filters["wbr"] = _wbr
         # A join-table cell is rendered by its template once per distinct cell: most of a
         # large run's 3.6 million cells repeat ("executed · 1 diff", "verified", ...).
-        self.env.filters["cell"] = functools.lru_cache(maxsize=8192)(self._cell)
+        cell = self._cell if self._overridden("_cell.html") else _print_cell
+        self.env.filters["cell"] = functools.lru_cache(maxsize=8192)(cell)
+        # The two partials a large run prints hundreds of thousands of rows of: printed in
+        # Python unless a user folder overrides them (see ``_join_table``).
+        self.printers: dict[str, Callable[[Any], str]] = {}
+        if not self._overridden("_joins.html"):
+            self.printers["join"] = self._join_table
+        if not self._overridden("_spans.html"):
+            self.printers["trace"] = self._span_table
+
+    def _overridden(self, name: str) -> bool:
+        """Say whether the user folder holds template ``name`` (it is then searched first)."""
+        return self.override is not None and (self.override / name).is_file()
+
+    def _frame(self, name: str, **empty: Any) -> tuple[str, str]:
+        """Return what partial ``name`` prints before and after its rows (its table frame)."""
+        frame = self.env.get_template(name).render(**empty)
+        cut = frame.index("</tbody>")
+        return frame[:cut], frame[cut:]
+
+    def _join_table(self, view: Any) -> str:
+        """Print ``_joins.html`` for ``view.join_rows``: the bytes Jinja would print.
+
+        Jinja spends about 5 µs on each value it prints (attribute lookup, finalize, escape,
+        a ``Markup`` made and joined), so a 600,000-request run's join table took about 30
+        s; this loop prints the same row in one f-string. The frame comes from the template
+        itself; the row is the template's row written out (``tests/test_site_scale.py``
+        renders varied and hostile rows both ways and compares them).
+        """
+        head, tail = self._frame("_joins.html", rows=())
+        cell = self.env.filters["cell"]
+        rows = view.join_rows
+        hrefs = [link.href for row in rows for link in row.finding_links]
+        as_is = _print_as_is(chain(chain.from_iterable(map(_JOIN_TEXTS, rows)), hrefs))
+        p = str if as_is else _printed
+        printed = [head]
+        for row in rows:
+            if row.request_href:
+                request = f'<a href="{p(row.request_href)}">{_wbr(row.request_id)}</a>'
+            else:
+                request = p(row.request_id)
+            links = "".join(
+                [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
+            )
+            printed.append(
+                f'<tr id="{p(row.anchor)}" class="{p(row.css)}">\n'
+                f'<th scope="row"><span class="req-id">{request}</span>'
+                f'<span class="note">{_wbr(row.risk_class)}</span>'
+                f'<span class="note">{_wbr(row.shape)}</span></th>\n'
+                f"{cell(row.declared)}\n{cell(row.derived)}\n{cell(row.side_effect)}\n"
+                f"{cell(row.rollback)}\n{cell(row.cold_replay)}\n{cell(row.trace)}\n"
+                f'<td class="finding-links">{links or _NO_LINKS}</td>\n'
+                "</tr>\n"
+            )
+        printed.append(tail)
+        return "".join(printed)
+
+    def _span_table(self, view: Any) -> str:
+        """Print ``_spans.html`` for ``view.spans``, as ``_join_table`` prints the joins."""
+        head, tail = self._frame("_spans.html", spans=())
+        spans = view.spans
+        outcomes = [s.outcome for s in spans]
+        texts = chain.from_iterable(map(_SPAN_TEXTS, spans))
+        as_is = _print_as_is(chain(texts, chain.from_iterable(outcomes)))
+        p = str if as_is else _printed
+        printed = [head]
+        for s in spans:
+            span = p(s.span_id)
+            if s.request_href:
+                span = f'<a href="{p(s.request_href)}">{span}</a>'
+            printed.append(
+                f'<tr>\n<td class="num">{p(s.sequence)}</td>\n<td>{span}</td>\n'
+                f"<td>{p(s.episode)}</td>\n<td>{p(s.action_kind)}</td>\n"
+                f'<td class="{p(s.outcome.css)}">{p(s.outcome.text)}</td>\n'
+                f"<td>{p(s.verdict_id)}</td>\n<td>{p(s.state_ref)}</td>\n"
+                f"<td>{p(s.recovery_ref)}</td>\n"
+                f'<td><code class="digest" title="{p(s.input_digest)}">'
+                f"{p(s.input_digest_short)}…</code></td>\n</tr>\n"
+            )
+        printed.append(tail)
+        return "".join(printed)
 
     def _cell(self, cell: Any) -> Markup:
         return Markup(self.env.get_template("_cell.html").render(cell=cell))
@@ -99,13 +252,18 @@ class Renderer:
 
         The table partial is rendered on its own and handed to the page as markup, so its
         tens of thousands of pieces are joined once instead of being passed up through the
-        include, block and layout generators one at a time.
+        include, block and layout generators one at a time. The join table and the trace,
+        unless a user folder overrides their partial, are printed by ``_join_table`` and
+        ``_span_table`` instead (see ``TablePrinter``).
         """
         partial = {"join": "_joins.html", "findings": "_findings.html", "trace": "_spans.html"}
-        template = self.env.get_template(partial[view.kind])
-        table = Markup(
-            template.render(rows=view.join_rows, groups=view.finding_groups, spans=view.spans)
-        )
+        if view.kind in self.printers:
+            table = Markup(self.printers[view.kind](view))
+        else:
+            template = self.env.get_template(partial[view.kind])
+            table = Markup(
+                template.render(rows=view.join_rows, groups=view.finding_groups, spans=view.spans)
+            )
         return self.render("listing.html", view=view, table=table)
 
     def asset(self, name: str) -> bytes:

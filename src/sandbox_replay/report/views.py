@@ -24,7 +24,7 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.policy import VERDICTS
-from sandbox_replay.records import RunRecords, redact
+from sandbox_replay.records import RunRecords, build_receipt, redact
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
 from sandbox_replay.report.discover import DiscoveredRun
@@ -119,11 +119,15 @@ def badge(status: str) -> Badge:
 
 def text(value: Any) -> str:
     """Return a record value as display text (``true``/``false`` for booleans, ``""`` for null)."""
+    if type(value) is str:  # the common case first: a join table reads millions of values
+        return value
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
+        if all(type(v) is str for v in value):
+            return ", ".join(value)
         return ", ".join(text(v) for v in value)
     return str(value)
 
@@ -544,6 +548,10 @@ def _expected_alarm(finding: Mapping[str, Any]) -> bool:
     )
 
 
+# Read by the view-models and the headline more than once (``_RunBuilder``).
+_ROWS_READ_AGAIN = ("findings", "derived_policy_verdict_rows", "side_effect_rows")
+
+
 class _RunBuilder:
     """Build one run page's view-model from its replay and records."""
 
@@ -554,11 +562,20 @@ class _RunBuilder:
         records: RunRecords,
         build_time: str,
         version: str,
+        result_sha256: str | None = None,
     ) -> None:
         self.run = run
+        self.result_sha256 = result_sha256
         self.replay = replay
         self.records = records
-        self.result = records.result
+        # The record's row lists may be built afresh on each read (``records`` makes them
+        # lazily): the lists read more than once are read here once and kept; the request
+        # rows and spans are read once here and then a page's slice at a time.
+        result = records.result
+        self.result: Mapping[str, Any] = {
+            **result,
+            **{name: list(result[name]) for name in _ROWS_READ_AGAIN},
+        }
         self.build_time = build_time
         self.version = version
         self.slugs = _unique_slugs(
@@ -572,7 +589,7 @@ class _RunBuilder:
             for f in self.result["input_files"]
             if f["kind"] == "input" and f["forbidden_material_found"]
         }
-        self.findings = list(self.result["findings"])
+        self.findings = self.result["findings"]
         self.layer_status = {
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
@@ -905,14 +922,15 @@ class _RunBuilder:
         r = self.result
         derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self.join_index
         rows = []
-        requests = r["request_rows"]
-        for index in range(start, end):
-            request = requests[index]
+        for index, request in enumerate(r["request_rows"][start:end], start):
             rid = request.get("request_id")
             anchor = f"request-{index + 1}"
             shape = " · ".join(
-                text(request.get(k))
-                for k in ("action_kind", "requested_capability", "source_trust_label")
+                [
+                    text(request.get("action_kind")),
+                    text(request.get("requested_capability")),
+                    text(request.get("source_trust_label")),
+                ]
             )
             # A request id seen on an earlier row is a duplicate: only its first row joins.
             joined = isinstance(rid, str) and self.request_index[rid] == index
@@ -932,9 +950,7 @@ class _RunBuilder:
                         unjoined,
                         unjoined,
                         unjoined,
-                        self._links(
-                            set(), {("action_requests.json", request.get("line"))}, from_page
-                        ),
+                        self._links((), [("action_requests.json", request.get("line"))], from_page),
                         "row-gap",
                     )
                 )
@@ -944,31 +960,27 @@ class _RunBuilder:
             verdict = verdict_by.get(rid)
             effect = effect_by.get(rid)
             replay_row = replay_by.get(rid)
-            span = span_by.get(f"span:{rid}")
-            related_rows = [request, verdict, effect, replay_row]
+            span_key = "span:" + rid
+            span = span_by.get(span_key)
+            # What the row's findings are about: its ids, and its lines in the input files.
+            subjects = [rid, span_key]
+            lines = [("action_requests.json", request.get("line"))]
+            if verdict is not None:
+                lines.append(("policy_verdicts.json", verdict.get("line")))
             rollback = None
-            if effect is not None and isinstance(effect.get("rollback_receipt_ref"), str):
-                rollback = rollback_by.get(effect["rollback_receipt_ref"])
-                related_rows.append(rollback)
-            subjects = {rid, f"span:{rid}"}
-            for row, key in ((replay_row, "replay_id"), (rollback, "rollback_id")):
-                if row is not None and isinstance(row.get(key), str):
-                    subjects.add(row[key])
-            lines = {
-                (name, row.get("line"))
-                for name, row in zip(
-                    (
-                        "action_requests.json",
-                        "policy_verdicts.json",
-                        "side_effect_receipts.json",
-                        "cold_replay.json",
-                        "rollback_receipts.json",
-                    ),
-                    related_rows,
-                    strict=False,
-                )
-                if row is not None
-            }
+            if effect is not None:
+                lines.append(("side_effect_receipts.json", effect.get("line")))
+                ref = effect.get("rollback_receipt_ref")
+                if isinstance(ref, str):
+                    rollback = rollback_by.get(ref)
+            if replay_row is not None:
+                lines.append(("cold_replay.json", replay_row.get("line")))
+                if isinstance(replay_row.get("replay_id"), str):
+                    subjects.append(replay_row["replay_id"])
+            if rollback is not None:
+                lines.append(("rollback_receipts.json", rollback.get("line")))
+                if isinstance(rollback.get("rollback_id"), str):
+                    subjects.append(rollback["rollback_id"])
             links = self._links(subjects, lines, from_page)
             derived_verdict = derived["derived_verdict"] if derived else ""
             rows.append(
@@ -991,14 +1003,19 @@ class _RunBuilder:
         return tuple(rows)
 
     def _links(
-        self, subjects: set[str], lines: set[tuple[str, Any]], from_page: str
+        self, subjects: Sequence[str], lines: Sequence[tuple[str, Any]], from_page: str
     ) -> tuple[FindingLink, ...]:
         """Link the findings about these subjects or input lines (expected alarms aside)."""
+        by_subject, by_line = self.by_subject, self.by_line
         hits: set[int] = set()
         for subject in subjects:
-            hits.update(self.by_subject.get(subject, ()))
+            if subject in by_subject:
+                hits.update(by_subject[subject])
         for line in lines:
-            hits.update(self.by_line.get(line, ()))
+            if line in by_line:
+                hits.update(by_line[line])
+        if not hits:
+            return ()
         return tuple(
             FindingLink(short_code(self.findings[i]["error_code"]), self.finding_href(i, from_page))
             for i in sorted(hits)
@@ -1067,9 +1084,10 @@ class _RunBuilder:
             return Cell(GAP, "no cold-replay row", "gap")
         replay_id = text(replay_row.get("replay_id"))
         flagged = replay_id in self.flagged_replays
-        claims = all(
-            replay_row.get(k) is True
-            for k in ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
+        claims = (
+            replay_row.get("verdict_reproduced") is True
+            and replay_row.get("side_effect_state_reproduced") is True
+            and replay_row.get("pass_label") is True
         )
         label = "reproduced" if claims else "not reproduced"
         if flagged:
@@ -1331,7 +1349,10 @@ class _RunBuilder:
 
     def provenance(self) -> ProvenanceView:
         command = "run" if self.run.mode is InputMode.FIXTURE else "run-sandbox-bundle"
-        receipt = self.records.receipt
+        if self.result_sha256 is None:
+            receipt = self.records.receipt
+        else:  # the digest the build took as it wrote the record: no second pass over it
+            receipt = build_receipt(self.records.result, self.result_sha256)
         return ProvenanceView(
             tool=self.result["tool"]["name"],
             version=self.result["tool"]["version"],
@@ -1492,10 +1513,19 @@ class RunPages:
 
 
 def build_run_pages(
-    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+    run: DiscoveredRun,
+    replay: Replay,
+    records: RunRecords,
+    build_time: str,
+    version: str,
+    result_sha256: str | None = None,
 ) -> RunPages:
-    """Return the run page's view-model and its sub-pages (run-relative paths)."""
-    builder = _RunBuilder(run, replay, records, build_time, version)
+    """Return the run page's view-model and its sub-pages (run-relative paths).
+
+    ``result_sha256`` (``sha256:<hex>``) is the result record's digest when the caller
+    already took it; otherwise the record is serialised once more to take it.
+    """
+    builder = _RunBuilder(run, replay, records, build_time, version, result_sha256)
     return RunPages(builder.build(), builder.listing_pages, tuple(builder.listing_paths()))
 
 
