@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sandbox_replay import codes, loader
 from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input
@@ -237,3 +239,84 @@ def test_a_long_key_in_a_long_file_is_refused(monkeypatch: pytest.MonkeyPatch) -
     assert not one_pass
     assert _outcome(fast) == _outcome(slow)
     assert [f.error_code for f in fast.findings] == [codes.INPUT_LIMIT_EXCEEDED]
+
+
+# Text pieces that exercise the proofs: quotes and escapes, braces, colons after quotes,
+# surrogates (paired and lone), non-ASCII, and numbers at the edges of both parsers.
+_TEXTS = st.sampled_from(
+    [
+        "a",
+        "",
+        "{",
+        "}",
+        "[",
+        ":",
+        '\\"',
+        '\\":',
+        "\\\\",
+        "\\n",
+        "\\u00e9",
+        "\u00e9",
+        "\\ud83d\\ude00",
+        "\\ud800",
+        "\\udc00",
+        "\\u0041",
+        " ",
+        "\\/",
+        "\x7f",
+        "\t",
+    ]
+)
+_STRINGS = st.lists(_TEXTS, max_size=4).map(lambda parts: '"' + "".join(parts) + '"')
+_NUMBERS = st.sampled_from(
+    [
+        "0",
+        "-0",
+        "1",
+        "-1",
+        "1.5",
+        "-0.0",
+        "1e5",
+        "1E-5",
+        "1e999",
+        "-1e999",
+        "1e-999",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "NaN",
+        "Infinity",
+        "01",
+        "1.",
+        "9" * 30,
+    ]
+)
+_SCALARS = st.one_of(_STRINGS, _NUMBERS, st.sampled_from(["true", "false", "null"]))
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda items: "[" + ", ".join(items) + "]"),
+        st.lists(st.tuples(st.sampled_from(['"k"', '"j"']), inner), max_size=2).map(
+            lambda pairs: "{" + ", ".join(f"{k}: {v}" for k, v in pairs) + "}"
+        ),
+    ),
+    max_leaves=6,
+)
+_KEYS = st.sampled_from(['"request_id"', '"n"', '"m"', '"\\u006e"', '"{"', '"a\\"b"'])
+_COLONS = st.sampled_from([":", ": ", " :", "\n:"])
+_ROWS = st.lists(
+    st.lists(st.tuples(_KEYS, _COLONS, _VALUES), max_size=4).map(
+        lambda pairs: "{" + ", ".join(k + c + v for k, c, v in pairs) + "}"
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_ROWS, layout=st.sampled_from(["indented", "minified"]))
+def test_generated_files_load_the_same_either_way(rows: list[str], layout: str) -> None:
+    raw = _file(rows, layout)
+    with pytest.MonkeyPatch.context() as patch:
+        fast, slow, _ = _both(raw, patch, LoadLimits(max_depth=6))
+    assert _outcome(fast) == _outcome(slow)
+    assert fast.may_hold_floats == slow.may_hold_floats or not fast.ok
