@@ -37,10 +37,15 @@ def check(run: RunInputs) -> LayerResult:
     fail_closed = list(map(closed_ids.__contains__, map(id, derivations)))
     closed = set(compress(run.derivations, fail_closed))
     scan = scan_floor(
-        run.requests, ACTION_TEXT_FIELDS, ACTION_FLAGS, run.request_by_id, unique="request_id"
+        run.requests,
+        ACTION_TEXT_FIELDS,
+        ACTION_FLAGS,
+        run.request_by_id,
+        unique="request_id",
+        read=("risk_class",),
     )
     # A request that derives fail-closed is a finding on its (first) row.
-    suspects = scan.suspects.union(positions(map(closed.__contains__, scan.text("request_id"))))
+    suspects = scan.suspects.union(positions(map(closed.__contains__, scan.columns["request_id"])))
     seen: set[str] = set()
     for ref in map(run.requests.__getitem__, sorted(suspects)):
         row = ref.row
@@ -103,7 +108,7 @@ def check(run: RunInputs) -> LayerResult:
                 "action_request",
             )
     # The scan's column holds None for every risk class that is not a string.
-    recognized = {value for value in set(scan.text("risk_class")) if value in run.table.rules}
+    recognized = {value for value in set(scan.columns["risk_class"]) if value in run.table.rules}
     if len(recognized) < MIN_RISK_CLASSES:
         result.add(
             codes.ACTION_RISK_COVERAGE_LOW,

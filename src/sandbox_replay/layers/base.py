@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, count, cycle, repeat
+from itertools import chain, compress, count, repeat
 from operator import is_not, itemgetter
 from typing import Any, TypeVar
 
 from sandbox_replay.codes import Layer
 from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import RowRef
+from sandbox_replay.inputs import RowRef, RunInputs
 
 T = TypeVar("T")
 
@@ -122,9 +123,52 @@ def positions(flags: Iterable[object]) -> Iterator[int]:
     return compress(count(), flags)
 
 
-def joined(index: Mapping[str, RowRef], keys: Iterable[str]) -> list[RowRef]:
-    """Return the row each key joins to in ``index``, ``NO_ROW`` where none."""
+def joined(index: Mapping[str, RowRef], keys: Iterable[Any]) -> list[RowRef]:
+    """Return the row each key finds in ``index``, ``NO_ROW`` where none.
+
+    Exporters write every file in request order, so the index's keys are often ``keys``
+    themselves, in order; then its rows are the answer as they stand, without a hash
+    lookup per key. A key that cannot be hashed raises TypeError, as ``dict.get`` does.
+    """
+    keys = list(keys)
+    if len(index) == len(keys) and list(index) == keys:
+        return list(index.values())
     return list(map(index.get, keys, repeat(NO_ROW)))
+
+
+@dataclass(frozen=True)
+class Join:
+    """The row of another file each request joins to, and some of its fields, in order."""
+
+    refs: list[RowRef]
+    columns: dict[str, list[Any]]
+
+
+def join(index: Mapping[str, RowRef], keyed: Mapping[str, Any], names: Sequence[str]) -> Join:
+    """Join each key of ``keyed`` to its row in ``index`` and read ``names`` of those rows."""
+    refs = joined(index, keyed)
+    values = _row_major(row_dicts(refs), names)
+    return Join(refs, {name: values[j :: len(names)] for j, name in enumerate(names)})
+
+
+_SHARED: dict[int, dict[Callable[[RunInputs], Any], Any]] = {}
+
+
+def shared(run: RunInputs, compute: Callable[[RunInputs], T]) -> T:
+    """Return ``compute(run)``, computed once for the run: layers share joins this way.
+
+    A run does not change once loaded, so the answer holds for the run's life; it is
+    dropped with the run (whose id is then free again). ``compute`` must not return
+    anything that holds the run itself.
+    """
+    memo = _SHARED.get(id(run))
+    if memo is None:
+        memo = _SHARED[id(run)] = {}
+        weakref.finalize(run, _SHARED.pop, id(run), None)
+    if compute not in memo:
+        memo[compute] = compute(run)
+    answer: T = memo[compute]
+    return answer
 
 
 def _row_major(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any]:
@@ -145,67 +189,71 @@ def _row_major(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any
 class FloorScan:
     """What the bulk pre-check of one list file found.
 
-    ``suspects`` holds the positions of the rows that may break the floor; ``text`` gives
-    a text field's values in row order, with None for anything that is not a string.
+    ``suspects`` holds the positions of the rows that may break the floor; ``columns``
+    holds, in row order, the values of the fields the layer asked to read (a text field
+    holds None where its value is not a string).
     """
 
     suspects: set[int]
     columns: dict[str, list[Any]]
 
-    def text(self, name: str) -> list[Any]:
-        return self.columns[name]
-
 
 def scan_floor(
     refs: Sequence[RowRef],
     text: Sequence[str],
-    flags: Mapping[str, bool] | None = None,
-    index: Mapping[str, RowRef] | None = None,
-    unique: str | None = None,
-    also: Sequence[str] = (),
+    flags: Mapping[str, bool],
+    index: Mapping[str, RowRef],
+    unique: str,
+    read: Sequence[str] = (),
 ) -> FloorScan:
     """Find, in C, the rows whose floor a layer's exact per-row code must check.
 
     Every row outside ``suspects`` holds a string that is neither empty nor whitespace in
     each ``text`` field, exactly (``is``) the required value in each of ``flags``, and, in
-    the ``unique`` field, a string no other row holds (``index``, the file's index on that
-    field, holds as many keys as the file has rows). For such a row ``missing_fields``,
-    ``not_text`` and ``wrong_flags`` over these fields return nothing and a ``seen`` set
-    of the unique field never already holds its value, so the layer's per-row code gives
-    no finding for it: running that code on the suspects only, in row order, gives the
-    same findings in the same order. A layer adds suspects for the conditions that are
-    its own (``also`` names more fields to read in the same pass, for those); a suspect
-    too many only costs time.
+    the ``unique`` text field, a string no other row holds (proved at once when ``index``,
+    the file's index on that field, has a key for every row). For such a row
+    ``missing_fields``, ``not_text`` and ``wrong_flags`` over these fields return nothing
+    and a ``seen`` set of the unique field never already holds its value, so the layer's
+    per-row code gives no finding for it: running that code on the suspects only, in row
+    order, gives the same findings in the same order. A layer adds suspects for the
+    conditions that are its own, from the columns of ``read``; a suspect too many only
+    costs time.
+
+    Reading a row's values costs a cache miss each on a large run, so each value is
+    tested while it is in cache: ``str.strip`` of every text value, in one stream, is
+    truthy for all exactly when all are strings neither empty nor whitespace (a value of
+    any other type raises TypeError).
     """
     rows = row_dicts(refs)
-    wanted = dict(flags or {})
-    names = (*text, *wanted, *also)
-    width = len(names)
-    # One pass over the rows reads every field while the row is in cache.
-    values = _row_major(rows, names)
-    columns = {name: values[j::width] for j, name in enumerate(names)}
-    suspects: set[int] = set()
-    for name, want in wanted.items():
-        suspects.update(positions(map(is_not, columns[name], repeat(want))))
-    text_mask = cycle([True] * len(text) + [False] * (width - len(text)))
     try:
-        plain = all(compress(values, text_mask)) and not any(
-            map(str.isspace, compress(values, text_mask))
-        )
-    except TypeError:  # str.isspace met something that is not a string
+        plain = all(map(str.strip, _stream(rows, text)))
+    except (TypeError, KeyError):  # a value that is not a string, or a missing field
         plain = False
+    names = list(dict.fromkeys([*flags, unique, *read]))
+    values = _row_major(rows, names)
+    columns = {name: values[j :: len(names)] for j, name in enumerate(names)}
+    suspects: set[int] = set()
+    for name, want in flags.items():
+        suspects.update(positions(map(is_not, columns[name], repeat(want))))
     if not plain:
         for name in text:
-            column = columns[name]
-            for i, value in enumerate(column):
+            found = columns.get(name) or column(rows, name)
+            for i, value in enumerate(found):
                 if not isinstance(value, str):
-                    column[i] = None
+                    found[i] = None
                     suspects.add(i)
                 elif not value or value.isspace():
                     suspects.add(i)
-    if unique is not None and (index is None or len(index) != len(rows)):
+    if len(index) != len(rows):
         suspects.update(repeated(columns[unique]))
     return FloorScan(suspects, columns)
+
+
+def _stream(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> Iterator[Any]:
+    """Yield the values of ``names`` row after row; a missing field raises KeyError."""
+    if len(names) == 1:
+        return map(itemgetter(names[0]), rows)
+    return chain.from_iterable(map(itemgetter(*names), rows))
 
 
 def not_of_type(values: Iterable[Any], kind: type) -> Iterator[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import compress
-from operator import not_
+from operator import attrgetter, not_
 from typing import Any
 
 from sandbox_replay import codes
@@ -17,10 +17,11 @@ from sandbox_replay.layers.base import (
     not_text,
     positions,
     scan_floor,
+    shared,
     wrong_flags,
 )
 from sandbox_replay.layers.rows import REPLAY_FIELDS, REPLAY_FLAGS
-from sandbox_replay.layers.side_effects import effect_matches, unmatched_requests
+from sandbox_replay.layers.side_effects import effect_matches, receipt_outcomes
 from sandbox_replay.layers.verdicts import derivation_passes, failing_requests
 
 FLOOR = "cold_replay_floor"
@@ -33,13 +34,13 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files["cold_replay.json"].ok:
         result.ran = False
         return result
-    scan = scan_floor(
-        run.replays, REPLAY_FIELDS, REPLAY_FLAGS, run.replay_by_request, unique="request_id"
-    )
+    scan = scan_floor(run.replays, REPLAY_FIELDS, REPLAY_FLAGS, run.replay_by_request, "request_id")
     # A cleared row claims every pass, so it is a finding when its request's verdict or
     # receipt does not re-derive, or when it names no request.
-    unfounded = unmatched_requests(run).union(failing_requests(run))
-    request_ids = scan.text("request_id")
+    outcomes = shared(run, receipt_outcomes)
+    unmatched = compress(run.derivations, map(not_, map(attrgetter("matches"), outcomes)))
+    unfounded = set(shared(run, failing_requests)).union(unmatched)
+    request_ids = scan.columns["request_id"]
     suspects = scan.suspects.union(
         positions(map(not_, map(run.request_by_id.__contains__, request_ids))),
         positions(map(unfounded.__contains__, request_ids)),

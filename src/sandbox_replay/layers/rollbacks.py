@@ -18,9 +18,11 @@ from sandbox_replay.layers.base import (
     positions,
     row_dicts,
     scan_floor,
+    shared,
     wrong_flags,
 )
 from sandbox_replay.layers.rows import ROLLBACK_FIELDS, ROLLBACK_FLAGS
+from sandbox_replay.layers.side_effects import receipt_join
 
 FLOOR = "rollback_floor"
 MIN_ROLLBACKS = 2
@@ -33,9 +35,14 @@ def check(run: RunInputs) -> LayerResult:
         result.ran = False
         return result
     scan = scan_floor(
-        run.rollbacks, ROLLBACK_FIELDS, ROLLBACK_FLAGS, run.rollback_by_id, unique="rollback_id"
+        run.rollbacks,
+        ROLLBACK_FIELDS,
+        ROLLBACK_FLAGS,
+        run.rollback_by_id,
+        unique="rollback_id",
+        read=("request_id",),
     )
-    known = map(run.request_by_id.__contains__, scan.text("request_id"))
+    known = map(run.request_by_id.__contains__, scan.columns["request_id"])
     suspects = scan.suspects.union(positions(map(not_, known)))
     seen: set[str] = set()
     for ref in map(run.rollbacks.__getitem__, sorted(suspects)):
@@ -115,18 +122,17 @@ def _uncovered(run: RunInputs) -> list[tuple[str, RowRef]]:
     tested for every executed request at once in C; only the others are put to it.
     """
     request_ids = list(run.derivations)
-    effects = joined(run.effect_by_request, request_ids)
-    effect_rows = row_dicts(effects)
-    executed = list(positions(map(is_, column(effect_rows, "execution_attempted"), repeat(True))))
+    receipts = shared(run, receipt_join)
+    executed = list(positions(map(is_, receipts.columns["execution_attempted"], repeat(True))))
     requests = list(map(request_ids.__getitem__, executed))
-    refs = column(map(effect_rows.__getitem__, executed), "rollback_receipt_ref")
+    refs = list(map(receipts.columns["rollback_receipt_ref"].__getitem__, executed))
     try:
         rollbacks = row_dicts(joined(run.rollback_by_id, refs))
     except TypeError:  # a ref that cannot be hashed: put every request to the exact test
-        return [(request_ids[i], effects[i]) for i in executed]
+        return [(request_ids[i], receipts.refs[i]) for i in executed]
     covered = map(
         and_,
         map(eq, column(rollbacks, "request_id"), requests),
         map(is_, column(rollbacks, "rollback_verified"), repeat(True)),
     )
-    return [(requests[i], effects[executed[i]]) for i in positions(map(not_, covered))]
+    return [(requests[i], receipts.refs[executed[i]]) for i in positions(map(not_, covered))]

@@ -12,23 +12,25 @@ from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import (
     NO_ROW,
+    Join,
     LayerResult,
-    column,
     describe,
-    joined,
+    join,
     missing_fields,
     not_of_type,
     not_text,
     per_distinct,
     positions,
-    row_dicts,
     scan_floor,
+    shared,
 )
 from sandbox_replay.layers.rows import EFFECT_FIELDS, EFFECT_TEXT_FIELDS
+from sandbox_replay.layers.verdicts import verdict_join
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")
 _TYPED_FIELDS = ("execution_attempted", "side_effect_diff_count")
+_JOINED_FIELDS = (*_TYPED_FIELDS, "rollback_receipt_ref")
 
 
 def effect_is_typed(row: Mapping[str, Any]) -> bool:
@@ -69,43 +71,43 @@ def effect_matches(verdict: str, row: Mapping[str, Any] | None) -> bool:
     return True
 
 
-class _Outcome(NamedTuple):
-    """What one request's receipt earns: its finding codes, and whether it is a clean block."""
+class Outcome(NamedTuple):
+    """What one request's receipt earns against the derived and the declared verdict."""
 
-    codes: tuple[str, ...]
+    codes: tuple[str, ...]  # its findings' codes, in the order they are reported
+    matches: bool  # effect_matches: the receipt is what the derived verdict requires
     blocked_without_execution: bool
 
 
-def _judge(derived: str, declared: Any, executed: Any, diff_count: Any) -> _Outcome:
+def _judge(derived: str, declared: Any, executed: Any, diff_count: Any) -> Outcome:
     """Judge a receipt (of these two fields) against the derived and the declared verdict."""
     row = {"execution_attempted": executed, "side_effect_diff_count": diff_count}
+    matches = effect_matches(derived, row)
     found = []
     if effect_is_typed(row):
-        if not effect_matches(derived, row):
+        if not matches:
             found.append(codes.SIDE_EFFECT_SEMANTIC_MISMATCH)
         if declared == "block" and not left_no_trace(row):
             found.append(codes.BLOCKED_ACTION_EXECUTED)
         elif declared in EXECUTING_VERDICTS and not executed_with_diff(row):
             found.append(codes.ALLOWED_ACTION_MISSING_DIFF)
-    return _Outcome(tuple(found), derived == "block" and left_no_trace(row))
+    return Outcome(tuple(found), matches, derived == "block" and left_no_trace(row))
 
 
-def unmatched_requests(run: RunInputs) -> set[str]:
-    """Return the requests whose receipt is missing or not what their derivation requires."""
-    request_ids = list(run.derivations)
-    rows = row_dicts(joined(run.effect_by_request, request_ids))
-    matches = per_distinct(
-        _matches,
+def receipt_join(run: RunInputs) -> Join:
+    """Join each request to its receipt: whether it executed, its diffs and rollback ref."""
+    return join(run.effect_by_request, run.derivations, _JOINED_FIELDS)
+
+
+def receipt_outcomes(run: RunInputs) -> list[Outcome]:
+    """Judge each request's receipt, in order; each distinct four values are judged once."""
+    receipts = shared(run, receipt_join).columns
+    return per_distinct(
+        _judge,
         list(map(attrgetter("verdict"), run.derivations.values())),
-        column(rows, "execution_attempted"),
-        column(rows, "side_effect_diff_count"),
-    )
-    return {request_ids[i] for i in positions(map(not_, matches))}
-
-
-def _matches(derived: str, executed: Any, diff_count: Any) -> bool:
-    return effect_matches(
-        derived, {"execution_attempted": executed, "side_effect_diff_count": diff_count}
+        shared(run, verdict_join).columns["verdict"],
+        receipts["execution_attempted"],
+        receipts["side_effect_diff_count"],
     )
 
 
@@ -129,14 +131,14 @@ def check(run: RunInputs) -> LayerResult:
         {"body_redacted": True},
         run.effect_by_request,
         unique="request_id",
-        also=_TYPED_FIELDS,
+        read=_TYPED_FIELDS,
     )
     executed = scan.columns["execution_attempted"]
     # The scan clears the text, the flag and repeats; typing and the join are the receipt's.
     suspects = scan.suspects.union(
         not_of_type(executed, bool),
         _bad_counts(scan.columns["side_effect_diff_count"]),
-        positions(map(not_, map(run.request_by_id.__contains__, scan.text("request_id")))),
+        positions(map(not_, map(run.request_by_id.__contains__, scan.columns["request_id"]))),
     )
     seen: set[str] = set()
     for ref in map(run.effects.__getitem__, sorted(suspects)):
@@ -171,19 +173,11 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "side_effect_receipt",
             )
-    # Each request is judged on four values; each distinct four are judged once.
     request_ids = list(run.derivations)
     derivations = list(run.derivations.values())
-    effects = joined(run.effect_by_request, request_ids)
-    rows = row_dicts(effects)
-    declared = column(row_dicts(joined(run.verdict_by_request, request_ids)), "verdict")
-    outcomes = per_distinct(
-        _judge,
-        list(map(attrgetter("verdict"), derivations)),
-        declared,
-        column(rows, "execution_attempted"),
-        column(rows, "side_effect_diff_count"),
-    )
+    effects = shared(run, receipt_join).refs
+    declared = shared(run, verdict_join).columns["verdict"]
+    outcomes = shared(run, receipt_outcomes)
     found = list(map(attrgetter("codes"), outcomes))
     for i in positions(map(or_, map(is_, effects, repeat(NO_ROW)), map(truth, found))):
         request_id, effect = request_ids[i], effects[i]

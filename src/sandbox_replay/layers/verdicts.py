@@ -12,15 +12,15 @@ from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
 from sandbox_replay.layers.base import (
     NO_ROW,
+    Join,
     LayerResult,
-    column,
     describe,
-    joined,
+    join,
     missing_fields,
     not_text,
     positions,
-    row_dicts,
     scan_floor,
+    shared,
 )
 from sandbox_replay.layers.rows import VERDICT_FIELDS, VERDICT_TEXT_FIELDS
 from sandbox_replay.policy import VERDICTS, Derivation
@@ -31,7 +31,7 @@ COVERAGE = ("allow", "block", "review")
 # and the rule refs and approval ref, which have rules of their own.
 _SCAN_TEXT = (*VERDICT_TEXT_FIELDS, "verdict")
 _SCAN_FLAGS = {"pre_execution": True, "body_redacted": True}
-_SCAN_ALSO = ("rule_refs", "approval_ref")
+_SCAN_READ = ("verdict", "policy_version", "rule_refs", "approval_ref")
 
 
 def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None) -> bool:
@@ -46,6 +46,11 @@ def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None)
     )
 
 
+def verdict_join(run: RunInputs) -> Join:
+    """Join each request to its verdict row: the declared verdict and rule refs."""
+    return join(run.verdict_by_request, run.derivations, ("verdict", "rule_refs"))
+
+
 def failing_requests(run: RunInputs) -> list[str]:
     """Return the requests, in order, whose verdict row is missing or fails its derivation.
 
@@ -55,19 +60,19 @@ def failing_requests(run: RunInputs) -> list[str]:
     """
     request_ids = list(run.derivations)
     derivations = list(run.derivations.values())
-    refs = joined(run.verdict_by_request, request_ids)
-    rows = row_dicts(refs)
+    verdicts = shared(run, verdict_join)
     distinct = dict(zip(map(id, derivations), derivations, strict=True))
     cited = {key: [d.rule_ref] for key, d in distinct.items()}
     sure = map(
         and_,
-        map(eq, column(rows, "verdict"), map(attrgetter("verdict"), derivations)),
-        map(eq, column(rows, "rule_refs"), map(cited.__getitem__, map(id, derivations))),
+        map(eq, verdicts.columns["verdict"], map(attrgetter("verdict"), derivations)),
+        map(eq, verdicts.columns["rule_refs"], map(cited.__getitem__, map(id, derivations))),
     )
+    refs = verdicts.refs
     return [
         request_ids[i]
         for i in positions(map(not_, sure))
-        if refs[i] is NO_ROW or not derivation_passes(derivations[i], rows[i])
+        if refs[i] is NO_ROW or not derivation_passes(derivations[i], refs[i].row)
     ]
 
 
@@ -102,12 +107,12 @@ def check(run: RunInputs) -> LayerResult:
         _SCAN_FLAGS,
         run.verdict_by_request,
         unique="request_id",
-        also=_SCAN_ALSO,
+        read=_SCAN_READ,
     )
     # The scan clears the floor's text, flags and repeats; these are the verdict's own.
-    request_ids = scan.text("request_id")
+    request_ids = scan.columns["request_id"]
     suspects = scan.suspects.union(
-        positions(map(not_, map(allowed_verdicts.__contains__, scan.text("verdict")))),
+        positions(map(not_, map(allowed_verdicts.__contains__, scan.columns["verdict"]))),
         _bad_rule_refs(scan.columns["rule_refs"]),
         positions(
             map(not_, map(isinstance, scan.columns["approval_ref"], repeat((str, type(None)))))
@@ -115,7 +120,7 @@ def check(run: RunInputs) -> LayerResult:
         positions(map(not_, map(run.request_by_id.__contains__, request_ids))),
     )
     if isinstance(policy_version, str):
-        suspects.update(positions(map(ne, scan.text("policy_version"), repeat(policy_version))))
+        suspects.update(positions(map(ne, scan.columns["policy_version"], repeat(policy_version))))
     seen: set[str] = set()
     for ref in map(run.verdicts.__getitem__, sorted(suspects)):
         row = ref.row
@@ -174,7 +179,7 @@ def check(run: RunInputs) -> LayerResult:
                 "policy_verdict",
             )
     mismatches = 0
-    for request_id in failing_requests(run):
+    for request_id in shared(run, failing_requests):
         derivation = run.derivations[request_id]
         verdict_ref = run.verdict_by_request.get(request_id)
         if verdict_ref is None:
@@ -207,7 +212,7 @@ def check(run: RunInputs) -> LayerResult:
             "request_id",
             "policy_verdict",
         )
-    declared = scan.text("verdict")
+    declared = scan.columns["verdict"]
     lacking = [v for v in COVERAGE if v not in declared]
     if lacking:
         result.add(
