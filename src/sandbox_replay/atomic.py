@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,30 +42,69 @@ def iter_json_chunks(
 ) -> Iterator[bytes]:
     """Yield ``dump_json(value)`` in pieces, so a large record is never held whole.
 
-    Each value of a top-level object is serialised on its own (a long list
-    ``items_per_chunk`` items at a time) and shifted one level in: the layout of an
-    indented dump depends only on depth, so the pieces join to the very same bytes.
+    Objects (string keys only) are walked key by key, down to any depth; a list, or any
+    other non-text sequence (such as rows projected on demand), is serialised
+    ``items_per_chunk`` items at a time; everything else is serialised whole. The layout of
+    an indented dump depends only on depth, so each piece is dumped wrapped in as many
+    one-item lists as it sits deep, which puts it at its very depth; cutting off those
+    wrappers leaves the exact bytes the whole dump holds there.
     """
-    if not isinstance(value, dict) or not value or not all(type(k) is str for k in value):
-        yield dump_json(value, may_hold_floats=may_hold_floats)
-        return
-    yield b"{"
-    for position, (key, item) in enumerate(value.items()):
-        name = json.encoder.encode_basestring_ascii(key).encode("ascii")
-        yield (b"\n  " if position == 0 else b",\n  ") + name + b": "
-        if isinstance(item, list) and len(item) > items_per_chunk:
-            for start in range(0, len(item), items_per_chunk):
-                piece = dump_json(
-                    item[start : start + items_per_chunk], may_hold_floats=may_hold_floats
-                )
-                # piece is "[\n  <items>\n]\n"; its items go one level deeper.
-                yield (b"[\n    " if start == 0 else b",\n    ") + piece[4:-3].replace(
-                    b"\n", b"\n  "
-                )
-            yield b"\n  ]"
-        else:
-            yield dump_json(item, may_hold_floats=may_hold_floats)[:-1].replace(b"\n", b"\n  ")
-    yield b"\n}\n"
+    yield from _chunks(value, 0, may_hold_floats, items_per_chunk)
+    yield b"\n"
+
+
+def _indent(depth: int) -> bytes:
+    return b"\n" + b"  " * depth
+
+
+def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False) -> bytes:
+    """Return ``value`` dumped as it reads at ``depth`` of an indented dump (no newline after).
+
+    With ``inner``, ``value`` is a non-empty list and only its items are returned, as they
+    read one level deeper (without the brackets and the indents around them).
+    """
+    wrapped = value
+    for _ in range(depth):
+        wrapped = [wrapped]
+    # Each wrapper adds "[" + indent(level) before and indent(level - 1) + "]" after.
+    head = sum(2 + 2 * level for level in range(1, depth + 1))
+    tail = sum(2 + 2 * level for level in range(depth)) + 1
+    if inner:
+        head += 2 + 2 * (depth + 1)
+        tail += 2 + 2 * depth
+    return dump_json(wrapped, may_hold_floats=may_hold_floats)[head:-tail]
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, list) or (
+        isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray | tuple)
+    )
+
+
+def _chunks(value: Any, depth: int, may_hold_floats: bool, items_per_chunk: int) -> Iterator[bytes]:
+    if type(value) is dict and value and all(type(k) is str for k in value):
+        opening = b"{"
+        for key, item in value.items():
+            name = json.encoder.encode_basestring_ascii(key).encode("ascii")
+            yield opening + _indent(depth + 1) + name + b": "
+            opening = b","
+            yield from _chunks(item, depth + 1, may_hold_floats, items_per_chunk)
+        yield _indent(depth) + b"}"
+    elif _is_sequence(value) and (len(value) > items_per_chunk or type(value) is not list):
+        if not value:
+            yield b"[]"
+            return
+        opening = b"["
+        for start in range(0, len(value), items_per_chunk):
+            chunk = value[start : start + items_per_chunk]
+            yield opening + _indent(depth + 1)
+            yield _at_depth(
+                chunk if type(chunk) is list else list(chunk), depth, may_hold_floats, inner=True
+            )
+            opening = b","
+        yield _indent(depth) + b"]"
+    else:
+        yield _at_depth(value, depth, may_hold_floats)
 
 
 def write_chunks_atomic(path: Path, chunks: Iterable[bytes]) -> None:
