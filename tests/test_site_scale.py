@@ -13,7 +13,8 @@ from markupsafe import escape
 
 from conftest import REPO
 from sandbox_replay.exports.text import visible
-from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
+from sandbox_replay.report import parallel
+from sandbox_replay.report.build import BuildConfig, BuildError, BuildResult, build_site
 from sandbox_replay.report.render import Renderer, _wbr
 from sandbox_replay.report.views import (
     PAGE_ROWS,
@@ -255,3 +256,17 @@ def test_an_overridden_partial_is_rendered_by_its_template(tmp_path: Path) -> No
     page = renderer.render_listing(_listing("join", join_rows=_join_rows(ODD_TEXTS)[:2])).decode()
     assert "[req-0001][risk_class:network/egress.v1·x]" in page
     assert str(renderer.env.filters["cell"](Cell("a", "b", "c"))) == "<td>a!</td>"
+
+
+def test_a_result_record_written_by_its_own_process_is_still_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two processes the record is written by a forked one; matched text still stops it."""
+    bundle = generate(tmp_path / "in" / "run", 40, seed=5, failing_fraction=0.1)
+    monkeypatch.setattr(parallel, "needles_of", lambda matched: frozenset({b'"request_rows"'}))
+    with pytest.raises(BuildError, match=r"result\.json would contain"):
+        build_site(
+            BuildConfig((bundle.parent,), tmp_path / "site", cwd=tmp_path, progress=quiet, jobs=2)
+        )
+    assert not (tmp_path / "site").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["in"]

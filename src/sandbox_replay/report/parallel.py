@@ -133,7 +133,13 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
 
 
 def build_run(task: RunTask) -> RunBuilt:
-    """Replay one run and render its pages (see the module docstring for where they go)."""
+    """Replay one run and render its pages (see the module docstring for where they go).
+
+    With more than one process to use, the result record is written by a process of its
+    own, forked once the replay is done, while this one builds the view-models and the
+    sub-pages (in shares, see ``_render_forked``); the run page, which shows the record's
+    digest, is rendered last.
+    """
     started = time.perf_counter()
     run = task.run
     outcome = replay(ReplayConfig(run.path, run.mode))
@@ -141,44 +147,115 @@ def build_run(task: RunTask) -> RunBuilt:
     replayed = time.perf_counter()
     needles = needles_of(outcome.scan.matched_texts)
     result_path = f"runs/{run.name}/result.json"
+    files: dict[str, bytes] = {}
+    written: list[str] = []
+    forks = task.page_jobs > 1 and task.staging is not None and hasattr(os, "fork")
+    writer: _ResultWriter | None = None
     if task.staging is None:
         result_bytes = records.result_bytes
         refuse_matched(result_path, result_bytes, needles)
         digest = "sha256:" + hashlib.sha256(result_bytes).hexdigest()
+        files[result_path] = result_bytes
+    elif forks:
+        writer = _ResultWriter(records, task.staging, result_path, needles)
+        written.append(result_path)
     else:
         digest = "sha256:" + _stream_result(records, task.staging, result_path, needles)
-    pages = build_run_pages(run, outcome, records, task.shown_time, __version__, digest)
-    renderer = Renderer(task.templates)
-    built = RunBuilt(summarize_run(pages.view, records, digest), needles=needles)
-    if task.staging is None:
-        built.files[result_path] = result_bytes
-    else:
-        built.written.append(result_path)
+        written.append(result_path)
 
     def emit(relative: str, data: bytes) -> None:
         path = f"runs/{run.name}/{relative}"
-        refuse_matched(path, data, built.needles)
+        refuse_matched(path, data, needles)
         if task.staging is None:
-            built.files[path] = data
+            files[path] = data
         else:
             put_file(task.staging, path, data)
-            built.written.append(path)
+            written.append(path)
 
-    emit("index.html", renderer.render("run.html", view=pages.view))
-    shares = task.page_jobs if task.staging is not None and hasattr(os, "fork") else 1
-    shares = min(shares, max(1, len(pages.subpage_paths) // PAGES_PER_PROCESS))
-    if shares > 1:
-        main_pages = len(built.written)
-        _render_forked(pages, renderer, shares, emit)
-        # Every share wrote its pages; name them all, in order, once.
-        del built.written[main_pages:]
-        built.written.extend(f"runs/{run.name}/{p}" for p in pages.subpage_paths)
-    else:
-        for relative, page in pages.subpages(0, 1):
-            emit(relative, renderer.render_listing(page))
+    try:
+        pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+        renderer = Renderer(task.templates)
+        shares = task.page_jobs if forks else 1
+        shares = min(shares, max(1, len(pages.subpage_paths) // PAGES_PER_PROCESS))
+        if shares > 1:
+            before = len(written)
+            _render_forked(pages, renderer, shares, emit)
+            # Every share wrote its pages; name them all, in order, once.
+            del written[before:]
+            written.extend(f"runs/{run.name}/{p}" for p in pages.subpage_paths)
+        else:
+            for relative, page in pages.subpages(0, 1):
+                emit(relative, renderer.render_listing(page))
+        if writer is not None:
+            digest = "sha256:" + writer.digest()
+    finally:
+        if writer is not None:
+            writer.stop()
+    view = pages.run_view(digest)
+    emit("index.html", renderer.render("run.html", view=view))
+    built = RunBuilt(summarize_run(view, records, digest), files, written, needles)
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started
     return built
+
+
+class _ResultWriter:
+    """Write the result record into the staging folder from a process forked for it.
+
+    The child streams the record (``_stream_result``) and sends its sha256 back through a
+    pipe; it shares this process's replay copy-on-write, frozen out of the collector's
+    reach as in ``_render_forked``.
+    """
+
+    def __init__(
+        self, records: RunRecords, staging: Path, relative: str, needles: frozenset[bytes]
+    ) -> None:
+        self.relative = relative
+        read, write = os.pipe()
+        gc.freeze()
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                status = 0
+                try:
+                    os.close(read)
+                    _die_with_parent()
+                    os.write(write, _stream_result(records, staging, relative, needles).encode())
+                except MatchedTextError:
+                    status = 3
+                except BaseException:
+                    status = 1
+                os._exit(status)
+        finally:
+            gc.unfreeze()
+        os.close(write)
+        self.pid: int | None = pid
+        self.pipe = read
+
+    def digest(self) -> str:
+        """Wait for the child; return the record's sha256 (hex), or raise what it met."""
+        assert self.pid is not None
+        with os.fdopen(self.pipe, "rb") as pipe:
+            digest = pipe.read().decode()
+        _, wait_status = os.waitpid(self.pid, 0)
+        self.pid = None
+        status = os.waitstatus_to_exitcode(wait_status)
+        if status == 3:
+            raise MatchedTextError(
+                f"{self.relative} would contain text the forbidden-material scan matched; "
+                "nothing was written"
+            )
+        if status:
+            raise RuntimeError(f"the process writing {self.relative} failed (exit {status})")
+        return digest
+
+    def stop(self) -> None:
+        """Kill the child if it is still running (only when this process failed first)."""
+        if self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            os.close(self.pipe)
+            self.pid = None
 
 
 def _stream_result(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeGuard
@@ -149,9 +150,18 @@ def code_href(code: str, root: str) -> str:
 
 
 def _first_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Mapping[str, Any]]:
+    """Index ``rows`` by their string ``key``: the first row holding each value.
+
+    When every row holds a string there (nearly always), ``dict`` builds the index in C
+    from the rows in reverse order, so that the first row of a repeated value is the one
+    kept; the key order differs, which no caller reads.
+    """
+    rows = list(rows)
+    values = [row.get(key) for row in rows]
+    if set(map(type, values)) <= {str}:
+        return dict(zip(reversed(values), reversed(rows), strict=True))
     index: dict[str, Mapping[str, Any]] = {}
-    for row in rows:
-        value = row.get(key)
+    for row, value in zip(rows, values, strict=True):
         if isinstance(value, str) and value not in index:
             index[value] = row
     return index
@@ -562,10 +572,8 @@ class _RunBuilder:
         records: RunRecords,
         build_time: str,
         version: str,
-        result_sha256: str | None = None,
     ) -> None:
         self.run = run
-        self.result_sha256 = result_sha256
         self.replay = replay
         self.records = records
         # The record's row lists may be built afresh on each read (``records`` makes them
@@ -619,7 +627,8 @@ class _RunBuilder:
             if not _expected_alarm(f):
                 self.by_subject.setdefault(f["subject_id"], []).append(i)
                 self.by_line.setdefault((f["path"], f["line"]), []).append(i)
-        self.spans = self.result["public_agent_execution_trace"]["spans"]
+        # Every span is kept by the index below anyway: read them once, slice pages of them.
+        self.spans = list(self.result["public_agent_execution_trace"]["spans"])
         r = self.result
         # Built once here, before any process is forked to share out the pages.
         self.join_index = (
@@ -921,6 +930,11 @@ class _RunBuilder:
         """Return the join rows of requests ``[start, end)`` as seen from ``from_page``."""
         r = self.result
         derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self.join_index
+        # A request's own line is linked only where its file is highlighted; elsewhere every
+        # request links the same place (the file's entry, or nothing).
+        file_href = None
+        if "action_requests.json" not in self.highlighted:
+            file_href = self.line_href("action_requests.json", None, from_page)
         rows = []
         for index, request in enumerate(r["request_rows"][start:end], start):
             rid = request.get("request_id")
@@ -934,7 +948,11 @@ class _RunBuilder:
             )
             # A request id seen on an earlier row is a duplicate: only its first row joins.
             joined = isinstance(rid, str) and self.request_index[rid] == index
-            request_href = self.line_href("action_requests.json", request.get("line"), from_page)
+            request_href = (
+                self.line_href("action_requests.json", request.get("line"), from_page)
+                if file_href is None
+                else file_href
+            )
             if not joined:
                 unjoined = Cell("— not joined", "duplicate or unusable request id", "gap")
                 rows.append(
@@ -995,7 +1013,7 @@ class _RunBuilder:
                     side_effect=self._effect_cell(derived_verdict, effect),
                     rollback=self._rollback_cell(effect, rollback, rid),
                     cold_replay=self._replay_cell(replay_row),
-                    trace=self._trace_cell(span, f"span:{rid}" in self.flagged_spans),
+                    trace=self._trace_cell(span, span_key in self.flagged_spans),
                     finding_links=links,
                     css="row-gap" if links else "",
                 )
@@ -1107,11 +1125,9 @@ class _RunBuilder:
 
     def matrix(self) -> MatrixView:
         rows = self.result["derived_policy_verdict_rows"]
-        derived_axis = [
-            v
-            for v in VERDICTS
-            if v in CORE_VERDICTS or any(r["derived_verdict"] == v for r in rows)
-        ]
+        derived_values = [r["derived_verdict"] for r in rows]  # a policy verdict: a string
+        derived_seen = set(derived_values)
+        derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
         declared_values: list[str] = []
         for row in rows:
             value = row.get("declared_verdict")
@@ -1119,12 +1135,10 @@ class _RunBuilder:
                 value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
             )
             declared_values.append(label)
-        declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_values]
-        declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_values]
-        counts: dict[tuple[str, str], int] = {}
-        for row, declared in zip(rows, declared_values, strict=True):
-            key = (declared, row["derived_verdict"])
-            counts[key] = counts.get(key, 0) + 1
+        declared_seen = set(declared_values)
+        declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_seen]
+        declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_seen]
+        counts = Counter(zip(declared_values, derived_values, strict=True))
         maximum = max(counts.values(), default=0)
         matrix_rows = []
         agree = disagree = 0
@@ -1347,12 +1361,12 @@ class _RunBuilder:
             for m in self.result["source_modules"]
         )
 
-    def provenance(self) -> ProvenanceView:
+    def provenance(self, result_sha256: str | None) -> ProvenanceView:
         command = "run" if self.run.mode is InputMode.FIXTURE else "run-sandbox-bundle"
-        if self.result_sha256 is None:
+        if result_sha256 is None:
             receipt = self.records.receipt
         else:  # the digest the build took as it wrote the record: no second pass over it
-            receipt = build_receipt(self.records.result, self.result_sha256)
+            receipt = build_receipt(self.records.result, result_sha256)
         return ProvenanceView(
             tool=self.result["tool"]["name"],
             version=self.result["tool"]["version"],
@@ -1371,7 +1385,8 @@ class _RunBuilder:
     def chrome(self, title: str, from_page: str) -> Chrome:
         return chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
 
-    def build(self) -> RunView:
+    def build(self, result_sha256: str | None = None) -> RunView:
+        """Return the run page's view-model (``result_sha256`` as for ``RunPages``)."""
         r = self.result
         counts = self.counts()
         svg, print_svg, mermaid = self.flowchart()
@@ -1415,7 +1430,7 @@ class _RunBuilder:
             trace_nav=page_nav(self.trace_pager, "spans", None) if self.trace_pager.split else None,
             inputs=self.input_views,
             modules=self.modules(),
-            provenance=self.provenance(),
+            provenance=self.provenance(result_sha256),
             counts=counts,
             error_codes=tuple(r["error_codes"]),
             expected_codes=tuple(
@@ -1501,32 +1516,26 @@ def build_run_view(
 
 @dataclass(frozen=True)
 class RunPages:
-    """A run page's view-model, and how to build its sub-pages.
+    """How to build a run page's view-model and its sub-pages.
 
-    ``subpages(share, shares)`` builds them lazily, one page at a time, so that the
-    view-models of 600,000 rows never sit in memory together; ``subpage_paths`` lists them.
+    ``run_view(result_sha256)`` builds the run page, which shows the result record's
+    digest (``sha256:<hex>``; None: serialise the record once more to take it).
+    ``subpages(share, shares)`` builds the sub-pages lazily, one page at a time, so that
+    the view-models of 600,000 rows never sit in memory together; ``subpage_paths`` lists
+    them.
     """
 
-    view: RunView
+    run_view: Callable[[str | None], RunView]
     subpages: Callable[[int, int], Iterator[tuple[str, ListingPageView]]]
     subpage_paths: tuple[str, ...]
 
 
 def build_run_pages(
-    run: DiscoveredRun,
-    replay: Replay,
-    records: RunRecords,
-    build_time: str,
-    version: str,
-    result_sha256: str | None = None,
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
 ) -> RunPages:
-    """Return the run page's view-model and its sub-pages (run-relative paths).
-
-    ``result_sha256`` (``sha256:<hex>``) is the result record's digest when the caller
-    already took it; otherwise the record is serialised once more to take it.
-    """
-    builder = _RunBuilder(run, replay, records, build_time, version, result_sha256)
-    return RunPages(builder.build(), builder.listing_pages, tuple(builder.listing_paths()))
+    """Return how to build the run page and its sub-pages (run-relative paths)."""
+    builder = _RunBuilder(run, replay, records, build_time, version)
+    return RunPages(builder.build, builder.listing_pages, tuple(builder.listing_paths()))
 
 
 # ---------------------------------------------------------------------------------------
