@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from itertools import compress
-from operator import attrgetter
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import (
     LayerResult,
+    derived_verdicts,
     describe,
     missing_fields,
     positions,
     scan_floor,
+    shared,
     wrong_flags,
 )
 from sandbox_replay.layers.rows import ACTION_FIELDS, ACTION_FLAGS
@@ -119,7 +120,7 @@ def check(run: RunInputs) -> LayerResult:
             "action_requests.json",
             1,
         )
-    derived = list(map(attrgetter("verdict"), derivations))
+    derived = shared(run, derived_verdicts)
     result.counts = {
         "action_request_count": len(run.requests),
         "risk_class_count": len(recognized),

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, count, repeat
-from operator import is_not, itemgetter
+from operator import attrgetter, is_, is_not, itemgetter, not_
 from typing import Any, TypeVar
 
 from sandbox_replay.codes import Layer
@@ -113,9 +113,21 @@ def row_dicts(refs: Iterable[RowRef]) -> list[dict[str, Any]]:
     return list(map(itemgetter(3), refs))
 
 
-def column(rows: Iterable[Mapping[str, Any]], name: str) -> list[Any]:
+def column(rows: Sequence[Mapping[str, Any]], name: str) -> list[Any]:
     """Return each row's value of ``name`` (None where absent), in one C-level pass."""
-    return list(map(dict.get, rows, repeat(name)))  # type: ignore[arg-type]
+    return list(map(dict.get, rows, repeat(_own_keys(rows, [name])[0])))  # type: ignore[arg-type]
+
+
+def _own_keys(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """Return ``names`` as the very key objects the rows hold, where they hold them.
+
+    The JSON decoder makes one object per distinct key of a file, so a lookup with
+    that object matches on identity at once instead of comparing the text: the same
+    answer, about a third faster on a large file.
+    """
+    row = next(filter(None, rows), {})
+    own = {key: key for key in row}
+    return [own.get(name, name) for name in names]
 
 
 def positions(flags: Iterable[object]) -> Iterator[int]:
@@ -140,15 +152,26 @@ def joined(index: Mapping[str, RowRef], keys: Iterable[Any]) -> list[RowRef]:
 class Join:
     """The row of another file each request joins to, and some of its fields, in order."""
 
+    index: Mapping[str, RowRef]
     refs: list[RowRef]
     columns: dict[str, list[Any]]
+
+    def unknown(self, ids: Sequence[Any], requests: Mapping[str, RowRef]) -> Iterable[int]:
+        """Return the positions of the ``ids`` (the file's, by row) that name no request.
+
+        Each request joins a different key of the file's index, so when every key was
+        joined, every string id of the file names a request: nothing to look up.
+        """
+        if len(self.index) == len(self.refs) - sum(map(is_, self.refs, repeat(NO_ROW))):
+            return ()
+        return positions(map(not_, map(requests.__contains__, ids)))
 
 
 def join(index: Mapping[str, RowRef], keyed: Mapping[str, Any], names: Sequence[str]) -> Join:
     """Join each key of ``keyed`` to its row in ``index`` and read ``names`` of those rows."""
     refs = joined(index, keyed)
-    values = _row_major(row_dicts(refs), names)
-    return Join(refs, {name: values[j :: len(names)] for j, name in enumerate(names)})
+    values = _row_major(row_dicts(refs), names) if names else []
+    return Join(index, refs, {name: values[j :: len(names)] for j, name in enumerate(names)})
 
 
 _SHARED: dict[int, dict[Callable[[RunInputs], Any], Any]] = {}
@@ -171,6 +194,11 @@ def shared(run: RunInputs, compute: Callable[[RunInputs], T]) -> T:
     return answer
 
 
+def derived_verdicts(run: RunInputs) -> list[str]:
+    """Return each request's derived verdict, in request order."""
+    return list(map(attrgetter("verdict"), run.derivations.values()))
+
+
 def _row_major(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any]:
     """Return the values of ``names`` row after row (None where absent), in C.
 
@@ -178,6 +206,7 @@ def _row_major(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any
     """
     if len(names) == 1:
         return column(rows, names[0])
+    names = _own_keys(rows, names)
     try:
         return list(chain.from_iterable(map(itemgetter(*names), rows)))
     except KeyError:
@@ -251,6 +280,7 @@ def scan_floor(
 
 def _stream(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> Iterator[Any]:
     """Yield the values of ``names`` row after row; a missing field raises KeyError."""
+    names = _own_keys(rows, names)
     if len(names) == 1:
         return map(itemgetter(names[0]), rows)
     return chain.from_iterable(map(itemgetter(*names), rows))
@@ -273,10 +303,8 @@ def per_distinct(judge: Callable[..., T], *columns: Sequence[Any]) -> list[T]:
     for values in columns:
         typed += [map(type, values), values]
     keys = list(zip(*typed, strict=True))
-    judged: dict[tuple[Any, ...], T] = {}
     try:
-        for key in set(keys):
-            judged[key] = judge(*key[1::2])
+        judged = {key: judge(*key[1::2]) for key in set(keys)}
     except TypeError:
         return list(map(judge, *columns))
     return list(map(judged.__getitem__, keys))

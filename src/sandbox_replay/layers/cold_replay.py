@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import compress
-from operator import attrgetter, not_
+from itertools import compress, repeat
+from operator import attrgetter, is_, not_
 from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import (
+    NO_ROW,
     LayerResult,
     describe,
+    join,
     missing_fields,
     not_text,
     positions,
@@ -41,8 +43,9 @@ def check(run: RunInputs) -> LayerResult:
     unmatched = compress(run.derivations, map(not_, map(attrgetter("matches"), outcomes)))
     unfounded = set(shared(run, failing_requests)).union(unmatched)
     request_ids = scan.columns["request_id"]
+    replays = join(run.replay_by_request, run.derivations, ())
     suspects = scan.suspects.union(
-        positions(map(not_, map(run.request_by_id.__contains__, request_ids))),
+        replays.unknown(request_ids, run.request_by_id),
         positions(map(unfounded.__contains__, request_ids)),
     )
     seen: set[str] = set()
@@ -78,8 +81,7 @@ def check(run: RunInputs) -> LayerResult:
                 "cold_replay",
             )
             failing += 1
-    replayed = map(run.replay_by_request.__contains__, run.derivations)
-    for request_id in compress(run.derivations, map(not_, replayed)):
+    for request_id in compress(run.derivations, map(is_, replays.refs, repeat(NO_ROW))):
         result.add_for_row(
             codes.COLD_REPLAY_MISSING,
             f"{request_id} has no cold-replay row",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import repeat
-from operator import attrgetter, is_, lt, not_, or_, truth
+from operator import attrgetter, is_, lt, or_, truth
 from typing import Any, NamedTuple
 
 from sandbox_replay import codes
@@ -14,6 +14,7 @@ from sandbox_replay.layers.base import (
     NO_ROW,
     Join,
     LayerResult,
+    derived_verdicts,
     describe,
     join,
     missing_fields,
@@ -104,7 +105,7 @@ def receipt_outcomes(run: RunInputs) -> list[Outcome]:
     receipts = shared(run, receipt_join).columns
     return per_distinct(
         _judge,
-        list(map(attrgetter("verdict"), run.derivations.values())),
+        shared(run, derived_verdicts),
         shared(run, verdict_join).columns["verdict"],
         receipts["execution_attempted"],
         receipts["side_effect_diff_count"],
@@ -138,7 +139,7 @@ def check(run: RunInputs) -> LayerResult:
     suspects = scan.suspects.union(
         not_of_type(executed, bool),
         _bad_counts(scan.columns["side_effect_diff_count"]),
-        positions(map(not_, map(run.request_by_id.__contains__, scan.columns["request_id"]))),
+        shared(run, receipt_join).unknown(scan.columns["request_id"], run.request_by_id),
     )
     seen: set[str] = set()
     for ref in map(run.effects.__getitem__, sorted(suspects)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import chain, repeat
-from operator import and_, attrgetter, eq, ne, not_
+from operator import and_, eq, ne, not_
 from typing import Any
 
 from sandbox_replay import codes
@@ -14,6 +14,7 @@ from sandbox_replay.layers.base import (
     NO_ROW,
     Join,
     LayerResult,
+    derived_verdicts,
     describe,
     join,
     missing_fields,
@@ -65,7 +66,7 @@ def failing_requests(run: RunInputs) -> list[str]:
     cited = {key: [d.rule_ref] for key, d in distinct.items()}
     sure = map(
         and_,
-        map(eq, verdicts.columns["verdict"], map(attrgetter("verdict"), derivations)),
+        map(eq, verdicts.columns["verdict"], shared(run, derived_verdicts)),
         map(eq, verdicts.columns["rule_refs"], map(cited.__getitem__, map(id, derivations))),
     )
     refs = verdicts.refs
@@ -117,7 +118,7 @@ def check(run: RunInputs) -> LayerResult:
         positions(
             map(not_, map(isinstance, scan.columns["approval_ref"], repeat((str, type(None)))))
         ),
-        positions(map(not_, map(run.request_by_id.__contains__, request_ids))),
+        shared(run, verdict_join).unknown(request_ids, run.request_by_id),
     )
     if isinstance(policy_version, str):
         suspects.update(positions(map(ne, scan.columns["policy_version"], repeat(policy_version))))
