@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, REPO
 from sandbox_replay.cli import app
+from sandbox_replay.pipeline import _chunk_ends
 from sandbox_replay.records import REDACTED, redact
 from sandbox_replay.scan import (
     ForbiddenClass,
@@ -557,3 +558,27 @@ def test_scanner_refuses_a_class_it_cannot_scan_exactly() -> None:
         ForbiddenScanner([unbounded])
     with pytest.raises(ForbiddenClassesError, match="no classes"):
         ForbiddenScanner([])
+
+
+def _chunk_ends_one_by_one(lengths: list[int], limit: int) -> list[int]:
+    """The decoded scan's chunking as first written: one string at a time."""
+    ends, size = [], 0
+    for index, length in enumerate(lengths):
+        size += length + 1
+        if size >= limit:
+            ends.append(index + 1)
+            size = 0
+    if lengths and (not ends or ends[-1] != len(lengths)):
+        ends.append(len(lengths))
+    return ends
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 300), max_size=3000),
+    limit=st.sampled_from([1, 2, 7, 100, 1000, 20_000, 1_000_000]),
+)
+def test_decoded_scan_chunks_end_where_one_by_one_chunking_does(
+    lengths: list[int], limit: int
+) -> None:
+    assert list(_chunk_ends(lengths, limit)) == _chunk_ends_one_by_one(lengths, limit)

@@ -114,15 +114,11 @@ class _ScanCollector:
     def scan_decoded(self, name: str, data: Any) -> None:
         """Scan the parsed strings of a file that held escapes, in bounded chunks."""
         found: dict[str, int] = {}
-        chunk: list[str] = []
-        size = 0
-        for text in _strings_of(data):
-            chunk.append(text)
-            size += len(text) + 1
-            if size >= _DECODED_CHUNK:
-                self._scan_chunk(chunk, found)
-                chunk, size = [], 0
-        self._scan_chunk(chunk, found)
+        strings = list(_strings_of(data))
+        start = 0
+        for end in _chunk_ends(list(map(len, strings)), _DECODED_CHUNK):
+            self._scan_chunk(strings[start:end], found)
+            start = end
         if found:
             mine = self.counts.setdefault(name, {})
             for class_id, count in found.items():
@@ -242,6 +238,34 @@ def _replay(config: ReplayConfig) -> Replay:
 
 
 _DECODED_CHUNK = 4 * 1024 * 1024
+
+
+def _chunk_ends(lengths: list[int], limit: int) -> Iterator[int]:
+    """Yield where each chunk of strings ends: with the first that brings it to ``limit``.
+
+    A string counts its length plus one for its line end; the last chunk may stay short.
+    Whole blocks of strings are summed in C while the chunk stays below the limit, and
+    only the block that reaches it is walked one string at a time.
+    """
+    start = 0
+    while start < len(lengths):
+        size, end = 0, start
+        while end < len(lengths):
+            block = lengths[end : end + _BLOCK]
+            grown = size + sum(block) + len(block)
+            if grown >= limit:
+                break
+            size, end = grown, end + len(block)
+        while end < len(lengths):
+            size += lengths[end] + 1
+            end += 1
+            if size >= limit:
+                break
+        yield end
+        start = end
+
+
+_BLOCK = 1024
 
 
 def _strings_of(value: Any) -> Iterator[str]:
