@@ -296,8 +296,8 @@ def _parse_list_file_fast(
     """Parse a plain list file in one C call; return None to use the row-by-row parser.
 
     Return the top-level object and its rows. Plain means: the top-level object holds
-    only ``rows_key``, its rows are flat objects (their values scalars or lists of them)
-    and no string holds a ``{``. That is what exporters write, and for it the strictness
+    only ``rows_key`` and its rows are flat objects (their values scalars or lists of
+    them); a string may hold a ``{`` only if no string holds an escape. That is what exporters write, and for it the strictness
     of the row-by-row parser is proved with whole-buffer counts and C-level passes
     instead of a Python hook per object:
 
@@ -305,8 +305,8 @@ def _parse_list_file_fast(
       lone surrogate escapes, as the strict parser does. It parses an integer too big for
       64 bits into a float, so a file in which orjson finds any float is decoded again by
       the standard library's scanner, whose numbers are the strict parser's.
-    - Every ``{`` opens the top object or a row: so no row nests an object, and the
-      rows' start lines are those of the second ``{`` on.
+    - Every ``{`` outside strings opens the top object or a row: so no row nests an
+      object, and the rows' start lines are those of the second such ``{`` on.
     - No key was a duplicate (orjson, like a dict, keeps the last): ``_no_key_dropped``.
     - Nesting depth is read off the parsed values, and string lengths are measured only
       if ``_strings_may_exceed`` the limit.
@@ -330,6 +330,10 @@ def _parse_list_file_fast(
     layout = raw.translate(None, _ALL_BUT_LAYOUT)
     # Between one `{` and the next, only line ends count: their number gives the lines.
     between_braces = layout.translate(None, b'"\\').split(b"{")
+    if len(between_braces) != 2 + len(rows) and b"\\" not in layout:
+        # A `{` may sit in a string. Without escapes, strings are every other stretch
+        # between quotes; the rest holds only the `{` and line ends outside strings.
+        between_braces = b"".join(layout.split(b'"')[::2]).split(b"{")
     if len(between_braces) != 2 + len(rows):
         return None
     values = _RowValues.of(rows)
@@ -387,21 +391,25 @@ class _RowValues(NamedTuple):
 def _strings_may_exceed(raw: bytes, layout: bytes, limit: int) -> bool:
     """Return False where no string in ``raw`` can be longer than ``limit`` characters.
 
-    Such a string spans more than ``limit`` bytes without an unescaped ``"``. Without a
-    backslash no ``"`` is escaped, and a run that long covers one of the file's aligned
-    chunks of ``(limit + 2) // 2`` bytes whole: if every chunk holds a ``"``, there is none.
+    Such a string spans more than ``limit`` bytes, and a run that long covers one of the
+    file's aligned chunks of ``(limit + 2) // 2`` bytes whole. No string holds a raw line
+    end, nor (where no backslash escapes one) a ``"``: if every chunk holds one of those,
+    no string is that long.
     """
     if len(raw) <= limit:
         return False
     size = (limit + 2) // 2
-    if b"\\" in layout or size < _MIN_QUOTE_CHUNK:
+    if size < _MIN_MARK_CHUNK:
         return True
-    starts = range(0, len(raw) - size + 1, size)
-    return -1 in map(raw.find, repeat(b'"'), starts, map(operator.add, starts, repeat(size)))
+    marks = [b"\n"] if b"\\" in layout else [b"\n", b'"']
+    return any(
+        all(raw.find(mark, start, start + size) == -1 for mark in marks)
+        for start in range(0, len(raw) - size + 1, size)
+    )
 
 
-# Below this chunk size, looking for a quote in every chunk costs more than measuring.
-_MIN_QUOTE_CHUNK = 4096
+# Below this chunk size, looking for marks in every chunk costs more than measuring.
+_MIN_MARK_CHUNK = 4096
 
 
 def _decode_with_stdlib(raw: bytes) -> tuple[dict[str, Any], bool] | None:
