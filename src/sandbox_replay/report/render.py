@@ -117,7 +117,12 @@ def _print_as_is(values: Iterable[str]) -> bool:
 
 def _print_cell(cell: Any) -> Markup:
     """Print ``_cell.html`` for one cell: the bytes Jinja would print (see ``_join_table``)."""
-    note = f'<span class="note">{_wbr(cell.note)}</span>' if cell.note else ""
+    # ``_wbr`` without its cache and markup: a cell is printed once per distinct cell.
+    note = (
+        f'<span class="note">{_BREAK_INSIDE.sub("<wbr>", _printed(cell.note))}</span>'
+        if cell.note
+        else ""
+    )
     return Markup(
         f'<td class="{_printed(cell.css)}"><span class="cell-main">{_printed(cell.text)}</span>'
         f"{note}</td>"
@@ -196,7 +201,9 @@ class Renderer:
         printed = [head]
         for row in rows:
             if row.request_href:
-                request = f'<a href="{p(row.request_href)}">{_wbr(row.request_id)}</a>'
+                # ``_wbr`` without its cache and markup: a request id is printed once.
+                rid = _BREAK_INSIDE.sub("<wbr>", p(row.request_id))
+                request = f'<a href="{p(row.request_href)}">{rid}</a>'
             else:
                 request = p(row.request_id)
             links = "".join(

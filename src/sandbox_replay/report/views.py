@@ -127,9 +127,10 @@ def text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
-        if all(type(v) is str for v in value):
+        try:  # a list of strings, nearly always: each is its own text
             return ", ".join(value)
-        return ", ".join(text(v) for v in value)
+        except TypeError:
+            return ", ".join(text(v) for v in value)
     return str(value)
 
 
@@ -935,6 +936,16 @@ class _RunBuilder:
         file_href = None
         if "action_requests.json" not in self.highlighted:
             file_href = self.line_href("action_requests.json", None, from_page)
+        declared_cell, derived_cell, effect_cell = (
+            self._declared_cell,
+            self._derived_cell,
+            self._effect_cell,
+        )
+        rollback_cell, replay_cell, trace_cell = (
+            self._rollback_cell,
+            self._replay_cell,
+            self._trace_cell,
+        )
         rows = []
         for index, request in enumerate(r["request_rows"][start:end], start):
             rid = request.get("request_id")
@@ -1002,20 +1013,20 @@ class _RunBuilder:
             links = self._links(subjects, lines, from_page)
             derived_verdict = derived["derived_verdict"] if derived else ""
             rows.append(
-                JoinRow(
-                    anchor=anchor,
-                    request_id=rid,
-                    request_href=request_href,
-                    risk_class=text(request.get("risk_class")),
-                    shape=shape,
-                    declared=self._declared_cell(derived, verdict),
-                    derived=self._derived_cell(derived),
-                    side_effect=self._effect_cell(derived_verdict, effect),
-                    rollback=self._rollback_cell(effect, rollback, rid),
-                    cold_replay=self._replay_cell(replay_row),
-                    trace=self._trace_cell(span, span_key in self.flagged_spans),
-                    finding_links=links,
-                    css="row-gap" if links else "",
+                JoinRow(  # by position: a page makes 500 of them
+                    anchor,
+                    rid,
+                    request_href,
+                    text(request.get("risk_class")),
+                    shape,
+                    declared_cell(derived, verdict),
+                    derived_cell(derived),
+                    effect_cell(derived_verdict, effect),
+                    rollback_cell(effect, rollback, rid),
+                    replay_cell(replay_row),
+                    trace_cell(span, span_key in self.flagged_spans),
+                    links,
+                    "row-gap" if links else "",
                 )
             )
         return tuple(rows)
@@ -1257,13 +1268,13 @@ class _RunBuilder:
         """Return the trace spans ``[start, end)`` as seen from ``from_page``."""
         rows = []
         for span in self.spans[start:end]:
-            rid = text(span.get("span_id")).removeprefix("span:")
+            span_id = text(span.get("span_id"))
             digest = text(span.get("input_digest"))
             rows.append(
                 SpanRow(
-                    request_href=self.request_href(rid, from_page),
+                    request_href=self.request_href(span_id.removeprefix("span:"), from_page),
                     sequence=text(span.get("sequence_index")),
-                    span_id=text(span.get("span_id")),
+                    span_id=span_id,
                     episode=text(span.get("episode_id")),
                     action_kind=text(span.get("action_kind")),
                     outcome=self._trace_cell(span),
