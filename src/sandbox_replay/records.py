@@ -323,9 +323,9 @@ def build_result(replay: Replay) -> dict[str, Any]:
     fixture = run.mode is InputMode.FIXTURE
     negative = replay.negative
     modules = replay.modules
-    risk_classes = sorted(
-        {r.row["risk_class"] for r in run.requests if isinstance(r.get("risk_class"), str)}
-    )
+    requests = map(itemgetter(3), run.requests)  # RowRef.row
+    declared = map(dict.get, requests, repeat("risk_class"))
+    risk_classes = sorted({c for c in declared if isinstance(c, str)})
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},

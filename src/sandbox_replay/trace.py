@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import methodcaller
+from operator import is_, methodcaller
 from typing import Any
 
 import orjson
@@ -75,22 +75,27 @@ def _input_digest(values: tuple[Any, ...]) -> str:
     return canonical_digest(list(values))
 
 
-_DIGESTED = ("normalized_action_ref", "requested_capability", "risk_class")
-
-
-def _input_digests(rows: list[Any]) -> list[str]:
-    """Return ``_input_digest`` of each row's digested fields, in C when all are strings.
+def _input_digests(*columns: list[Any]) -> list[str]:
+    """Return ``_input_digest`` of each row of ``columns``; in C when all three are strings.
 
     For three strings the canonical JSON is ``[a,b,c]`` with each one as the standard
     encoder writes it, which ``"[{},{},{}]".format`` spells out a column at a time.
     """
-    columns: list[list[Any]] = [list(map(dict.get, rows, repeat(name))) for name in _DIGESTED]
     if not all(set(map(type, column)) <= {str} for column in columns):
         return [_input_digest(values) for values in zip(*columns, strict=True)]
     encoded = (map(_encode_string, column) for column in columns)
     texts = map("[{},{},{}]".format, *encoded)
     digests = map(methodcaller("hexdigest"), map(hashlib.sha256, map(str.encode, texts)))
     return list(map("sha256:".__add__, digests))
+
+
+def _outcome(declared: Any, executed: bool) -> str:
+    """Return what became of a request: blocked, executed, or else its declared verdict."""
+    if declared == "block":
+        return "blocked"
+    if executed:
+        return "executed"
+    return declared if isinstance(declared, str) else "unverified"
 
 
 def _text(value: Any) -> str:
@@ -100,59 +105,55 @@ def _text(value: Any) -> str:
 def _span(
     request_id: str,
     session_id: str,
-    row: Any,
+    action_kind: Any,
     sequence_index: int,
+    episode_id: Any,
+    observation_ref: Any,
     policy_version: Any,
     state_transition_ref: str | None,
     outcome: str,
+    target_ref: Any,
     input_digest: str,
     recovery_ref: str | None,
 ) -> dict[str, Any]:
     return {
         "span_id": f"span:{request_id}",
         "session_id": session_id,
-        "action_kind": row.get("action_kind"),
+        "action_kind": action_kind,
         "sequence_index": sequence_index,
-        "episode_id": row.get("episode_id"),
-        "observation_ref": row.get("untrusted_tool_output_ref"),
+        "episode_id": episode_id,
+        "observation_ref": observation_ref,
         "authority_verdict_id": (
             f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None
         ),
         "state_transition_ref": state_transition_ref,
         "outcome": outcome,
-        "target_ref": row.get("requested_capability"),
+        "target_ref": target_ref,
         "input_digest": input_digest,
         "recovery_ref": recovery_ref,
     }
 
 
+@dataclass(eq=False, repr=False)  # compared and shown as the list of rows it is
 class Spans(LazyRows):
-    """The trace's spans, built when read from the ordered requests and what the audit found.
+    """The trace's spans, built when read from one list per field, in span order.
 
-    A span copies some of its request row's fields, and holds ``span:<request id>``, its
-    sequence index and, where the verdict row names a policy version (a string),
-    ``<request id>:<policy version>`` as its authority verdict id.
+    A span holds ``span:<request id>``, its sequence index and, where the verdict row
+    names a policy version (a string), ``<request id>:<policy version>`` as its authority
+    verdict id; its other values are its request's fields and what the audit found.
     """
 
-    def __init__(
-        self,
-        session_id: str,
-        request_ids: list[str],
-        rows: list[Any],
-        policy_versions: list[Any],
-        outcomes: list[str],
-        state_refs: list[str | None],
-        recovery_refs: list[str | None],
-        digests: list[str],
-    ) -> None:
-        self.session_id = session_id
-        self.request_ids = request_ids
-        self.rows = rows
-        self.policy_versions = policy_versions
-        self.outcomes = outcomes
-        self.state_refs = state_refs
-        self.recovery_refs = recovery_refs
-        self.digests = digests
+    session_id: str
+    request_ids: list[str]
+    action_kinds: list[Any]
+    episode_ids: list[Any]
+    observation_refs: list[Any]
+    policy_versions: list[Any]
+    state_refs: list[str | None]
+    outcomes: list[str]
+    target_refs: list[Any]
+    input_digests: list[str]
+    recovery_refs: list[str | None]
 
     def __len__(self) -> int:
         return len(self.request_ids)
@@ -163,12 +164,15 @@ class Spans(LazyRows):
                 _span,
                 self.request_ids[start:stop],
                 repeat(self.session_id, stop - start),
-                self.rows[start:stop],
+                self.action_kinds[start:stop],
                 range(start, stop),
+                self.episode_ids[start:stop],
+                self.observation_refs[start:stop],
                 self.policy_versions[start:stop],
                 self.state_refs[start:stop],
                 self.outcomes[start:stop],
-                self.digests[start:stop],
+                self.target_refs[start:stop],
+                self.input_digests[start:stop],
                 self.recovery_refs[start:stop],
             )
         )
@@ -194,6 +198,17 @@ def spans_digest(spans: Sequence[dict[str, Any]], *, may_hold_floats: bool) -> s
     return canonical_digest(list(spans))
 
 
+# The request fields a span copies or digests.
+_SPAN_FIELDS = (
+    "action_kind",
+    "episode_id",
+    "untrusted_tool_output_ref",
+    "requested_capability",
+    "normalized_action_ref",
+    "risk_class",
+)
+
+
 def build_trace(run: RunInputs, session_id: str) -> Trace:
     """Build one span per joined request and audit each span's references."""
     audit = LayerResult(Layer.PUBLIC_TRACE)
@@ -214,29 +229,31 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
             code, f"{span_id}: {message}", FLOOR, span_id, "trace_span", request.file, request.line
         )
 
+    # Each request's verdict and receipt fields, a column at a time in C; a request with
+    # no verdict row or no receipt reads its fields from an empty row.
     no_row: dict[str, Any] = {}
-    verdict_of = run.verdict_by_request.get
-    effect_of = run.effect_by_request.get
+    verdicts = list(map(run.verdict_by_request.get, request_ids))
+    effects = list(map(run.effect_by_request.get, request_ids))
+    verdict_rows: list[Any] = list(map(getattr, verdicts, repeat("row"), repeat(no_row)))
+    effect_rows: list[Any] = list(map(getattr, effects, repeat("row"), repeat(no_row)))
+    declared_verdicts = list(map(dict.get, verdict_rows, repeat("verdict")))
+    attempted = map(dict.get, effect_rows, repeat("execution_attempted"))
+    executions = list(map(is_, attempted, repeat(True)))
+    rollback_refs = list(map(dict.get, effect_rows, repeat("rollback_receipt_ref")))
+    pre_execution = map(is_, map(dict.get, verdict_rows, repeat("pre_execution")), repeat(True))
     replayed = run.replay_by_request
-    versions: list[Any] = []
-    outcomes: list[str] = []
-    state_refs: list[str | None] = []
-    recovery_refs: list[str | None] = []
-    for request_id, request in zip(request_ids, requests, strict=True):
-        # Plain dict lookups on the rows: this loop runs once per request.
-        verdict = verdict_of(request_id)
-        effect = effect_of(request_id)
-        verdict_row = verdict.row if verdict is not None else no_row
-        effect_row = effect.row if effect is not None else no_row
-        declared = verdict_row.get("verdict")
-        executed = effect_row.get("execution_attempted") is True
-        rollback_ref = effect_row.get("rollback_receipt_ref")
-        if declared == "block":
-            outcome = "blocked"
-        elif executed:
-            outcome = "executed"
-        else:
-            outcome = declared if isinstance(declared, str) else "unverified"
+    audited = zip(
+        request_ids,
+        requests,
+        verdicts,
+        effects,
+        declared_verdicts,
+        executions,
+        rollback_refs,
+        pre_execution,
+        strict=True,
+    )
+    for request_id, request, verdict, effect, declared, executed, rollback_ref, pre in audited:
         if verdict is None:
             flag(
                 codes.TRACE_VERDICT_REF_MISSING,
@@ -244,7 +261,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
                 request_id,
                 request,
             )
-        elif verdict_row.get("pre_execution") is not True:
+        elif not pre:
             flag(
                 codes.TRACE_VERDICT_NOT_PRE_EXECUTION,
                 "verdict not recorded before execution",
@@ -254,7 +271,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         if effect is None:
             flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt", request_id, request)
         elif declared == "block" and (
-            executed or effect_row.get("side_effect_diff_count") not in (0, None)
+            executed or effect.row.get("side_effect_diff_count") not in (0, None)
         ):
             flag(
                 codes.TRACE_BLOCKED_ACTION_EXECUTED,
@@ -278,23 +295,32 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
             )
         if request_id not in replayed:
             flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row", request_id, request)
-        state_ref = rollback_ref if isinstance(rollback_ref, str) else None
-        versions.append(verdict_row.get("policy_version"))
-        outcomes.append(outcome)
-        state_refs.append(state_ref)
-        recovery_refs.append(state_ref if declared in ("allow", "review") else None)
+    outcomes = list(map(_outcome, declared_verdicts, executions))
+    state_refs = [ref if isinstance(ref, str) else None for ref in rollback_refs]
+    recovery_refs = [
+        ref if declared in ("allow", "review") else None
+        for declared, ref in zip(declared_verdicts, state_refs, strict=True)
+    ]
+    versions = list(map(dict.get, verdict_rows, repeat("policy_version")))
+    del verdicts, effects, verdict_rows, effect_rows, declared_verdicts, executions
     rows: list[Any] = [ref.row for ref in requests]
+    column = {name: list(map(dict.get, rows, repeat(name))) for name in _SPAN_FIELDS}
+    capabilities = column["requested_capability"]
     spans = Spans(
         session_id,
         request_ids,
-        rows,
+        column["action_kind"],
+        column["episode_id"],
+        column["untrusted_tool_output_ref"],
         versions,
-        outcomes,
         state_refs,
+        outcomes,
+        capabilities,
+        _input_digests(column["normalized_action_ref"], capabilities, column["risk_class"]),
         recovery_refs,
-        _input_digests(rows),
     )
-    action_kinds = map(_text, map(dict.get, rows, repeat("action_kind")))
+    del rows, column
+    action_kinds = map(_text, spans.action_kinds)
     summary = {
         "action_kind_counts": dict(sorted(Counter(action_kinds).items())),
         "outcome_counts": dict(sorted(Counter(outcomes).items())),
