@@ -36,7 +36,6 @@ def check(run: RunInputs) -> LayerResult:
     distinct = dict(zip(map(id, derivations), derivations, strict=True))
     closed_ids = {key for key, derivation in distinct.items() if derivation.fail_closed}
     fail_closed = list(map(closed_ids.__contains__, map(id, derivations)))
-    closed = set(compress(run.derivations, fail_closed))
     scan = scan_floor(
         run.requests,
         ACTION_TEXT_FIELDS,
@@ -45,8 +44,14 @@ def check(run: RunInputs) -> LayerResult:
         unique="request_id",
         read=("risk_class",),
     )
-    # A request that derives fail-closed is a finding on its (first) row.
-    suspects = scan.suspects.union(positions(map(closed.__contains__, scan.columns["request_id"])))
+    # A request that derives fail-closed is a finding on its (first) row. When each row
+    # is its own request, the derivations are in row order.
+    if len(run.request_by_id) == len(run.requests):
+        closed_rows = positions(fail_closed)
+    else:
+        closed = set(compress(run.derivations, fail_closed))
+        closed_rows = positions(map(closed.__contains__, scan.columns["request_id"]))
+    suspects = scan.suspects.union(closed_rows)
     seen: set[str] = set()
     for ref in map(run.requests.__getitem__, sorted(suspects)):
         row = ref.row
@@ -108,8 +113,9 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "action_request",
             )
-    # The scan's column holds None for every risk class that is not a string.
-    recognized = {value for value in set(scan.columns["risk_class"]) if value in run.table.rules}
+    # Only a string equals a rule's risk class, so the non-strings drop out.
+    risk_classes = scan.columns["risk_class"]
+    recognized = {name for name in run.table.rules if name in risk_classes}
     if len(recognized) < MIN_RISK_CLASSES:
         result.add(
             codes.ACTION_RISK_COVERAGE_LOW,

@@ -116,7 +116,7 @@ def _bad_counts(values: list[Any]) -> set[int]:
     """Return the positions whose diff count is not a non-negative int."""
     odd = set(not_of_type(values, int))
     if not odd:
-        return set(positions(map(lt, values, repeat(0))))
+        return set() if min(values, default=0) >= 0 else set(positions(map(lt, values, repeat(0))))
     return odd.union(i for i, value in enumerate(values) if i not in odd and value < 0)
 
 

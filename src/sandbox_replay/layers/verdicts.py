@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from itertools import chain, repeat
-from operator import and_, eq, ne, not_
+from operator import ne, not_, or_
 from typing import Any
 
 from sandbox_replay import codes
@@ -64,15 +65,15 @@ def failing_requests(run: RunInputs) -> list[str]:
     verdicts = shared(run, verdict_join)
     distinct = dict(zip(map(id, derivations), derivations, strict=True))
     cited = {key: [d.rule_ref] for key, d in distinct.items()}
-    sure = map(
-        and_,
-        map(eq, verdicts.columns["verdict"], shared(run, derived_verdicts)),
-        map(eq, verdicts.columns["rule_refs"], map(cited.__getitem__, map(id, derivations))),
+    doubtful = map(
+        or_,
+        map(ne, verdicts.columns["verdict"], shared(run, derived_verdicts)),
+        map(ne, verdicts.columns["rule_refs"], map(cited.__getitem__, map(id, derivations))),
     )
     refs = verdicts.refs
     return [
         request_ids[i]
-        for i in positions(map(not_, sure))
+        for i in positions(doubtful)
         if refs[i] is NO_ROW or not derivation_passes(derivations[i], refs[i].row)
     ]
 
@@ -213,8 +214,8 @@ def check(run: RunInputs) -> LayerResult:
             "request_id",
             "policy_verdict",
         )
-    declared = scan.columns["verdict"]
-    lacking = [v for v in COVERAGE if v not in declared]
+    declared = Counter(scan.columns["verdict"])
+    lacking = [v for v in COVERAGE if not declared[v]]
     if lacking:
         result.add(
             codes.VERDICT_COVERAGE_INCOMPLETE,
@@ -227,10 +228,10 @@ def check(run: RunInputs) -> LayerResult:
         )
     result.counts = {
         "policy_verdict_count": len(run.verdicts),
-        "allow_count": declared.count("allow"),
-        "block_count": declared.count("block"),
-        "review_count": declared.count("review"),
-        "warn_count": declared.count("warn"),
+        "allow_count": declared["allow"],
+        "block_count": declared["block"],
+        "review_count": declared["review"],
+        "warn_count": declared["warn"],
         "derived_policy_verdict_mismatch_count": mismatches,
     }
     return result
