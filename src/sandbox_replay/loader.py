@@ -9,7 +9,8 @@ UTF-8 and a byte-order mark.
 
 A plain list file, as exporters write it, is first parsed whole by orjson and proved
 to be what that parser would have loaded (``_parse_list_file_fast``); any other file,
-and any error, goes the row-by-row way, which alone words the findings.
+and any error, goes the row-by-row way, which alone words the findings. orjson refuses
+nesting deeper than 1,024 levels on its own, so that first parse needs no depth check.
 
 Limits (``LoadLimits``) are checked before the costly step they guard: the file size
 before reading, the nesting depth on the raw bytes before parsing (so the C scanner never
