@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from itertools import chain, repeat
 from operator import ne, not_, or_
 from typing import Any
@@ -79,16 +79,28 @@ def failing_requests(run: RunInputs) -> list[str]:
 
 
 def _bad_rule_refs(values: list[Any]) -> list[int]:
-    """Return the positions whose rule refs are not a non-empty list of non-empty strings."""
-    if set(map(type, values)) == {list} and all(values):
-        refs = list(chain.from_iterable(values))
-        if set(map(type, refs)) <= {str} and all(refs):
+    """Return the positions whose rule refs are not a non-empty list of non-empty strings.
+
+    ``list.__len__`` and ``str.__len__`` raise TypeError for any other type, so one pass
+    each proves the common case where every row is plain.
+    """
+    try:
+        if all(map(list.__len__, values)) and all(map(str.__len__, chain.from_iterable(values))):
             return []
+    except TypeError:
+        pass
     return [
         i
         for i, refs in enumerate(values)
         if not (type(refs) is list and refs and all(type(r) is str and r for r in refs))
     ]
+
+
+def _outside(values: list[Any], allowed: Collection[Any]) -> Iterable[int]:
+    """Return the positions whose (hashable) value is not in ``allowed``."""
+    if set(values) <= set(allowed):
+        return ()
+    return positions(map(not_, map(allowed.__contains__, values)))
 
 
 def check(run: RunInputs) -> LayerResult:
@@ -114,15 +126,14 @@ def check(run: RunInputs) -> LayerResult:
     # The scan clears the floor's text, flags and repeats; these are the verdict's own.
     request_ids = scan.columns["request_id"]
     suspects = scan.suspects.union(
-        positions(map(not_, map(allowed_verdicts.__contains__, scan.columns["verdict"]))),
+        _outside(scan.columns["verdict"], allowed_verdicts),
         _bad_rule_refs(scan.columns["rule_refs"]),
-        positions(
-            map(not_, map(isinstance, scan.columns["approval_ref"], repeat((str, type(None)))))
-        ),
+        _outside(list(map(type, scan.columns["approval_ref"])), (str, type(None))),
         shared(run, verdict_join).unknown(request_ids, run.request_by_id),
     )
-    if isinstance(policy_version, str):
-        suspects.update(positions(map(ne, scan.columns["policy_version"], repeat(policy_version))))
+    versions = scan.columns["policy_version"]
+    if isinstance(policy_version, str) and versions.count(policy_version) != len(versions):
+        suspects.update(positions(map(ne, versions, repeat(policy_version))))
     seen: set[str] = set()
     for ref in map(run.verdicts.__getitem__, sorted(suspects)):
         row = ref.row
