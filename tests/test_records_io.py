@@ -109,15 +109,27 @@ row_values = st.one_of(
     st.lists(st.integers(), max_size=2),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
 )
-rows = st.dictionaries(st.sampled_from(["a", "b", "flag", "refs", "extra"]), row_values)
+rows = st.dictionaries(st.sampled_from(["a", "b", "flag", "refs", "extra", "line"]), row_values)
+# Rows that hold every field, their values mostly plain: the bulk path's usual input.
+plain_values = st.one_of(st.text(max_size=4), st.booleans(), st.none(), st.integers())
+mostly_plain = st.one_of(plain_values, plain_values, plain_values, row_values)
+complete_rows = st.fixed_dictionaries(
+    {name: mostly_plain for name in ("a", "b", "flag", "refs", "line")},
+    optional={"extra": row_values},
+)
+row_lists = st.one_of(st.lists(rows, max_size=12), st.lists(complete_rows, max_size=12))
+# A field called "line" keeps its place and takes the row's line as its value.
+field_tuples = st.sampled_from([FIELDS, ("a", "line", "b")])
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(rows, max_size=12), st.integers(min_value=-14, max_value=14))
-def test_projected_rows_equal_the_exact_projection(plain: list[Any], at: int) -> None:
+@settings(max_examples=400, deadline=None)
+@given(row_lists, st.integers(min_value=-14, max_value=14), field_tuples)
+def test_projected_rows_equal_the_exact_projection(
+    plain: list[Any], at: int, fields: tuple[str, ...]
+) -> None:
     refs = [_ref(row, line) for line, row in enumerate(plain, start=2)]
-    expected = [_project(ref, FIELDS) for ref in refs]
-    projected = ProjectedRows(refs, FIELDS)
+    expected = [_project(ref, fields) for ref in refs]
+    projected = ProjectedRows(refs, fields)
     assert len(projected) == len(expected)
     assert list(projected) == expected
     assert projected == expected
