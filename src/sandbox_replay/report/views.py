@@ -1267,22 +1267,23 @@ class _RunBuilder:
     def span_rows(self, start: int, end: int, from_page: str) -> tuple[SpanRow, ...]:
         """Return the trace spans ``[start, end)`` as seen from ``from_page``."""
         rows = []
+        request_href, trace_cell = self.request_href, self._trace_cell
         for span in self.spans[start:end]:
             span_id = text(span.get("span_id"))
             digest = text(span.get("input_digest"))
             rows.append(
-                SpanRow(
-                    request_href=self.request_href(span_id.removeprefix("span:"), from_page),
-                    sequence=text(span.get("sequence_index")),
-                    span_id=span_id,
-                    episode=text(span.get("episode_id")),
-                    action_kind=text(span.get("action_kind")),
-                    outcome=self._trace_cell(span),
-                    verdict_id=text(span.get("authority_verdict_id")) or GAP,
-                    state_ref=text(span.get("state_transition_ref")) or "—",
-                    recovery_ref=text(span.get("recovery_ref")) or "—",
-                    input_digest=digest,
-                    input_digest_short=digest.removeprefix("sha256:")[:12],
+                SpanRow(  # by position: a page makes 500 of them
+                    request_href(span_id.removeprefix("span:"), from_page),
+                    text(span.get("sequence_index")),
+                    span_id,
+                    text(span.get("episode_id")),
+                    text(span.get("action_kind")),
+                    trace_cell(span),
+                    text(span.get("authority_verdict_id")) or GAP,
+                    text(span.get("state_transition_ref")) or "—",
+                    text(span.get("recovery_ref")) or "—",
+                    digest,
+                    digest.removeprefix("sha256:")[:12],
                 )
             )
         return tuple(rows)
