@@ -75,12 +75,13 @@ def _input_digest(values: tuple[Any, ...]) -> str:
     return canonical_digest(list(values))
 
 
-def _input_digests(*columns: list[Any]) -> list[str]:
-    """Return ``_input_digest`` of each row of ``columns``; in C when all three are strings.
+def _input_digests(actions: list[Any], capabilities: list[Any], risks: list[Any]) -> list[str]:
+    """Return ``_input_digest`` of each (action, capability, risk) triple, in C for strings.
 
     For three strings the canonical JSON is ``[a,b,c]`` with each one as the standard
     encoder writes it, which ``"[{},{},{}]".format`` spells out a column at a time.
     """
+    columns = (actions, capabilities, risks)
     if not all(set(map(type, column)) <= {str} for column in columns):
         return [_input_digest(values) for values in zip(*columns, strict=True)]
     encoded = (map(_encode_string, column) for column in columns)
