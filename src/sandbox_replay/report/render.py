@@ -49,8 +49,21 @@ def _shown(value: Any) -> Any:
     return value
 
 
-# After each break character but the last one of the text: where ``breakable`` splits.
-_BREAK_INSIDE = re.compile(r"(?<=[_:/.·])(?!\Z)")
+def _breaks(text: str) -> str:
+    """Return ``text`` with ``<wbr>`` where ``breakable`` splits it.
+
+    That is after each ``_ : / . ·`` but a final one (``breakable`` drops the empty part
+    after it). Five ``str.replace`` calls: twice as fast as one regular-expression pass,
+    and a join table breaks two identifiers of every row.
+    """
+    broken = (
+        text.replace("_", "_<wbr>")
+        .replace(":", ":<wbr>")
+        .replace("/", "/<wbr>")
+        .replace(".", ".<wbr>")
+        .replace("·", "·<wbr>")
+    )
+    return broken[:-5] if text.endswith(("_", ":", "/", ".", "·")) else broken
 
 
 @functools.lru_cache(maxsize=4096)
@@ -64,7 +77,7 @@ def _wbr(value: str) -> Markup:
     ``<wbr>``-joined parts of ``breakable`` (which drops empty parts: none before the
     first character, none after the last break character).
     """
-    return Markup(_BREAK_INSIDE.sub("<wbr>", _printed(value)))
+    return Markup(_breaks(_printed(value)))
 
 
 def _printed(value: Any) -> str:
@@ -125,11 +138,7 @@ def _print_as_is(values: Iterable[str]) -> bool:
 def _print_cell(cell: Any) -> Markup:
     """Print ``_cell.html`` for one cell: the bytes Jinja would print (see ``_join_table``)."""
     # ``_wbr`` without its cache and markup: a cell is printed once per distinct cell.
-    note = (
-        f'<span class="note">{_BREAK_INSIDE.sub("<wbr>", _printed(cell.note))}</span>'
-        if cell.note
-        else ""
-    )
+    note = f'<span class="note">{_breaks(_printed(cell.note))}</span>' if cell.note else ""
     return Markup(
         f'<td class="{_printed(cell.css)}"><span class="cell-main">{_printed(cell.text)}</span>'
         f"{note}</td>"
@@ -209,11 +218,11 @@ class Renderer:
         for row in rows:
             if row.request_href:
                 # ``_wbr`` without its cache and markup: a request id is printed once.
-                rid = _BREAK_INSIDE.sub("<wbr>", p(row.request_id))
+                rid = _breaks(p(row.request_id))
                 request = f'<a href="{p(row.request_href)}">{rid}</a>'
             else:
                 request = p(row.request_id)
-            links = "".join(
+            links = row.finding_links and "".join(
                 [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
             )
             printed.append(
