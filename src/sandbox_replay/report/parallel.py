@@ -15,14 +15,11 @@ reports each finished run through a callback, in the order they finish.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import gc
 import hashlib
 import html
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -30,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
@@ -102,21 +100,6 @@ def _staged_path(staging: Path, relative: str) -> Path:
 def put_file(staging: Path, relative: str, data: bytes) -> None:
     """Write one file under ``staging`` (the whole folder is synced before the swap)."""
     _staged_path(staging, relative).write_bytes(data)
-
-
-def _die_with_parent() -> None:
-    """Have Linux kill this process when the build that started it dies.
-
-    A killed build must leave no process behind still writing into a staging folder the
-    next build's recovery is removing. Elsewhere this is a no-op.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 def reuse_file(staging: Path, relative: str, previous: Path) -> None:

@@ -1,0 +1,23 @@
+"""Helpers for processes this tool forks from itself."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have Linux kill this (forked) process when the process that started it dies.
+
+    A killed parent must leave no child behind still writing files. Elsewhere this is a
+    no-op. The parent may have died before this call: a caller that must be sure checks
+    ``os.getppid()`` against the parent's pid afterwards.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
