@@ -30,7 +30,7 @@ from sandbox_replay.layers import (
     source_modules,
     verdicts,
 )
-from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.layers.base import LayerResult, forget_shared
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.policy import PolicyTable, default_table
 from sandbox_replay.scan import ForbiddenScanner, ScanHit, ScanReport
@@ -217,6 +217,7 @@ def _replay(config: ReplayConfig) -> Replay:
         rollbacks.check(run),
         cold_replay.check(run),
     ]
+    forget_shared(run)  # the joins the layers shared; the trace and records need none
     if config.mode is InputMode.BUNDLE:
         bundle_id = bundle_manifest.bundle_id_of(run) or "unknown_bundle"
     else:

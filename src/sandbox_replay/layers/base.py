@@ -194,6 +194,11 @@ def shared(run: RunInputs, compute: Callable[[RunInputs], T]) -> T:
     return answer
 
 
+def forget_shared(run: RunInputs) -> None:
+    """Drop what the layers shared for ``run``: once they have run, it is only memory."""
+    _SHARED.pop(id(run), None)
+
+
 def derived_verdicts(run: RunInputs) -> list[str]:
     """Return each request's derived verdict, in request order."""
     return list(map(attrgetter("verdict"), run.derivations.values()))
