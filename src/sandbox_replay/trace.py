@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
@@ -115,9 +115,11 @@ def _input_digests(actions: list[Any], capabilities: list[Any], risks: list[Any]
         return PackedDigests(b"".join(bytes.fromhex(d.removeprefix("sha256:")) for d in spelled))
     encoded = (map(_encode_string, column) for column in columns)
     texts = map("[{},{},{}]".format, *encoded)
-    return PackedDigests(
-        b"".join(map(methodcaller("digest"), map(hashlib.sha256, map(str.encode, texts))))
-    )
+    packed = bytearray()
+    # Each digest is appended as it is made: joining them would first hold them all.
+    digests = map(methodcaller("digest"), map(hashlib.sha256, map(str.encode, texts)))
+    deque(map(packed.extend, digests), maxlen=0)
+    return PackedDigests(bytes(packed))
 
 
 def _outcome(declared: Any, executed: bool) -> str:
