@@ -298,9 +298,9 @@ def _parse_list_file_fast(
 
     Return the top-level object and its rows. Plain means: the top-level object holds
     only ``rows_key`` and its rows are flat objects (their values scalars or lists of
-    them); a string may hold a ``{`` only if no string holds an escape. That is what exporters write, and for it the strictness
-    of the row-by-row parser is proved with whole-buffer counts and C-level passes
-    instead of a Python hook per object:
+    them); a string may hold a ``{`` only if no string holds an escape. That is what
+    exporters write, and for it the strictness of the row-by-row parser is proved with
+    whole-buffer counts and C-level passes instead of a Python hook per object:
 
     - orjson refuses invalid UTF-8, NaN/Infinity, numbers that overflow to infinity and
       lone surrogate escapes, as the strict parser does. It parses an integer too big for
