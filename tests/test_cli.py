@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -140,6 +141,15 @@ def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None
     assert card["status"] == "pass"
     assert "replaying" in proc.stderr and "wrote" in proc.stderr
     assert "status: pass" in proc.stderr
+    # One line per phase, so a long run shows where it is and what each phase took.
+    phases = [line for line in proc.stderr.splitlines() if re.search(r" in \d+\.\ds$", line)]
+    assert re.search(r"loaded and scanned 15 files \(0\.0 MB, 26 rows\) in \d+\.\ds$", phases[0])
+    assert len(phases) == 4
+    assert [p.split(" in ")[0] for p in phases[1:]] == [
+        "sandbox-replay: checked the rows against every layer",
+        "sandbox-replay: built the trace (6 spans)",
+        "sandbox-replay: wrote the records",
+    ]
 
 
 def test_without_card_stdout_is_the_summary_only(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Annotated
@@ -143,10 +144,12 @@ def _execute(
         check_out_file(acceptance_out, "acceptance path")
     check_export_targets(targets)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
-    outcome = replay(ReplayConfig(input_dir, mode, limits))
+    outcome = replay(ReplayConfig(input_dir, mode, limits, progress=progress))
     records = build_records(outcome)
     try:
+        started = time.perf_counter()
         written = write_records(records, mode, out_dir, acceptance_out)
+        progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
         if targets.paths():
             runs = [export_run(input_dir.resolve().name, outcome)]
             written += write_exports(targets, runs)

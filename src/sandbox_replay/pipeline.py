@@ -7,7 +7,8 @@ input folder and writes nothing; the records it returns are written by ``records
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,8 @@ class ReplayConfig:
     limits: LoadLimits = field(default_factory=LoadLimits)
     table: PolicyTable | None = None
     scanner: ForbiddenScanner | None = None
+    # Told one line per phase (load, layers, trace) with its figures and time, for a long run.
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -192,6 +195,8 @@ def _replay(config: ReplayConfig) -> Replay:
     scanner = config.scanner or ForbiddenScanner.default()
     collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
+    say = config.progress or _silent
+    started = time.perf_counter()
     run = load_run(config.input_dir, config.mode, table, config.limits, extra, collector)
     for loaded in run.all_files():
         if loaded.name in collector.escaped and loaded.data is not None:
@@ -204,6 +209,12 @@ def _replay(config: ReplayConfig) -> Replay:
         for rel, path in modules.body_paths:
             collector.scan_path(rel, path)
     scan = collector.report()
+    rows = sum(map(len, (run.requests, run.verdicts, run.effects, run.rollbacks, run.replays)))
+    say(
+        f"loaded and scanned {collector.files} files ({collector.bytes / 1e6:.1f} MB, "
+        f"{rows} rows) in {time.perf_counter() - started:.1f}s"
+    )
+    started = time.perf_counter()
     layers.append(_scan_layer(scan))
     keys_layer = forbidden_keys.check(run)
     layers[-1].findings.extend(keys_layer.findings)
@@ -218,6 +229,8 @@ def _replay(config: ReplayConfig) -> Replay:
         cold_replay.check(run),
     ]
     forget_shared(run)  # the joins the layers shared; the trace and records need none
+    say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
+    started = time.perf_counter()
     if config.mode is InputMode.BUNDLE:
         bundle_id = bundle_manifest.bundle_id_of(run) or "unknown_bundle"
     else:
@@ -226,6 +239,7 @@ def _replay(config: ReplayConfig) -> Replay:
         bundle_id = f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
     trace = build_trace(run, bundle_id)
     layers.append(trace.audit)
+    say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
     negative = None
     if config.mode is InputMode.FIXTURE:
         negative_layer, negative = negative_cases.check(run)
@@ -239,6 +253,10 @@ def _replay(config: ReplayConfig) -> Replay:
 
 
 _DECODED_CHUNK = 4 * 1024 * 1024
+
+
+def _silent(message: str) -> None:
+    """Say nothing: the progress of a replay whose caller did not ask for it."""
 
 
 def _chunk_ends(lengths: list[int], limit: int) -> Iterator[int]:
