@@ -137,6 +137,7 @@ def test_codes_prints_each_doc(code: str) -> None:
 def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None:
     proc = cli("run", "-i", FIXTURE, "-o", tmp_path / "out", "--card")
     assert proc.returncode == 0
+    # Whole, though the process ends without freeing the replay (``cli._exit``).
     card = json.loads(proc.stdout)
     assert card["status"] == "pass"
     assert "replaying" in proc.stderr and "wrote" in proc.stderr
@@ -150,6 +151,12 @@ def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None
         "sandbox-replay: built the trace (6 spans)",
         "sandbox-replay: wrote the records",
     ]
+
+
+def test_in_process_commands_leave_nothing_alive(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "-i", str(FIXTURE), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0
+    assert cli_module._left_to_exit == []
 
 
 def test_without_card_stdout_is_the_summary_only(tmp_path: Path) -> None:
