@@ -44,7 +44,7 @@ ODD = [[], {}, ["x"], [""], [1], {"k": "v"}, DELETE]
 
 def _every_row(refs: list[RowRef], *args: Any, **kwargs: Any) -> FloorScan:
     scan = base.scan_floor(refs, *args, **kwargs)
-    return FloorScan(set(range(len(refs))), scan.columns)
+    return FloorScan(set(range(len(refs))), scan.columns, scan.raw, scan.refs)
 
 
 def _each_failing(run: RunInputs) -> list[str]:
@@ -58,7 +58,7 @@ def _each_failing(run: RunInputs) -> list[str]:
     ]
 
 
-def _each_executed(run: RunInputs) -> list[tuple[str, RowRef]]:
+def _each_executed(run: RunInputs, scan: FloorScan) -> list[tuple[str, RowRef]]:
     executed = []
     for request_id in run.derivations:
         effect = run.effect_by_request.get(request_id)
@@ -87,6 +87,7 @@ def exact_only() -> Iterator[None]:
         stack.enter_context(mock.patch.object(base, "joined", _each_lookup))
         stack.enter_context(mock.patch.object(rollbacks, "joined", _each_lookup))
         stack.enter_context(mock.patch.object(base.Join, "unknown", _each_unknown))
+        stack.enter_context(mock.patch.object(base, "from_scan", lambda refs, names, scan: None))
         stack.enter_context(
             mock.patch.object(
                 side_effects, "per_distinct", lambda judge, *cols: list(map(judge, *cols))
@@ -99,8 +100,14 @@ def _fixture_rows() -> dict[str, list[dict[str, Any]]]:
     return {name: read_json(EXPORTED_BUNDLE / f"{name}.json")[name] for name in LIST_FILES}
 
 
-def _fast_and_exact(data: dict[str, list[dict[str, Any]]]) -> tuple[list[Any], list[Any]]:
-    """Write the exported bundle with ``data`` as its list files; check it both ways."""
+def _fast_and_exact(
+    data: dict[str, list[dict[str, Any]]], step: int = base._SCAN_STEP
+) -> tuple[list[Any], list[Any]]:
+    """Write the exported bundle with ``data`` as its list files; check it both ways.
+
+    The fast way reads the rows ``step`` at a time, so that a small step puts the edits
+    on either side of a step's edge.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for source in EXPORTED_BUNDLE.iterdir():
@@ -108,7 +115,8 @@ def _fast_and_exact(data: dict[str, list[dict[str, Any]]]) -> tuple[list[Any], l
                 (folder / source.name).write_bytes(source.read_bytes())
         for name, rows in data.items():
             (folder / f"{name}.json").write_text(json.dumps({name: rows}), "utf-8")
-        fast = _results(folder)
+        with mock.patch.object(base, "_SCAN_STEP", step):
+            fast = _results(folder)
         with exact_only():
             exact = _results(folder)
     return fast, exact
@@ -164,12 +172,12 @@ def _apply(data: dict[str, list[dict[str, Any]]], edit: tuple[Any, ...]) -> None
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(edits=st.lists(EDIT, min_size=1, max_size=6))
-def test_fast_paths_change_no_finding(edits: list[tuple[Any, ...]]) -> None:
+@given(edits=st.lists(EDIT, min_size=1, max_size=6), step=st.sampled_from([1, 2, 3, 4096]))
+def test_fast_paths_change_no_finding(edits: list[tuple[Any, ...]], step: int) -> None:
     data = _fixture_rows()
     for edit in edits:
         _apply(data, edit)
-    fast, exact = _fast_and_exact(data)
+    fast, exact = _fast_and_exact(data, step)
     assert fast == exact
 
 

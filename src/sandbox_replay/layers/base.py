@@ -167,29 +167,85 @@ class Join:
         return positions(map(not_, map(requests.__contains__, ids)))
 
 
-def join(index: Mapping[str, RowRef], keyed: Mapping[str, Any], names: Sequence[str]) -> Join:
-    """Join each key of ``keyed`` to its row in ``index`` and read ``names`` of those rows."""
+def join(
+    index: Mapping[str, RowRef],
+    keyed: Mapping[str, Any],
+    names: Sequence[str],
+    scan: FloorScan | None = None,
+) -> Join:
+    """Join each key of ``keyed`` to its row in ``index`` and read ``names`` of those rows.
+
+    ``scan``, of the file ``index`` indexes, may have read those fields already.
+    """
     refs = joined(index, keyed)
-    values = _row_major(row_dicts(refs), names) if names else []
-    return Join(index, refs, {name: values[j :: len(names)] for j, name in enumerate(names)})
+    return Join(index, refs, read_joined(refs, names, scan))
 
 
-_SHARED: dict[int, dict[Callable[[RunInputs], Any], Any]] = {}
+def read_joined(
+    refs: Sequence[RowRef], names: Sequence[str], scan: FloorScan | None = None
+) -> dict[str, list[Any]]:
+    """Return the values of ``names`` in each of ``refs`` (None for ``NO_ROW``), in order.
+
+    ``scan``, of the file the rows come from, may have read those fields already.
+    """
+    if scan is not None and set(names) <= scan.raw.keys():
+        found = from_scan(refs, names, scan)
+        if found is not None:
+            return found
+    columns, _ = _read_rows(row_dicts(refs), names, ())
+    return columns
 
 
-def shared(run: RunInputs, compute: Callable[[RunInputs], T]) -> T:
+def from_scan(
+    refs: Sequence[RowRef], names: Sequence[str], scan: FloorScan
+) -> dict[str, list[Any]] | None:
+    """Return the ``names`` columns of ``refs`` from what ``scan`` read, or None if it cannot.
+
+    A row of the scanned file sits at its own ``index`` in ``scan.refs``, so its values
+    sit at that position of the scan's columns: picking them by position gives what
+    reading the rows again gives, without touching a row. When ``refs`` are the scanned
+    rows themselves, in order (each request has its row, in request order, as exporters
+    write), the columns are the answer as they stand. ``NO_ROW`` (index -1) picks the
+    last row, so it is set apart; any other row not found at its index means ``refs``
+    are not all the scan's, and the answer is None.
+    """
+    if len(refs) == len(scan.refs) and all(map(is_, refs, scan.refs)):
+        return {name: scan.raw[name] for name in names}
+    if not scan.refs:
+        return None
+    at = list(map(itemgetter(1), refs))  # RowRef.index
+    absent = list(positions(map(is_, refs, repeat(NO_ROW))))
+    try:
+        misplaced = sum(map(is_not, map(scan.refs.__getitem__, at), refs))
+    except IndexError:
+        return None
+    if misplaced != len(absent):
+        return None
+    columns = {name: list(map(scan.raw[name].__getitem__, at)) for name in names}
+    for values in columns.values():
+        for i in absent:
+            values[i] = None
+    return columns
+
+
+_SHARED: dict[int, dict[Callable[..., Any], Any]] = {}
+
+
+def shared(run: RunInputs, compute: Callable[..., T], *helps: Any) -> T:
     """Return ``compute(run)``, computed once for the run: layers share joins this way.
 
     A run does not change once loaded, so the answer holds for the run's life; it is
     dropped with the run (whose id is then free again). ``compute`` must not return
-    anything that holds the run itself.
+    anything that holds the run itself. ``helps`` go to ``compute`` if it is computed by
+    this call: what a layer has read already, to spare reading it again; they must not
+    change the answer.
     """
     memo = _SHARED.get(id(run))
     if memo is None:
         memo = _SHARED[id(run)] = {}
         weakref.finalize(run, _SHARED.pop, id(run), None)
     if compute not in memo:
-        memo[compute] = compute(run)
+        memo[compute] = compute(run, *helps)
     answer: T = memo[compute]
     return answer
 
@@ -204,32 +260,25 @@ def derived_verdicts(run: RunInputs) -> list[str]:
     return list(map(attrgetter("verdict"), run.derivations.values()))
 
 
-def _row_major(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any]:
-    """Return the values of ``names`` row after row (None where absent), in C.
-
-    One ``itemgetter`` call per row reads all the fields while the row is in cache.
-    """
-    if len(names) == 1:
-        return column(rows, names[0])
-    names = _own_keys(rows, names)
-    try:
-        return list(chain.from_iterable(map(itemgetter(*names), rows)))
-    except KeyError:
-        columns = [map(dict.get, rows, repeat(name)) for name in names]
-        return list(chain.from_iterable(zip(*columns, strict=True)))
-
-
 @dataclass
 class FloorScan:
     """What the bulk pre-check of one list file found.
 
-    ``suspects`` holds the positions of the rows that may break the floor; ``columns``
-    holds, in row order, the values of the fields the layer asked to read (a text field
-    holds None where its value is not a string).
+    ``suspects`` holds the positions of the rows that may break the floor. ``raw`` holds,
+    in row order, the values of the fields the layer asked to read, as the rows hold them
+    (None where absent); ``columns`` holds the same, except that a text field holds None
+    where its value is not a string. ``refs`` are the rows scanned.
     """
 
     suspects: set[int]
     columns: dict[str, list[Any]]
+    raw: dict[str, list[Any]]
+    refs: Sequence[RowRef]
+
+
+# Rows read per step of a scan: their values are tested while they are still in cache,
+# and the step's values take little memory.
+_SCAN_STEP = 4096
 
 
 def scan_floor(
@@ -253,42 +302,100 @@ def scan_floor(
     conditions that are its own, from the columns of ``read``; a suspect too many only
     costs time.
 
-    Reading a row's values costs a cache miss each on a large run, so each value is
-    tested while it is in cache: ``str.strip`` of every text value, in one stream, is
-    truthy for all exactly when all are strings neither empty nor whitespace (a value of
-    any other type raises TypeError).
+    Each row is read once, for every field at a time (``_read_rows``). When ``index`` has
+    a key for every row, its keys are the unique field's values in row order (the index
+    keeps the first row of each string, and then every row is a first), so that column
+    is the index's keys and needs no read.
     """
     rows = row_dicts(refs)
-    try:
-        plain = all(map(str.strip, _stream(rows, text)))
-    except (TypeError, KeyError):  # a value that is not a string, or a missing field
-        plain = False
-    names = list(dict.fromkeys([*flags, unique, *read]))
-    values = _row_major(rows, names)
-    columns = {name: values[j :: len(names)] for j, name in enumerate(names)}
+    complete = len(index) == len(rows)
+    keys = list(index) if complete else None
+    kept = [
+        name for name in dict.fromkeys([*flags, unique, *read]) if keys is None or name != unique
+    ]
+    checked = [name for name in text if keys is None or name != unique]
+    raw, plain = _read_rows(rows, kept, checked)
+    if keys is not None:
+        raw[unique] = keys
+        if unique in text:
+            plain = plain and all(map(str.strip, keys))
+    columns = dict(raw)
     suspects: set[int] = set()
     for name, want in flags.items():
-        suspects.update(positions(map(is_not, columns[name], repeat(want))))
+        suspects.update(_not_exactly(raw[name], want))
     if not plain:
         for name in text:
-            found = columns.get(name) or column(rows, name)
+            found = raw[name] if name in raw else column(rows, name)
+            wrong = []
             for i, value in enumerate(found):
                 if not isinstance(value, str):
-                    found[i] = None
-                    suspects.add(i)
+                    wrong.append(i)
                 elif not value or value.isspace():
                     suspects.add(i)
-    if len(index) != len(rows):
+            suspects.update(wrong)
+            if wrong and name in columns:
+                columns[name] = text_only = list(found)
+                for i in wrong:
+                    text_only[i] = None
+    if not complete:
         suspects.update(repeated(columns[unique]))
-    return FloorScan(suspects, columns)
+    return FloorScan(suspects, columns, raw, refs)
 
 
-def _stream(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> Iterator[Any]:
-    """Yield the values of ``names`` row after row; a missing field raises KeyError."""
-    names = _own_keys(rows, names)
-    if len(names) == 1:
-        return map(itemgetter(names[0]), rows)
-    return chain.from_iterable(map(itemgetter(*names), rows))
+def _not_exactly(values: list[Any], want: bool) -> Iterable[int]:
+    """Return the positions whose value is not ``want`` itself.
+
+    ``list.count`` compares in C, identity first: when it finds ``want`` everywhere and
+    every value is a bool, each value is ``want`` itself (1 and 1.0 equal True, 0 and
+    0.0 equal False, but none is a bool), so no position needs testing one by one.
+    """
+    if values.count(want) == len(values) and set(map(type, values)) <= {bool}:
+        return ()
+    return positions(map(is_not, values, repeat(want)))
+
+
+def _read_rows(
+    rows: Sequence[dict[str, Any]], kept: Sequence[str], checked: Sequence[str]
+) -> tuple[dict[str, list[Any]], bool]:
+    """Read the ``kept`` fields' columns, and say whether every ``checked`` value is plain.
+
+    A value is plain when it is a string neither empty nor whitespace: ``str.strip`` of
+    each, in one stream, is truthy for all exactly when all are (a value of any other type
+    raises TypeError). Reading a row's values costs a cache miss each on a large run, so
+    one ``itemgetter`` call per row reads every field (a missing one raises KeyError),
+    step by step, and each step's values are tested while they are in cache.
+    """
+    names = list(dict.fromkeys([*kept, *checked]))
+    width = len(names)
+    at_kept = [(name, names.index(name)) for name in kept]
+    at_checked = [names.index(name) for name in checked]
+    columns: dict[str, list[Any]] = {name: [] for name in kept}
+    plain = True
+    try:
+        for start in range(0, len(rows), _SCAN_STEP):
+            values = _values(rows[start : start + _SCAN_STEP], names)
+            if plain:
+                try:
+                    plain = all(
+                        map(str.strip, chain.from_iterable(values[j::width] for j in at_checked))
+                    )
+                except TypeError:
+                    plain = False
+            for name, j in at_kept:
+                columns[name] += values[j::width]
+    except KeyError:  # a row lacks a field: read each with ``dict.get``
+        return {name: column(rows, name) for name in kept}, False
+    return columns, plain
+
+
+def _values(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any]:
+    """Return the values of ``names`` row after row; a missing field raises KeyError."""
+    if not names:
+        return []
+    own = _own_keys(rows, names)
+    if len(own) == 1:
+        return list(map(itemgetter(own[0]), rows))
+    return list(chain.from_iterable(map(itemgetter(*own), rows)))
 
 
 def not_of_type(values: Iterable[Any], kind: type) -> Iterator[int]:
@@ -302,17 +409,22 @@ def per_distinct(judge: Callable[..., T], *columns: Sequence[Any]) -> list[T]:
     Each value is keyed together with its type, so True and 1, or 0, 0.0 and False, which
     hash and compare alike, are judged apart; values under one key then differ in nothing
     a check of JSON values can see. If any value cannot be hashed (a list or an object),
-    every position is judged on its own.
+    every position is judged on its own. The keys are made twice rather than kept: ``zip``
+    reuses its tuple once it is let go, so only the distinct ones take memory.
     """
+    try:
+        judged = {key: judge(*key[1::2]) for key in set(_typed(columns))}
+    except TypeError:
+        return list(map(judge, *columns))
+    return list(map(judged.__getitem__, _typed(columns)))
+
+
+def _typed(columns: Sequence[Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
+    """Yield each position's values, each after its type."""
     typed: list[Iterable[Any]] = []
     for values in columns:
         typed += [map(type, values), values]
-    keys = list(zip(*typed, strict=True))
-    try:
-        judged = {key: judge(*key[1::2]) for key in set(keys)}
-    except TypeError:
-        return list(map(judge, *columns))
-    return list(map(judged.__getitem__, keys))
+    return zip(*typed, strict=True)
 
 
 def repeated(values: Sequence[str | None]) -> Iterator[int]:

@@ -9,14 +9,14 @@ from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RowRef, RunInputs
 from sandbox_replay.layers.base import (
+    FloorScan,
     LayerResult,
-    column,
     describe,
     joined,
     missing_fields,
     not_text,
     positions,
-    row_dicts,
+    read_joined,
     scan_floor,
     shared,
     wrong_flags,
@@ -84,7 +84,7 @@ def check(run: RunInputs) -> LayerResult:
             "rollback_receipts.json",
             1,
         )
-    for request_id, effect in _uncovered(run):
+    for request_id, effect in _uncovered(run, scan):
         if not rollback_covers(run, request_id, effect.get("rollback_receipt_ref")):
             result.add_for_row(
                 codes.ROLLBACK_RECEIPT_MISSING,
@@ -114,12 +114,13 @@ def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bo
     )
 
 
-def _uncovered(run: RunInputs) -> list[tuple[str, RowRef]]:
+def _uncovered(run: RunInputs, scan: FloorScan) -> list[tuple[str, RowRef]]:
     """Return, in order, each executed request and its receipt, unless surely covered.
 
     An executed request is surely covered when its receipt's rollback ref finds a
     rollback row that names the request and is verified, which is ``rollback_covers``
     tested for every executed request at once in C; only the others are put to it.
+    ``scan``, of the rollback file, has read the two fields of every rollback row.
     """
     request_ids = list(run.derivations)
     receipts = shared(run, receipt_join)
@@ -127,12 +128,13 @@ def _uncovered(run: RunInputs) -> list[tuple[str, RowRef]]:
     requests = list(map(request_ids.__getitem__, executed))
     refs = list(map(receipts.columns["rollback_receipt_ref"].__getitem__, executed))
     try:
-        rollbacks = row_dicts(joined(run.rollback_by_id, refs))
+        rollbacks = joined(run.rollback_by_id, refs)
     except TypeError:  # a ref that cannot be hashed: put every request to the exact test
         return [(request_ids[i], receipts.refs[i]) for i in executed]
+    found = read_joined(rollbacks, ("request_id", "rollback_verified"), scan)
     covered = map(
         and_,
-        map(eq, column(rollbacks, "request_id"), requests),
-        map(is_, column(rollbacks, "rollback_verified"), repeat(True)),
+        map(eq, found["request_id"], requests),
+        map(is_, found["rollback_verified"], repeat(True)),
     )
     return [(requests[i], receipts.refs[executed[i]]) for i in positions(map(not_, covered))]

@@ -12,6 +12,7 @@ from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import (
     NO_ROW,
+    FloorScan,
     Join,
     LayerResult,
     derived_verdicts,
@@ -95,9 +96,12 @@ def _judge(derived: str, declared: Any, executed: Any, diff_count: Any) -> Outco
     return Outcome(tuple(found), matches, derived == "block" and left_no_trace(row))
 
 
-def receipt_join(run: RunInputs) -> Join:
-    """Join each request to its receipt: whether it executed, its diffs and rollback ref."""
-    return join(run.effect_by_request, run.derivations, _JOINED_FIELDS)
+def receipt_join(run: RunInputs, scan: FloorScan | None = None) -> Join:
+    """Join each request to its receipt: whether it executed, its diffs and rollback ref.
+
+    ``scan``, the receipt file's, may hold those fields already.
+    """
+    return join(run.effect_by_request, run.derivations, _JOINED_FIELDS, scan)
 
 
 def receipt_outcomes(run: RunInputs) -> list[Outcome]:
@@ -132,14 +136,14 @@ def check(run: RunInputs) -> LayerResult:
         {"body_redacted": True},
         run.effect_by_request,
         unique="request_id",
-        read=_TYPED_FIELDS,
+        read=_JOINED_FIELDS,
     )
     executed = scan.columns["execution_attempted"]
     # The scan clears the text, the flag and repeats; typing and the join are the receipt's.
     suspects = scan.suspects.union(
         not_of_type(executed, bool),
         _bad_counts(scan.columns["side_effect_diff_count"]),
-        shared(run, receipt_join).unknown(scan.columns["request_id"], run.request_by_id),
+        shared(run, receipt_join, scan).unknown(scan.columns["request_id"], run.request_by_id),
     )
     seen: set[str] = set()
     for ref in map(run.effects.__getitem__, sorted(suspects)):

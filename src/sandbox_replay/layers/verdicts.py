@@ -13,6 +13,7 @@ from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
 from sandbox_replay.layers.base import (
     NO_ROW,
+    FloorScan,
     Join,
     LayerResult,
     derived_verdicts,
@@ -48,9 +49,12 @@ def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None)
     )
 
 
-def verdict_join(run: RunInputs) -> Join:
-    """Join each request to its verdict row: the declared verdict and rule refs."""
-    return join(run.verdict_by_request, run.derivations, ("verdict", "rule_refs"))
+def verdict_join(run: RunInputs, scan: FloorScan | None = None) -> Join:
+    """Join each request to its verdict row: the declared verdict and rule refs.
+
+    ``scan``, the verdict file's, may hold those fields already.
+    """
+    return join(run.verdict_by_request, run.derivations, ("verdict", "rule_refs"), scan)
 
 
 def failing_requests(run: RunInputs) -> list[str]:
@@ -129,7 +133,7 @@ def check(run: RunInputs) -> LayerResult:
         _outside(scan.columns["verdict"], allowed_verdicts),
         _bad_rule_refs(scan.columns["rule_refs"]),
         _outside(list(map(type, scan.columns["approval_ref"])), (str, type(None))),
-        shared(run, verdict_join).unknown(request_ids, run.request_by_id),
+        shared(run, verdict_join, scan).unknown(request_ids, run.request_by_id),
     )
     versions = scan.columns["policy_version"]
     if isinstance(policy_version, str) and versions.count(policy_version) != len(versions):
