@@ -175,15 +175,21 @@ def _project(ref: RowRef, fields: Iterable[str]) -> dict[str, Any]:
     return row
 
 
-def _kept_as_is(values: list[Any]) -> bool:
+def _kept_as_is(values: Sequence[Any]) -> bool:
     """Say whether ``_scalar`` returns every one of ``values`` unchanged (or an equal copy).
 
     True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float or
-    None (``length_hint`` is a str's length and 0 for the others), or a list of at most
-    64 such strings, which ``_scalar`` copies unchanged. Checked in C.
+    None, or a list of at most 64 such strings, which ``_scalar`` copies unchanged.
+    Checked in C, in one pass over the types and, for strings, one over their lengths:
+    a column of one field's values is mostly of one kind, so that is all most take.
     """
     kinds = set(map(type, values))
-    if not kinds <= _SCALAR_KINDS | {list} or max(map(length_hint, values), default=0) > MAX_TEXT:
+    if kinds <= _KEPT_AS_IS:
+        return True
+    if kinds == _STR_ONLY:
+        return max(map(len, values)) <= MAX_TEXT
+    # ``length_hint`` is a str's length and 0 for the others.
+    if not kinds <= _SCALAR_KINDS | {list} or max(map(length_hint, values)) > MAX_TEXT:
         return False
     if list not in kinds:
         return True
@@ -191,9 +197,12 @@ def _kept_as_is(values: list[Any]) -> bool:
     items = list(chain.from_iterable(lists))
     return (
         max(map(len, lists)) <= 64
-        and set(map(type, items)) <= {str}
+        and set(map(type, items)) <= _STR_ONLY
         and max(map(len, items), default=0) <= MAX_TEXT
     )
+
+
+_STR_ONLY = frozenset({str})
 
 
 def _scalars(values: list[Any]) -> list[Any]:
@@ -202,38 +211,45 @@ def _scalars(values: list[Any]) -> list[Any]:
 
 
 @cache
-def _row_builder(names: tuple[str, ...]) -> Callable[[Any, int | None], dict[str, Any]]:
-    """Return ``lambda row, line: {name: row[name] for each name, "line": line}``.
+def _row_builder(names: tuple[str, ...]) -> Callable[[tuple[Any, ...], int | None], dict[str, Any]]:
+    """Return ``lambda values, line: {names[i]: values[i] for each i, "line": line}``.
 
     Written out as one dict display (compiled once per field tuple), it builds a row about
-    three times faster than ``dict(zip(...))``. A missing field raises ``KeyError``. As in
-    ``_project``, a later value for a key already placed keeps the key's first place.
+    three times faster than ``dict(zip(...))``. As in ``_project``, a later value for a
+    key already placed keeps the key's first place.
     """
-    items = "".join(f"{name!r}: row[{name!r}], " for name in names)
-    builder: Callable[[Any, int | None], dict[str, Any]] = eval(
-        f"lambda row, line: {{{items}'line': line}}"
+    items = "".join(f"{name!r}: values[{i}], " for i, name in enumerate(names))
+    builder: Callable[[tuple[Any, ...], int | None], dict[str, Any]] = eval(
+        f"lambda values, line: {{{items}'line': line}}"
     )
     return builder
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """Return ``lambda row: tuple(row[name] for name in names)``, one C call for two names on."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda row: (row[name],)
+    return itemgetter(*names)
 
 
 def _project_rows(refs: Sequence[RowRef], names: tuple[str, ...]) -> list[dict[str, Any]]:
     """Return ``[_project(ref, names) for ref in refs]``, built in bulk when the rows allow.
 
     ``_project`` keeps a row's present fields in ``names`` order, each value through
-    ``_scalar``, then its line. When every row holds every field (the builder raises
-    otherwise) and ``_scalar`` keeps every value (``_kept_as_is``), that is exactly each
-    row's fields copied in ``names`` order, then its line; a list value is then shared
-    with the input row instead of copied (the records are only read). Otherwise each row
-    is projected exactly.
+    ``_scalar``, then its line. When every row holds every field (the getter raises
+    otherwise) and ``_scalar`` keeps every value (``_kept_as_is``, checked field by
+    field), that is exactly each row's fields copied in ``names`` order, then its line; a
+    list value is then shared with the input row instead of copied (the records are only
+    read). Otherwise each row is projected exactly.
     """
-    build = _row_builder(names)
     try:
-        rows = list(map(build, map(itemgetter(3), refs), map(itemgetter(2), refs)))
+        values = list(map(_values_getter(names), map(itemgetter(3), refs)))  # RowRef.row
     except KeyError:
         return [_project(ref, names) for ref in refs]
-    if not _kept_as_is(list(chain.from_iterable(map(dict.values, rows)))):
+    if not all(map(_kept_as_is, zip(*values, strict=True))):
         return [_project(ref, names) for ref in refs]
-    return rows
+    return list(map(_row_builder(names), values, map(itemgetter(2), refs)))  # RowRef.line
 
 
 class ProjectedRows(LazyRows):
@@ -268,11 +284,18 @@ class DerivedRows(LazyRows):
         return len(self.request_ids)
 
     def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        """Build the rows column by column (each column as ``_scalar`` has it)."""
+        """Build the rows column by column (each column as ``_scalar`` has it).
+
+        Requests that derive alike share one ``Derivation``, so what a row shows of it
+        is read once per distinct derivation; its rows then share the one list of
+        mismatched fields (the records are only read).
+        """
         run = self.run
         keys = self.request_ids[start:stop]
         requests: list[Any] = [ref.row for ref in map(run.request_by_id.__getitem__, keys)]
         derivations = list(map(run.derivations.__getitem__, keys))
+        distinct = dict(zip(map(id, derivations), derivations, strict=True))
+        shown = {key: _shown(derivation) for key, derivation in distinct.items()}
         verdict_refs = map(run.verdict_by_request.get, keys)
         verdicts = [ref.row if ref is not None else None for ref in verdict_refs]
         declared = [v.get("verdict") if v is not None else None for v in verdicts]
@@ -284,7 +307,7 @@ class DerivedRows(LazyRows):
                 _scalars(list(map(dict.get, requests, repeat("action_kind")))),
                 _scalars(list(map(dict.get, requests, repeat("requested_capability")))),
                 _scalars(list(map(dict.get, requests, repeat("risk_class")))),
-                derivations,
+                map(shown.__getitem__, map(id, derivations)),
                 _scalars(declared),
                 _scalars(declared_refs),
                 map(derivation_passes, derivations, verdicts),
@@ -292,12 +315,22 @@ class DerivedRows(LazyRows):
         )
 
 
+def _shown(derivation: Derivation) -> tuple[str, str, bool, list[str]]:
+    """Return what a derived row shows of a derivation, in the row's order."""
+    return (
+        derivation.verdict,
+        derivation.rule_ref,
+        derivation.fail_closed,
+        list(derivation.mismatched_fields),
+    )
+
+
 def _derived_row(
     request_id: str,
     action_kind: Any,
     requested_capability: Any,
     risk_class: Any,
-    derivation: Derivation,
+    derivation: tuple[str, str, bool, list[str]],
     declared_verdict: Any,
     declared_rule_refs: Any,
     passed: bool,
@@ -307,10 +340,10 @@ def _derived_row(
         "action_kind": action_kind,
         "requested_capability": requested_capability,
         "risk_class": risk_class,
-        "derived_verdict": derivation.verdict,
-        "derived_rule_ref": derivation.rule_ref,
-        "fail_closed": derivation.fail_closed,
-        "mismatched_fields": list(derivation.mismatched_fields),
+        "derived_verdict": derivation[0],
+        "derived_rule_ref": derivation[1],
+        "fail_closed": derivation[2],
+        "mismatched_fields": derivation[3],
         "declared_verdict": declared_verdict,
         "declared_rule_refs": declared_rule_refs,
         "policy_derivation_passed": passed,
