@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -9,7 +10,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input
+from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input, sha256_of
 from sandbox_replay.policy import SHAPE_FIELDS, Derivation, PolicyTable
 
 
@@ -147,14 +148,60 @@ def _derive_all(table: PolicyTable, requests: Mapping[str, RowRef]) -> dict[str,
 BytesHook = Callable[[str, bytes], None]
 
 
+class _BesideParse:
+    """Digest one file's bytes and show them to ``on_bytes`` on a thread of its own.
+
+    ``result`` waits for the thread, then returns the digest or raises what it raised.
+    A plain thread per file rather than a pool: once ``join`` returns, the thread has
+    dropped its arguments (``Thread.run`` deletes them), so the loader's reference to
+    the bytes is the last one and they are freed before the next file is read; a pool's
+    worker may hold its last work item a moment past the future's result.
+    """
+
+    def __init__(self, name: str, raw: bytes, on_bytes: BytesHook) -> None:
+        self._digest = ""
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(name, raw, on_bytes), name="sandbox-replay-scan", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, name: str, raw: bytes, on_bytes: BytesHook) -> None:
+        try:
+            self._digest = sha256_of(raw)
+            on_bytes(name, raw)
+        except BaseException as error:  # raised in the loading thread by result()
+            self._error = error
+
+    def result(self) -> str:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._digest
+
+
 def _load(
     root: Path, name: str, key: str | None, limits: LoadLimits, on_bytes: BytesHook
 ) -> LoadedFile:
-    raw, loaded = read_input(root, name, limits)
+    """Read one file, then parse its bytes while a thread digests and scans them.
+
+    The overlap is safe and pays: the digest (``hashlib`` lets go of the GIL for any
+    buffer past 2 KiB) and the forbidden-material scan (RE2 searches with the GIL let
+    go) run in C on bytes nobody changes, while parsing holds the GIL. Every file waits
+    for its thread before the next is read, so the hook sees the files in the same order
+    as ever, one at a time, and no two files' bytes are held at once. An error from the
+    hook is raised here, as it was when the hook ran before the parse; it wins over an
+    error from the parse, which would not have run.
+    """
+    raw, loaded = read_input(root, name, limits, digest=False)
     if raw is None:
         return loaded
-    on_bytes(name, raw)
-    return parse_input(raw, loaded, key, limits)
+    beside = _BesideParse(name, raw, on_bytes)
+    try:
+        parse_input(raw, loaded, key, limits)
+    finally:
+        loaded.sha256 = beside.result()
+    return loaded
 
 
 def _load_largest_first(
@@ -189,8 +236,11 @@ def load_run(
 ) -> RunInputs:
     """Load every file of a run and build the join indexes and derivations.
 
-    ``on_bytes`` sees each file's raw bytes once, before parsing (the forbidden-material
-    scan runs there, so every input byte is read from disk only once).
+    ``on_bytes`` sees each file's raw bytes once, while they are parsed (the
+    forbidden-material scan runs there, so every input byte is read from disk only
+    once). It is called on a thread of its own but never for two files at once, in the
+    order the files are loaded; nothing else touches what it touches until ``load_run``
+    returns. What it raises, ``load_run`` raises.
     """
     names = dict(CORE_FILES)
     if mode is InputMode.BUNDLE:

@@ -135,8 +135,14 @@ def _line_at(doc: str, pos: int) -> int:
     return doc.count("\n", 0, pos) + 1
 
 
-def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None, LoadedFile]:
-    """Read one input file's bytes, refusing files that escape ``root`` or break limits."""
+def read_input(
+    root: Path, name: str, limits: LoadLimits, *, digest: bool = True
+) -> tuple[bytes | None, LoadedFile]:
+    """Read one input file's bytes, refusing files that escape ``root`` or break limits.
+
+    With ``digest`` False, ``sha256`` is left empty for the caller to fill in with
+    ``sha256_of`` (``inputs`` does so on another thread while it parses the bytes).
+    """
     loaded = LoadedFile(name=name)
     path = root / name
 
@@ -176,8 +182,14 @@ def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None,
     except OSError as exc:
         return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be read ({exc.strerror})")
     loaded.size = len(raw)
-    loaded.sha256 = "sha256:" + hashlib.sha256(raw).hexdigest()
+    if digest:
+        loaded.sha256 = sha256_of(raw)
     return raw, loaded
+
+
+def sha256_of(raw: bytes) -> str:
+    """Return a file's digest as ``LoadedFile.sha256`` spells it."""
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def parse_input(

@@ -98,6 +98,10 @@ class _ScanCollector:
     bytes do not match but the parsed value, and so every record and page built from it,
     would hold. So a file holding any backslash is scanned a second time as its parsed
     keys and string values (``scan_decoded``); per class the larger count is kept.
+
+    ``load_run`` calls it on a thread beside the parse, one file at a time and in load
+    order, and reads nothing of it meanwhile; ``scan_bytes`` searches with the GIL let
+    go, so the scan costs the run little more than the parse.
     """
 
     def __init__(self, scanner: ForbiddenScanner) -> None:
