@@ -10,13 +10,16 @@ derives. The derivation never looks at the recorded verdict.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from operator import itemgetter
 from typing import Any
 
 SHAPE_FIELDS = ("action_kind", "requested_capability", "source_trust_label")
+# All that a derivation reads of a request.
+DERIVATION_FIELDS = ("risk_class", *SHAPE_FIELDS)
 VERDICTS = ("allow", "warn", "block", "review")
 
 
@@ -73,6 +76,47 @@ class PolicyTable:
         if mismatched:
             return Derivation(self.fail_closed_verdict, self.fail_closed_rule_ref, True, mismatched)
         return Derivation(rule.verdict, rule.rule_ref, True)
+
+    def derive_each(self, requests: Sequence[Mapping[str, Any]]) -> list[Derivation]:
+        """Derive each request, in order, once per distinct (risk class, shape) of strings.
+
+        A derivation reads only ``DERIVATION_FIELDS``, so requests that agree on them
+        share one (frozen) ``Derivation``; anything but strings is derived on its own.
+        The four fields of every request are read and looked up in C; a request that
+        lacks one (``itemgetter`` raises KeyError) or holds a list or object there (its
+        key cannot be hashed) sends every request through the same lookup one by one.
+        """
+        by_shape = _ByShape(self)
+        try:
+            return list(map(by_shape.__getitem__, map(itemgetter(*DERIVATION_FIELDS), requests)))
+        except (KeyError, TypeError):
+            pass
+        derivations = []
+        for request in requests:
+            key = tuple(map(request.get, DERIVATION_FIELDS))
+            try:
+                derivations.append(by_shape[key])
+            except TypeError:  # a list or object: derived on its own
+                derivations.append(self.derive(request))
+        return derivations
+
+
+class _ByShape(dict[tuple[Any, ...], Derivation]):
+    """Derivations by their four fields' values; a key not held yet is derived on lookup.
+
+    Only a key of four strings is kept: among parsed JSON values only strings equal
+    strings, so a kept key is found only for requests of exactly those four strings.
+    """
+
+    def __init__(self, table: PolicyTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, key: tuple[Any, ...]) -> Derivation:
+        derivation = self.table.derive(dict(zip(DERIVATION_FIELDS, key, strict=True)))
+        if all(type(value) is str for value in key):
+            self[key] = derivation
+        return derivation
 
 
 @cache
