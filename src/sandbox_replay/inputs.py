@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input, sha256_of
-from sandbox_replay.policy import SHAPE_FIELDS, Derivation, PolicyTable
+from sandbox_replay.policy import Derivation, PolicyTable
 
 
 class InputMode(StrEnum):
@@ -119,30 +119,10 @@ def _row_refs(loaded: LoadedFile, positions: list[int]) -> list[RowRef]:
     return list(map(tuple.__new__, repeat(RowRef), fields))
 
 
-_DERIVATION_KEYS = ("risk_class", *SHAPE_FIELDS)
-
-
 def _derive_all(table: PolicyTable, requests: Mapping[str, RowRef]) -> dict[str, Derivation]:
-    """Derive every request, once per distinct (risk class, shape) of plain strings.
-
-    A derivation reads only those four fields, so requests that agree on them share one
-    (frozen) ``Derivation``; anything but strings is derived on its own.
-    """
-    known: dict[tuple[Any, ...], Derivation] = {}
-    derivations = {}
-    for request_id, ref in requests.items():
-        row = ref.row
-        key = tuple(map(row.get, _DERIVATION_KEYS))
-        # Looked up before it is checked: only strings equal strings among parsed JSON
-        # values, so a key found is all strings; one with a list or object raises.
-        try:
-            derivation = known[key]
-        except (KeyError, TypeError):
-            derivation = table.derive(row)
-            if all(type(value) is str for value in key):
-                known[key] = derivation
-        derivations[request_id] = derivation
-    return derivations
+    """Derive every request (once per distinct shape: ``PolicyTable.derive_each``)."""
+    rows = [ref.row for ref in requests.values()]
+    return dict(zip(requests, table.derive_each(rows), strict=True))
 
 
 BytesHook = Callable[[str, bytes], None]
