@@ -188,6 +188,8 @@ def read_joined(
 
     ``scan``, of the file the rows come from, may have read those fields already.
     """
+    if not names:
+        return {}
     if scan is not None and set(names) <= scan.raw.keys():
         found = from_scan(refs, names, scan)
         if found is not None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import and_, eq, is_, not_
+from itertools import compress, repeat
+from operator import and_, eq, is_, itemgetter, not_
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
@@ -42,8 +42,11 @@ def check(run: RunInputs) -> LayerResult:
         unique="rollback_id",
         read=("request_id",),
     )
-    known = map(run.request_by_id.__contains__, scan.columns["request_id"])
-    suspects = scan.suspects.union(positions(map(not_, known)))
+    uncovered, named = _uncovered(run, scan)
+    suspects = set(scan.suspects)
+    if len(named) != len(run.rollbacks):  # else every row names a request: nothing to look up
+        known = map(run.request_by_id.__contains__, scan.columns["request_id"])
+        suspects.update(positions(map(not_, known)))
     seen: set[str] = set()
     for ref in map(run.rollbacks.__getitem__, sorted(suspects)):
         row = ref.row
@@ -84,7 +87,7 @@ def check(run: RunInputs) -> LayerResult:
             "rollback_receipts.json",
             1,
         )
-    for request_id, effect in _uncovered(run, scan):
+    for request_id, effect in uncovered:
         if not rollback_covers(run, request_id, effect.get("rollback_receipt_ref")):
             result.add_for_row(
                 codes.ROLLBACK_RECEIPT_MISSING,
@@ -114,13 +117,16 @@ def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bo
     )
 
 
-def _uncovered(run: RunInputs, scan: FloorScan) -> list[tuple[str, RowRef]]:
+def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], set[int]]:
     """Return, in order, each executed request and its receipt, unless surely covered.
 
     An executed request is surely covered when its receipt's rollback ref finds a
     rollback row that names the request and is verified, which is ``rollback_covers``
     tested for every executed request at once in C; only the others are put to it.
     ``scan``, of the rollback file, has read the two fields of every rollback row.
+
+    Also return the positions of the rollback rows found to name an executed request:
+    those certainly name a request.
     """
     request_ids = list(run.derivations)
     receipts = shared(run, receipt_join)
@@ -130,11 +136,9 @@ def _uncovered(run: RunInputs, scan: FloorScan) -> list[tuple[str, RowRef]]:
     try:
         rollbacks = joined(run.rollback_by_id, refs)
     except TypeError:  # a ref that cannot be hashed: put every request to the exact test
-        return [(request_ids[i], receipts.refs[i]) for i in executed]
+        return [(request_ids[i], receipts.refs[i]) for i in executed], set()
     found = read_joined(rollbacks, ("request_id", "rollback_verified"), scan)
-    covered = map(
-        and_,
-        map(eq, found["request_id"], requests),
-        map(is_, found["rollback_verified"], repeat(True)),
-    )
-    return [(requests[i], receipts.refs[executed[i]]) for i in positions(map(not_, covered))]
+    names = list(map(eq, found["request_id"], requests))
+    covered = map(and_, names, map(is_, found["rollback_verified"], repeat(True)))
+    uncovered = [(requests[i], receipts.refs[executed[i]]) for i in positions(map(not_, covered))]
+    return uncovered, set(map(itemgetter(1), compress(rollbacks, names)))  # RowRef.index
