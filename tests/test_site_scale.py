@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from html.parser import HTMLParser
@@ -9,12 +10,17 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markupsafe import escape
 
 from conftest import REPO
 from sandbox_replay.exports.text import visible
-from sandbox_replay.report import parallel
+from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.records import build_records
+from sandbox_replay.report import parallel, views
 from sandbox_replay.report.build import BuildConfig, BuildError, BuildResult, build_site
+from sandbox_replay.report.discover import discover_runs
 from sandbox_replay.report.render import Renderer, _wbr
 from sandbox_replay.report.views import (
     PAGE_ROWS,
@@ -270,3 +276,105 @@ def test_a_result_record_written_by_its_own_process_is_still_refused(
         )
     assert not (tmp_path / "site").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["in"]
+
+
+# Values a record row may carry where a join-table cell reads it: booleans and the numbers
+# equal to them, strings, null, lists (not hashable), and a missing field.
+ODD_VALUES = (True, False, 1, 0, 1.0, 0.0, -1, 2, None, "block", "allow", "0", "", ["a", "b"])
+MISSING = object()
+PERTURBED = (
+    ("derived", "derived_verdict"),
+    ("derived", "derived_rule_ref"),
+    ("derived", "policy_derivation_passed"),
+    ("derived", "fail_closed"),
+    ("verdict", "verdict"),
+    ("verdict", "rule_refs"),
+    ("verdict", "pre_execution"),
+    ("verdict", "line"),
+    ("effect", "execution_attempted"),
+    ("effect", "side_effect_diff_count"),
+    ("effect", "rollback_receipt_ref"),
+    ("replay", "replay_id"),
+    ("replay", "verdict_reproduced"),
+    ("replay", "side_effect_state_reproduced"),
+    ("replay", "pass_label"),
+    ("span", "outcome"),
+    ("request", "risk_class"),
+    ("request", "action_kind"),
+    ("request", "source_trust_label"),
+)
+JOINED = ("derived", "verdict", "effect", "rollback", "replay", "span")
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory: pytest.TempPathFactory) -> views._RunBuilder:
+    folder = tmp_path_factory.mktemp("rows") / "bundle"
+    generate(folder, 40, seed=11, failing_fraction=0.3)
+    run = discover_runs([folder], folder.parent)[0]
+    outcome = replay(ReplayConfig(run.path, run.mode))
+    return views._RunBuilder(run, outcome, build_records(outcome), "now", "0")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(
+            st.integers(0, 39),
+            st.sampled_from(PERTURBED),
+            st.sampled_from((*ODD_VALUES, MISSING)),
+        ),
+        max_size=40,
+    ),
+    dropped=st.lists(st.tuples(st.integers(0, 39), st.sampled_from(JOINED)), max_size=6),
+    page=st.sampled_from(("index.html", "join/page-0002.html", "trace/page-0001.html")),
+)
+def test_join_rows_built_by_columns_equal_row_by_row(
+    builder: views._RunBuilder,
+    changes: list[tuple[int, tuple[str, str], object]],
+    dropped: list[tuple[int, str]],
+    page: str,
+) -> None:
+    """``join_rows`` (plain rows by columns) gives what ``_join_row`` gives row by row."""
+    requests = [dict(row) for row in builder.result["request_rows"]]
+    indexes = [dict(index) for index in builder.join_index]
+    tables = dict(zip(JOINED, indexes, strict=True))
+
+    def joined(table: str, n: int) -> tuple[dict[str, object], str] | None:
+        rid = requests[n]["request_id"]
+        key = {"span": f"span:{rid}", "rollback": None}.get(table, rid)
+        if table == "rollback":
+            effect = tables["effect"].get(rid)
+            key = effect and effect.get("rollback_receipt_ref")
+        if not isinstance(key, str) or key not in tables[table]:
+            return None
+        return tables[table], key
+
+    for n, (table, field), value in changes:
+        if field == "line" and isinstance(value, list):
+            continue  # a row's line is its position in its file: never a list
+        if table == "request":
+            target: dict[str, object] | None = requests[n]
+        else:
+            found = joined(table, n)
+            target = None
+            if found is not None:
+                index, key = found
+                target = index[key] = dict(index[key])
+        # A derived row always holds its verdict and rule (``records.DerivedRows``).
+        if target is not None and (value is not MISSING or table != "derived"):
+            target.pop(field, None)
+            if value is not MISSING:
+                target[field] = value
+    for n, table in dropped:
+        found = joined(table, n)
+        if found is not None:
+            del found[0][found[1]]
+    odd = copy.copy(builder)
+    odd.result = {**builder.result, "request_rows": requests}
+    odd.join_index = tuple(tables[name] for name in JOINED)  # type: ignore[assignment]
+    file_href = odd._request_file_href(page)
+    expected = tuple(
+        odd._join_row(n, request, page, file_href) for n, request in enumerate(requests)
+    )
+    assert odd.join_rows(0, len(requests), page) == expected
+    assert odd.join_rows(7, 23, page) == expected[7:23]

@@ -13,9 +13,11 @@ import functools
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeGuard
+from itertools import compress, repeat
+from operator import is_, itemgetter
+from typing import Any, NamedTuple, TypeGuard, cast
 
 from markupsafe import Markup
 
@@ -40,6 +42,7 @@ MAX_SHOWN_BYTES = 256 * 1024
 # near 1 MB); the fixtures' six requests stay on the run page.
 PAGE_ROWS = 500
 MAIN_PAGE = "index.html"
+ACTIONS_FILE = "action_requests.json"
 CORE_VERDICTS = ("allow", "block", "review")
 TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
 MODE_LABELS = {InputMode.FIXTURE: "fixture", InputMode.BUNDLE: "bundle"}
@@ -132,6 +135,35 @@ def text(value: Any) -> str:
         except TypeError:
             return ", ".join(text(v) for v in value)
     return str(value)
+
+
+def _column(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
+    """Return ``[row.get(key) for row in rows]`` (rows are dicts: looked up in C)."""
+    return list(map(dict.get, rows, repeat(key)))  # type: ignore[arg-type]
+
+
+def _texts(values: list[Any]) -> list[str]:
+    """Return ``[text(v) for v in values]``, in C for the common columns.
+
+    ``text`` returns a string itself, ``str`` of an int (not of a bool, whose type is not
+    ``int``) and ``", ".join`` of a list of strings.
+    """
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        return values
+    if kinds == {int}:
+        return list(map(str, values))
+    if kinds == {list}:
+        try:
+            return list(map(", ".join, values))
+        except TypeError:  # not a list of strings: ``text`` each
+            pass
+    return [text(v) for v in values]
+
+
+def _are_true(values: list[Any]) -> list[bool]:
+    """Return ``[v is True for v in values]``."""
+    return list(map(is_, values, repeat(True)))
 
 
 def plural(count: int, one: str, many: str | None = None) -> str:
@@ -559,8 +591,113 @@ def _expected_alarm(finding: Mapping[str, Any]) -> bool:
     )
 
 
+# The join table's cells, each a function of the few values it shows: ``_join_row`` reads
+# them from one row, ``_plain_join_rows`` from a page of rows at once (through ``_cells``).
+
+
+def _declared(declared: str, agrees: bool, note: str, pre_execution: bool) -> Cell:
+    """The declared-verdict cell: the verdict, and whether the derivation agrees."""
+    declared = declared or "(none)"
+    css = f"verdict v-{declared}" if declared in VERDICTS else "verdict"
+    if not agrees:
+        css += " gap"
+    if not pre_execution:
+        note = (note + " · " if note else "") + "not pre-execution"
+        css += " gap" if "gap" not in css else ""
+    return Cell(declared + ("" if agrees else " ≠"), note, css)
+
+
+def _derived(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
+    """The derived-verdict cell: the verdict and the rule that gave it."""
+    note = rule_ref + " · fail-closed" if fail_closed else rule_ref
+    return Cell(verdict, note, f"verdict v-{verdict}")
+
+
+def _effect(derived_verdict: Any, executed: bool, count: Any) -> Cell:
+    """The side-effect cell: whether it ran and its diff count, held to the verdict."""
+    diffs = plural(count, "diff") if _is_count(count) else "diff count unusable"
+    if derived_verdict == "block":
+        ok = not executed and count == 0
+    elif derived_verdict in ("allow", "review"):
+        ok = executed and _is_count(count) and count >= 1
+    else:
+        ok = True
+    return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
+
+
+def _rollback(ref: str, executed: bool, found: bool, verified: bool) -> Cell:
+    """The rollback cell: whether a rollback was due, found, and verified for this request."""
+    if not found:
+        return Cell(GAP, ref, "gap") if executed else Cell("not required", "", "muted")
+    return Cell("verified", ref) if verified else Cell("not verified", ref, "gap")
+
+
+def _replay(flagged: bool, claims: bool) -> Cell:
+    """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
+    label = "reproduced" if claims else "not reproduced"
+    if flagged:
+        return Cell(f"claims {label}", "does not re-derive", "gap")
+    return Cell(label, "", "" if claims else "gap")
+
+
+def _trace(outcome: str, flagged: bool) -> Cell:
+    """The trace cell: the span's outcome, and whether its audit found something."""
+    # Any other outcome is a recorded verdict label, input text: never a class name.
+    css = f"outcome o-{outcome if outcome in TRACE_OUTCOMES else 'other'}"
+    if flagged:
+        return Cell(outcome, "audit finding", f"{css} gap")
+    return Cell(outcome, "", css)
+
+
+# Cells already made, by cell function and arguments (``_cells``); each table is emptied
+# when it reaches this many, so that a run of all-distinct cells cannot grow it further.
+_MADE: dict[Callable[..., Cell], dict[tuple[Any, ...], Cell]] = {}
+_MADE_MAX = 4096
+
+
+def _cells(make: Callable[..., Cell], *columns: list[Any]) -> list[Cell]:
+    """Return ``list(map(make, *columns))``, calling ``make`` once per distinct arguments.
+
+    Nearly every cell of a large run repeats one made before. A cell is looked up by its
+    arguments and their types, so it is reused only for the very same arguments (``True``,
+    ``1`` and ``1.0`` are one key of a dict, but not one argument); with an argument that
+    cannot be a key (a list), each cell is made.
+    """
+    made = _MADE.setdefault(make, {})
+    keys = list(zip(*columns, *(map(type, column) for column in columns), strict=True))
+    try:
+        cells = list(map(made.get, keys))
+    except TypeError:
+        return list(map(make, *columns))
+    if None in cells:
+        if len(made) > _MADE_MAX:
+            made.clear()
+        arguments = len(columns)
+        for n, cell in enumerate(cells):
+            if cell is None:
+                key = keys[n]
+                cells[n] = made[key] = make(*key[:arguments])
+    return cast(list[Cell], cells)  # no None is left
+
+
 # Read by the view-models and the headline more than once (``_RunBuilder``).
 _ROWS_READ_AGAIN = ("findings", "derived_policy_verdict_rows", "side_effect_rows")
+
+
+class _Joined(NamedTuple):
+    """The plain rows of a join-table page (see ``_RunBuilder.join_rows``), by column.
+
+    Each row's position in the run, its request and id, and the rows joined to it.
+    """
+
+    indexes: list[int]
+    requests: list[Mapping[str, Any]]
+    rids: list[str]
+    derived: list[Mapping[str, Any]]
+    verdicts: list[Mapping[str, Any]]
+    effects: list[Mapping[str, Any]]
+    replays: list[Mapping[str, Any]]
+    spans: list[Mapping[str, Any]]
 
 
 class _RunBuilder:
@@ -628,6 +765,10 @@ class _RunBuilder:
             if not _expected_alarm(f):
                 self.by_subject.setdefault(f["subject_id"], []).append(i)
                 self.by_line.setdefault((f["path"], f["line"]), []).append(i)
+        # The lines findings are about, by input file (``_hot_rows``).
+        self.finding_lines: dict[Any, set[Any]] = {}
+        for path, line in self.by_line:
+            self.finding_lines.setdefault(path, set()).add(line)
         # Every span is kept by the index below anyway: read them once, slice pages of them.
         self.spans = list(self.result["public_agent_execution_trace"]["spans"])
         r = self.result
@@ -665,6 +806,26 @@ class _RunBuilder:
         if index is None:
             return ""
         return relative_href(self.join_pager.page_of(index), f"request-{index + 1}", from_page)
+
+    def request_hrefs(self, rids: Iterable[str], from_page: str) -> list[str]:
+        """Return ``request_href`` of each of ``rids``, as seen from one page.
+
+        The link to a page is worked out once per page linked: ``relative_href`` ends with
+        the anchor it is given, so the link to any anchor there is that prefix and it.
+        """
+        pager = self.join_pager
+        prefixes: dict[int, str] = {}
+        hrefs = []
+        for index in map(self.request_index.get, rids):
+            if index is None:
+                hrefs.append("")
+                continue
+            page = index // pager.page_rows
+            prefix = prefixes.get(page)
+            if prefix is None:
+                prefix = prefixes[page] = relative_href(pager.page_of(index), "", from_page)
+            hrefs.append(f"{prefix}request-{index + 1}")
+        return hrefs
 
     def finding_href(self, index: int, from_page: str) -> str:
         page = self.findings_pager.page_of(self.finding_position[index])
@@ -928,108 +1089,303 @@ class _RunBuilder:
         return tuple(groups)
 
     def join_rows(self, start: int, end: int, from_page: str) -> tuple[JoinRow, ...]:
-        """Return the join rows of requests ``[start, end)`` as seen from ``from_page``."""
-        r = self.result
+        """Return the join rows of requests ``[start, end)`` as seen from ``from_page``.
+
+        Each row is what ``_join_row`` builds for it. Plain rows, nearly all of a run's, are
+        built a column at a time instead (``_plain_join_rows``, which gives the same rows
+        in a fraction of the time): a row whose request id is a string seen first on that
+        row, and which every record that should mention it does (derived and declared
+        verdict, side effect, cold replay and span).
+        """
+        requests = self.result["request_rows"][start:end]
+        indexes = list(range(start, start + len(requests)))
+        derived_by, verdict_by, effect_by, _, replay_by, span_by = self.join_index
+        first = self.request_index
+        # The id each row joins by: None where it is a duplicate or not a string.
+        rids: list[Any] = [
+            rid if isinstance(rid, str) and first[rid] == index else None
+            for index, rid in zip(indexes, _column(requests, "request_id"), strict=True)
+        ]
+        span_keys: list[Any] = [None if rid is None else "span:" + rid for rid in rids]
+        partners = (
+            list(map(derived_by.get, rids)),
+            list(map(verdict_by.get, rids)),
+            list(map(effect_by.get, rids)),
+            list(map(replay_by.get, rids)),
+            list(map(span_by.get, span_keys)),
+        )
+        plain = [None not in row for row in zip(*partners, strict=True)]
+        columns: list[list[Any]] = [indexes, requests, rids, *partners]
+        file_href = self._request_file_href(from_page)
+        if all(plain):
+            return tuple(self._plain_join_rows(_Joined(*columns), from_page, file_href))
+        # The plain rows together, the others one by one, put back in order.
+        at = list(compress(range(len(requests)), plain))
+        joined = _Joined(*([column[n] for n in at] for column in columns))
+        built = dict(zip(at, self._plain_join_rows(joined, from_page, file_href), strict=True))
+        return tuple(
+            built[n] if n in built else self._join_row(index, request, from_page, file_href)
+            for n, (index, request) in enumerate(zip(indexes, requests, strict=True))
+        )
+
+    def _request_file_href(self, from_page: str) -> str | None:
+        """Return where every request of a page links (its file's entry, or nothing).
+
+        None when the request file is highlighted: each request then links its own line.
+        """
+        if ACTIONS_FILE in self.highlighted:
+            return None
+        return self.line_href(ACTIONS_FILE, None, from_page)
+
+    def _join_row(
+        self, index: int, request: Mapping[str, Any], from_page: str, file_href: str | None
+    ) -> JoinRow:
+        """Return the join row of request ``index`` (``file_href`` as ``_request_file_href``)."""
         derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self.join_index
-        # A request's own line is linked only where its file is highlighted; elsewhere every
-        # request links the same place (the file's entry, or nothing).
-        file_href = None
-        if "action_requests.json" not in self.highlighted:
-            file_href = self.line_href("action_requests.json", None, from_page)
-        declared_cell, derived_cell, effect_cell = (
-            self._declared_cell,
-            self._derived_cell,
-            self._effect_cell,
+        rid = request.get("request_id")
+        anchor = f"request-{index + 1}"
+        shape = " · ".join(
+            [
+                text(request.get("action_kind")),
+                text(request.get("requested_capability")),
+                text(request.get("source_trust_label")),
+            ]
         )
-        rollback_cell, replay_cell, trace_cell = (
-            self._rollback_cell,
-            self._replay_cell,
-            self._trace_cell,
+        # A request id seen on an earlier row is a duplicate: only its first row joins.
+        joined = isinstance(rid, str) and self.request_index[rid] == index
+        request_href = (
+            self.line_href(ACTIONS_FILE, request.get("line"), from_page)
+            if file_href is None
+            else file_href
         )
-        rows = []
-        for index, request in enumerate(r["request_rows"][start:end], start):
-            rid = request.get("request_id")
-            anchor = f"request-{index + 1}"
-            shape = " · ".join(
-                [
-                    text(request.get("action_kind")),
-                    text(request.get("requested_capability")),
-                    text(request.get("source_trust_label")),
-                ]
+        if not joined:
+            unjoined = Cell("— not joined", "duplicate or unusable request id", "gap")
+            return JoinRow(
+                anchor,
+                text(rid) or "(no id)",
+                request_href,
+                text(request.get("risk_class")),
+                shape,
+                unjoined,
+                unjoined,
+                unjoined,
+                unjoined,
+                unjoined,
+                unjoined,
+                self._links((), [(ACTIONS_FILE, request.get("line"))], from_page),
+                "row-gap",
             )
-            # A request id seen on an earlier row is a duplicate: only its first row joins.
-            joined = isinstance(rid, str) and self.request_index[rid] == index
-            request_href = (
-                self.line_href("action_requests.json", request.get("line"), from_page)
-                if file_href is None
-                else file_href
+        assert isinstance(rid, str)
+        derived = derived_by.get(rid)
+        verdict = verdict_by.get(rid)
+        effect = effect_by.get(rid)
+        replay_row = replay_by.get(rid)
+        span_key = "span:" + rid
+        span = span_by.get(span_key)
+        rollback = None
+        if effect is not None:
+            ref = effect.get("rollback_receipt_ref")
+            if isinstance(ref, str):
+                rollback = rollback_by.get(ref)
+        links = self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
+        derived_verdict = derived["derived_verdict"] if derived else ""
+        return JoinRow(
+            anchor,
+            rid,
+            request_href,
+            text(request.get("risk_class")),
+            shape,
+            self._declared_cell(derived, verdict),
+            self._derived_cell(derived),
+            self._effect_cell(derived_verdict, effect),
+            self._rollback_cell(effect, rollback, rid),
+            self._replay_cell(replay_row),
+            self._trace_cell(span, span_key in self.flagged_spans),
+            links,
+            "row-gap" if links else "",
+        )
+
+    def _plain_join_rows(
+        self, joined: _Joined, from_page: str, file_href: str | None
+    ) -> list[JoinRow]:
+        """Return ``_join_row`` of each plain row (see ``join_rows``), built by columns.
+
+        Each column reads the values ``_join_row`` reads, with ``text`` applied as it
+        applies it (``_texts``), and each cell is the same function of them (``_declared``
+        and the others, cached: a cell repeats from row to row). A row links findings only
+        if one of its ids or input lines is one a finding is about: ``_hot_rows`` finds
+        those rows, whose links are then made by ``_row_links`` as ``_join_row`` makes them.
+        """
+        indexes, requests, rids, derived, verdicts, effects, replays, spans = joined
+        rollback_by = self.join_index[3]
+        rollbacks = [
+            rollback_by.get(ref) if isinstance(ref, str) else None
+            for ref in _column(effects, "rollback_receipt_ref")
+        ]
+        span_keys = ["span:" + rid for rid in rids]
+        hot = self._hot_rows(joined, span_keys, rollbacks)
+        links = [
+            self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
+            if n in hot
+            else ()
+            for n, (rid, request, verdict, effect, rollback, replay_row) in enumerate(
+                zip(rids, requests, verdicts, effects, rollbacks, replays, strict=True)
             )
-            if not joined:
-                unjoined = Cell("— not joined", "duplicate or unusable request id", "gap")
-                rows.append(
-                    JoinRow(
-                        anchor,
-                        text(rid) or "(no id)",
-                        request_href,
-                        text(request.get("risk_class")),
-                        shape,
-                        unjoined,
-                        unjoined,
-                        unjoined,
-                        unjoined,
-                        unjoined,
-                        unjoined,
-                        self._links((), [("action_requests.json", request.get("line"))], from_page),
-                        "row-gap",
+        ]
+        if file_href is None:
+            hrefs = [
+                self.line_href(ACTIONS_FILE, line, from_page) for line in _column(requests, "line")
+            ]
+        else:
+            hrefs = [file_href] * len(requests)
+        shapes = map(
+            " · ".join,
+            zip(
+                _texts(_column(requests, "action_kind")),
+                _texts(_column(requests, "requested_capability")),
+                _texts(_column(requests, "source_trust_label")),
+                strict=True,
+            ),
+        )
+        derived_verdicts = list(map(itemgetter("derived_verdict"), derived))
+        executed = _are_true(_column(effects, "execution_attempted"))
+        cells = (
+            _cells(
+                _declared,
+                _texts(_column(verdicts, "verdict")),
+                list(map(bool, _column(derived, "policy_derivation_passed"))),
+                _texts(_column(verdicts, "rule_refs")),
+                _are_true(_column(verdicts, "pre_execution")),
+            ),
+            _cells(
+                _derived,
+                _texts(derived_verdicts),
+                _texts(list(map(itemgetter("derived_rule_ref"), derived))),
+                list(map(bool, _column(derived, "fail_closed"))),
+            ),
+            _cells(_effect, derived_verdicts, executed, _column(effects, "side_effect_diff_count")),
+            list(
+                map(
+                    _rollback,
+                    _texts(_column(effects, "rollback_receipt_ref")),
+                    executed,
+                    [rollback is not None for rollback in rollbacks],
+                    [
+                        rollback is not None
+                        and rollback.get("request_id") == rid
+                        and rollback.get("rollback_verified") is True
+                        for rollback, rid in zip(rollbacks, rids, strict=True)
+                    ],
+                )
+            ),
+            _cells(
+                _replay,
+                list(map(self.flagged_replays.__contains__, _texts(_column(replays, "replay_id")))),
+                list(
+                    map(
+                        all,
+                        zip(
+                            _are_true(_column(replays, "verdict_reproduced")),
+                            _are_true(_column(replays, "side_effect_state_reproduced")),
+                            _are_true(_column(replays, "pass_label")),
+                            strict=True,
+                        ),
                     )
-                )
-                continue
-            assert isinstance(rid, str)
-            derived = derived_by.get(rid)
-            verdict = verdict_by.get(rid)
-            effect = effect_by.get(rid)
-            replay_row = replay_by.get(rid)
-            span_key = "span:" + rid
-            span = span_by.get(span_key)
-            # What the row's findings are about: its ids, and its lines in the input files.
-            subjects = [rid, span_key]
-            lines = [("action_requests.json", request.get("line"))]
-            if verdict is not None:
-                lines.append(("policy_verdicts.json", verdict.get("line")))
-            rollback = None
-            if effect is not None:
-                lines.append(("side_effect_receipts.json", effect.get("line")))
-                ref = effect.get("rollback_receipt_ref")
-                if isinstance(ref, str):
-                    rollback = rollback_by.get(ref)
-            if replay_row is not None:
-                lines.append(("cold_replay.json", replay_row.get("line")))
-                if isinstance(replay_row.get("replay_id"), str):
-                    subjects.append(replay_row["replay_id"])
-            if rollback is not None:
-                lines.append(("rollback_receipts.json", rollback.get("line")))
-                if isinstance(rollback.get("rollback_id"), str):
-                    subjects.append(rollback["rollback_id"])
-            links = self._links(subjects, lines, from_page)
-            derived_verdict = derived["derived_verdict"] if derived else ""
-            rows.append(
-                JoinRow(  # by position: a page makes 500 of them
-                    anchor,
-                    rid,
-                    request_href,
-                    text(request.get("risk_class")),
-                    shape,
-                    declared_cell(derived, verdict),
-                    derived_cell(derived),
-                    effect_cell(derived_verdict, effect),
-                    rollback_cell(effect, rollback, rid),
-                    replay_cell(replay_row),
-                    trace_cell(span, span_key in self.flagged_spans),
+                ),
+            ),
+            _cells(
+                _trace,
+                _texts(_column(spans, "outcome")),
+                list(map(self.flagged_spans.__contains__, span_keys)),
+            ),
+        )
+        # ``JoinRow._make`` of each row without its Python frame: 600,000 rows at most.
+        return list(
+            map(
+                tuple.__new__,
+                repeat(JoinRow),
+                zip(
+                    [f"request-{index + 1}" for index in indexes],
+                    rids,
+                    hrefs,
+                    _texts(_column(requests, "risk_class")),
+                    shapes,
+                    *cells,
                     links,
-                    "row-gap" if links else "",
-                )
+                    ["row-gap" if row_links else "" for row_links in links],
+                    strict=True,
+                ),
             )
-        return tuple(rows)
+        )
+
+    def _hot_rows(
+        self,
+        joined: _Joined,
+        span_keys: list[str],
+        rollbacks: list[Mapping[str, Any] | None],
+    ) -> set[int]:
+        """Return the positions of the rows that may link a finding (see ``_row_links``).
+
+        A row can link a finding only through one of its ids (request, span, replay,
+        rollback) or one of its lines in the five input files. Every position is returned
+        when a value cannot be looked up (not hashable): each row is then linked exactly.
+        """
+        _, requests, rids, _, verdicts, effects, replays, _ = joined
+        ids: list[list[Any]] = [
+            span_keys,
+            rids,
+            [i if isinstance(i, str) else None for i in _column(replays, "replay_id")],
+            [r.get("rollback_id") if r is not None else None for r in rollbacks],
+        ]
+        lines = [
+            (ACTIONS_FILE, _column(requests, "line")),
+            ("policy_verdicts.json", _column(verdicts, "line")),
+            ("side_effect_receipts.json", _column(effects, "line")),
+            ("cold_replay.json", _column(replays, "line")),
+            (
+                "rollback_receipts.json",
+                [r.get("line") if r is not None else None for r in rollbacks],
+            ),
+        ]
+        positions = range(len(rids))
+        hot: set[int] = set()
+        try:
+            for values in ids:
+                hot.update(compress(positions, map(self.by_subject.__contains__, values)))
+            for path, values in lines:
+                if path in self.finding_lines:
+                    found = self.finding_lines[path].__contains__
+                    hot.update(compress(positions, map(found, values)))
+        except TypeError:
+            return set(positions)
+        return hot
+
+    def _row_links(
+        self,
+        rid: str,
+        request: Mapping[str, Any],
+        verdict: Mapping[str, Any] | None,
+        effect: Mapping[str, Any] | None,
+        rollback: Mapping[str, Any] | None,
+        replay_row: Mapping[str, Any] | None,
+        from_page: str,
+    ) -> tuple[FindingLink, ...]:
+        """Link the findings about a joined request: its ids, and its lines in the inputs."""
+        subjects = [rid, "span:" + rid]
+        lines = [(ACTIONS_FILE, request.get("line"))]
+        if verdict is not None:
+            lines.append(("policy_verdicts.json", verdict.get("line")))
+        if effect is not None:
+            lines.append(("side_effect_receipts.json", effect.get("line")))
+        if replay_row is not None:
+            lines.append(("cold_replay.json", replay_row.get("line")))
+            if isinstance(replay_row.get("replay_id"), str):
+                subjects.append(replay_row["replay_id"])
+        if rollback is not None:
+            lines.append(("rollback_receipts.json", rollback.get("line")))
+            if isinstance(rollback.get("rollback_id"), str):
+                subjects.append(rollback["rollback_id"])
+        return self._links(subjects, lines, from_page)
 
     def _links(
         self, subjects: Sequence[str], lines: Sequence[tuple[str, Any]], from_page: str
@@ -1056,41 +1412,32 @@ class _RunBuilder:
     ) -> Cell:
         if verdict is None:
             return Cell(GAP, "no verdict row", "gap")
-        declared = text(verdict.get("verdict")) or "(none)"
-        agrees = bool(derived and derived.get("policy_derivation_passed"))
-        css = f"verdict v-{declared}" if declared in VERDICTS else "verdict"
-        if not agrees:
-            css += " gap"
-        note = text(verdict.get("rule_refs"))
-        if verdict.get("pre_execution") is not True:
-            note = (note + " · " if note else "") + "not pre-execution"
-            css += " gap" if "gap" not in css else ""
-        return Cell(declared + ("" if agrees else " ≠"), note, css)
+        return _declared(
+            text(verdict.get("verdict")),
+            bool(derived and derived.get("policy_derivation_passed")),
+            text(verdict.get("rule_refs")),
+            verdict.get("pre_execution") is True,
+        )
 
     @staticmethod
     def _derived_cell(derived: Mapping[str, Any] | None) -> Cell:
         if derived is None:
             return Cell(GAP, "", "gap")
-        verdict = text(derived["derived_verdict"])
-        note = text(derived["derived_rule_ref"])
-        if derived.get("fail_closed"):
-            note += " · fail-closed"
-        return Cell(verdict, note, f"verdict v-{verdict}")
+        return _derived(
+            text(derived["derived_verdict"]),
+            text(derived["derived_rule_ref"]),
+            bool(derived.get("fail_closed")),
+        )
 
     @staticmethod
     def _effect_cell(derived_verdict: str, effect: Mapping[str, Any] | None) -> Cell:
         if effect is None:
             return Cell(GAP, "no side-effect receipt", "gap")
-        executed = effect.get("execution_attempted") is True
-        count = effect.get("side_effect_diff_count")
-        diffs = plural(count, "diff") if _is_count(count) else "diff count unusable"
-        if derived_verdict == "block":
-            ok = not executed and count == 0
-        elif derived_verdict in ("allow", "review"):
-            ok = executed and _is_count(count) and count >= 1
-        else:
-            ok = True
-        return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
+        return _effect(
+            derived_verdict,
+            effect.get("execution_attempted") is True,
+            effect.get("side_effect_diff_count"),
+        )
 
     @staticmethod
     def _rollback_cell(
@@ -1098,41 +1445,30 @@ class _RunBuilder:
     ) -> Cell:
         if effect is None:
             return Cell(GAP, "no receipt to recover from", "gap")
-        ref = text(effect.get("rollback_receipt_ref"))
-        executed = effect.get("execution_attempted") is True
-        if rollback is None:
-            if executed:
-                return Cell(GAP, ref, "gap")
-            return Cell("not required", "", "muted")
-        if rollback.get("request_id") != rid or rollback.get("rollback_verified") is not True:
-            return Cell("not verified", ref, "gap")
-        return Cell("verified", ref)
+        return _rollback(
+            text(effect.get("rollback_receipt_ref")),
+            effect.get("execution_attempted") is True,
+            rollback is not None,
+            rollback is not None
+            and rollback.get("request_id") == rid
+            and rollback.get("rollback_verified") is True,
+        )
 
     def _replay_cell(self, replay_row: Mapping[str, Any] | None) -> Cell:
         if replay_row is None:
             return Cell(GAP, "no cold-replay row", "gap")
-        replay_id = text(replay_row.get("replay_id"))
-        flagged = replay_id in self.flagged_replays
         claims = (
             replay_row.get("verdict_reproduced") is True
             and replay_row.get("side_effect_state_reproduced") is True
             and replay_row.get("pass_label") is True
         )
-        label = "reproduced" if claims else "not reproduced"
-        if flagged:
-            return Cell(f"claims {label}", "does not re-derive", "gap")
-        return Cell(label, "", "" if claims else "gap")
+        return _replay(text(replay_row.get("replay_id")) in self.flagged_replays, claims)
 
     @staticmethod
     def _trace_cell(span: Mapping[str, Any] | None, flagged: bool = False) -> Cell:
         if span is None:
             return Cell(GAP, "", "gap")
-        outcome = text(span.get("outcome"))
-        # Any other outcome is a recorded verdict label, input text: never a class name.
-        css = f"outcome o-{outcome if outcome in TRACE_OUTCOMES else 'other'}"
-        if flagged:
-            return Cell(outcome, "audit finding", f"{css} gap")
-        return Cell(outcome, "", css)
+        return _trace(text(span.get("outcome")), flagged)
 
     def matrix(self) -> MatrixView:
         rows = self.result["derived_policy_verdict_rows"]
@@ -1265,28 +1601,34 @@ class _RunBuilder:
         )
 
     def span_rows(self, start: int, end: int, from_page: str) -> tuple[SpanRow, ...]:
-        """Return the trace spans ``[start, end)`` as seen from ``from_page``."""
-        rows = []
-        request_href, trace_cell = self.request_href, self._trace_cell
-        for span in self.spans[start:end]:
-            span_id = text(span.get("span_id"))
-            digest = text(span.get("input_digest"))
-            rows.append(
-                SpanRow(  # by position: a page makes 500 of them
-                    request_href(span_id.removeprefix("span:"), from_page),
-                    text(span.get("sequence_index")),
-                    span_id,
-                    text(span.get("episode_id")),
-                    text(span.get("action_kind")),
-                    trace_cell(span),
-                    text(span.get("authority_verdict_id")) or GAP,
-                    text(span.get("state_transition_ref")) or "—",
-                    text(span.get("recovery_ref")) or "—",
-                    digest,
-                    digest.removeprefix("sha256:")[:12],
-                )
+        """Return the trace spans ``[start, end)`` as seen from ``from_page``.
+
+        Built a column at a time: ``text`` of one field of every span (``_texts``).
+        """
+        spans = self.spans[start:end]
+        span_ids = _texts(_column(spans, "span_id"))
+        digests = _texts(_column(spans, "input_digest"))
+        # ``SpanRow._make`` of each row without its Python frame, as in ``_plain_join_rows``.
+        return tuple(
+            map(
+                tuple.__new__,
+                repeat(SpanRow),
+                zip(
+                    self.request_hrefs([s.removeprefix("span:") for s in span_ids], from_page),
+                    _texts(_column(spans, "sequence_index")),
+                    span_ids,
+                    _texts(_column(spans, "episode_id")),
+                    _texts(_column(spans, "action_kind")),
+                    _cells(_trace, _texts(_column(spans, "outcome")), [False] * len(spans)),
+                    [t or GAP for t in _texts(_column(spans, "authority_verdict_id"))],
+                    [t or "—" for t in _texts(_column(spans, "state_transition_ref"))],
+                    [t or "—" for t in _texts(_column(spans, "recovery_ref"))],
+                    digests,
+                    [digest.removeprefix("sha256:")[:12] for digest in digests],
+                    strict=True,
+                ),
             )
-        return tuple(rows)
+        )
 
     def trace(self) -> TraceView:
         trace = self.result["public_agent_execution_trace"]
