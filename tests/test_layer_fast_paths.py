@@ -192,3 +192,28 @@ def test_lookalike_flags_are_not_cleared() -> None:
     assert fast == exact
     flagged = [f for findings, _, _ in fast for f in findings if "body_redacted" in f.message]
     assert len(flagged) == len(LIST_FILES)
+
+
+# Not -0.0: it equals 0.0 and is judged with it, as before; no judge here tells them apart.
+SCALARS = st.sampled_from([True, False, 1, 0, 1.0, 0.0, 2, None, "", "x", "allow"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    columns=st.integers(1, 4).flatmap(
+        lambda width: st.lists(st.tuples(*[SCALARS] * width), max_size=12).map(
+            lambda rows: list(zip(*rows, strict=True)) or [[] for _ in range(width)]
+        )
+    ),
+    unhashable=st.booleans(),
+)
+def test_per_distinct_judges_as_each_position(columns: list[Any], unhashable: bool) -> None:
+    """Judging each distinct typed tuple once gives what judging each position gives."""
+    columns = [list(values) for values in columns]
+    if unhashable and columns[0]:
+        columns[0][0] = ["x"]
+
+    def judge(*values: Any) -> tuple[Any, ...]:
+        return tuple((type(value), repr(value)) for value in values)
+
+    assert base.per_distinct(judge, *columns) == list(map(judge, *columns))

@@ -405,28 +405,46 @@ def not_of_type(values: Iterable[Any], kind: type) -> Iterator[int]:
     return positions(map(is_not, map(type, values), repeat(kind)))
 
 
+# JSON booleans and numbers: values of two of these types may be equal (True == 1 == 1.0).
+_ALIKE = frozenset({bool, int, float})
+
+
 def per_distinct(judge: Callable[..., T], *columns: Sequence[Any]) -> list[T]:
     """Return ``judge`` of each position's values, judging each distinct tuple once.
 
-    Each value is keyed together with its type, so True and 1, or 0, 0.0 and False, which
-    hash and compare alike, are judged apart; values under one key then differ in nothing
-    a check of JSON values can see. If any value cannot be hashed (a list or an object),
-    every position is judged on its own. The keys are made twice rather than kept: ``zip``
+    Equal values are judged alike, but True and 1, or 0, 0.0 and False, hash and compare
+    alike: a column that holds values of two of those types is keyed on each value's type
+    too, so they are judged apart. Values under one key then differ in nothing a check of
+    JSON values can see. If any value cannot be hashed (a list or an object), every
+    position is judged on its own. The keys are made twice rather than kept: ``zip``
     reuses its tuple once it is let go, so only the distinct ones take memory.
     """
+    typed = [len(_ALIKE.intersection(map(type, values))) > 1 for values in columns]
     try:
-        judged = {key: judge(*key[1::2]) for key in set(_typed(columns))}
+        judged = {key: judge(*_untyped(key, typed)) for key in set(_keys(columns, typed))}
     except TypeError:
         return list(map(judge, *columns))
-    return list(map(judged.__getitem__, _typed(columns)))
+    return list(map(judged.__getitem__, _keys(columns, typed)))
 
 
-def _typed(columns: Sequence[Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
-    """Yield each position's values, each after its type."""
-    typed: list[Iterable[Any]] = []
-    for values in columns:
-        typed += [map(type, values), values]
-    return zip(*typed, strict=True)
+def _keys(columns: Sequence[Sequence[Any]], typed: Sequence[bool]) -> Iterator[tuple[Any, ...]]:
+    """Yield each position's values, each after its type where its column is ``typed``."""
+    streams: list[Iterable[Any]] = []
+    for values, by_type in zip(columns, typed, strict=True):
+        if by_type:
+            streams.append(map(type, values))
+        streams.append(values)
+    return zip(*streams, strict=True)
+
+
+def _untyped(key: tuple[Any, ...], typed: Sequence[bool]) -> list[Any]:
+    """Return the values of a key made by ``_keys``, without the types."""
+    values, at = [], 0
+    for by_type in typed:
+        at += by_type
+        values.append(key[at])
+        at += 1
+    return values
 
 
 def repeated(values: Sequence[str | None]) -> Iterator[int]:
