@@ -39,7 +39,7 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
 
 def iter_json_chunks(
     value: Any, *, may_hold_floats: bool = True, items_per_chunk: int = 4096
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     """Yield ``dump_json(value)`` in pieces, so a large record is never held whole.
 
     Objects (string keys only) are walked key by key, down to any depth; a list, or any
@@ -47,7 +47,9 @@ def iter_json_chunks(
     ``items_per_chunk`` items at a time; everything else is serialised whole. The layout of
     an indented dump depends only on depth, so each piece is dumped wrapped in as many
     one-item lists as it sits deep, which puts it at its very depth; cutting off those
-    wrappers leaves the exact bytes the whole dump holds there.
+    wrappers leaves the exact bytes the whole dump holds there. They are cut off by a
+    ``memoryview``, not a copy (which would copy the whole record once more), so a piece
+    is ``bytes`` or a ``memoryview`` of bytes: a buffer to write, hash or join.
     """
     yield from _chunks(value, 0, may_hold_floats, items_per_chunk)
     yield b"\n"
@@ -57,7 +59,7 @@ def _indent(depth: int) -> bytes:
     return b"\n" + b"  " * depth
 
 
-def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False) -> bytes:
+def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False) -> memoryview:
     """Return ``value`` dumped as it reads at ``depth`` of an indented dump (no newline after).
 
     With ``inner``, ``value`` is a non-empty list and only its items are returned, as they
@@ -72,7 +74,7 @@ def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False
     if inner:
         head += 2 + 2 * (depth + 1)
         tail += 2 + 2 * depth
-    return dump_json(wrapped, may_hold_floats=may_hold_floats)[head:-tail]
+    return memoryview(dump_json(wrapped, may_hold_floats=may_hold_floats))[head:-tail]
 
 
 def _is_sequence(value: Any) -> bool:
@@ -81,7 +83,9 @@ def _is_sequence(value: Any) -> bool:
     )
 
 
-def _chunks(value: Any, depth: int, may_hold_floats: bool, items_per_chunk: int) -> Iterator[bytes]:
+def _chunks(
+    value: Any, depth: int, may_hold_floats: bool, items_per_chunk: int
+) -> Iterator[bytes | memoryview]:
     if type(value) is dict and value and all(type(k) is str for k in value):
         opening = b"{"
         for key, item in value.items():
@@ -107,7 +111,7 @@ def _chunks(value: Any, depth: int, may_hold_floats: bool, items_per_chunk: int)
         yield _at_depth(value, depth, may_hold_floats)
 
 
-def write_chunks_atomic(path: Path, chunks: Iterable[bytes]) -> None:
+def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
     """Write the concatenated ``chunks`` to ``path`` atomically, one piece at a time.
 
     The pieces go to a temp file in the same folder, which is synced and then renamed over

@@ -18,8 +18,10 @@ contains a matched text is replaced by ``REDACTED`` before anything is serialise
 
 from __future__ import annotations
 
+import gc
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache, cached_property
 from itertools import chain, compress, repeat
@@ -128,7 +130,7 @@ class RunRecords:
             digest.update(chunk)
         return build_receipt(self.result, "sha256:" + digest.hexdigest())
 
-    def result_chunks(self) -> Iterator[bytes]:
+    def result_chunks(self) -> Iterator[bytes | memoryview]:
         """Yield the result record as written, in pieces."""
         return iter_json_chunks(self.result, may_hold_floats=self.may_hold_floats)
 
@@ -566,16 +568,35 @@ def write_records(
     Fixture mode writes the result, board, validation receipt and acceptance record;
     bundle mode writes the bundle validation result.
     """
-    if mode is InputMode.BUNDLE:
-        target = out_dir / BUNDLE_RESULT_FILE
-        write_chunks_atomic(target, records.result_chunks())
-        return [target]
-    write_chunks_atomic(out_dir / RESULT_FILE, records.result_chunks())
-    written = [
-        (out_dir / BOARD_FILE, dump_json(records.board)),
-        (out_dir / RECEIPT_FILE, dump_json(records.receipt)),
-        (acceptance_out or out_dir / ACCEPTANCE_FILE, dump_json(records.acceptance)),
-    ]
-    for path, data in written:
-        write_bytes_atomic(path, data)
+    with _collector_paused():
+        if mode is InputMode.BUNDLE:
+            target = out_dir / BUNDLE_RESULT_FILE
+            write_chunks_atomic(target, records.result_chunks())
+            return [target]
+        write_chunks_atomic(out_dir / RESULT_FILE, records.result_chunks())
+        written = [
+            (out_dir / BOARD_FILE, dump_json(records.board)),
+            (out_dir / RECEIPT_FILE, dump_json(records.receipt)),
+            (acceptance_out or out_dir / ACCEPTANCE_FILE, dump_json(records.acceptance)),
+        ]
+        for path, data in written:
+            write_bytes_atomic(path, data)
     return [out_dir / RESULT_FILE, *(path for path, _ in written)]
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while the result record is made and written.
+
+    Its rows are built, dumped and dropped a chunk at a time: hundreds of thousands of
+    dicts, none in a reference cycle, so reference counting frees each. With the collector
+    on, every few hundred of them would start a collection (0.1-0.3 s at 60,000 requests).
+    Unlike ``gc_paused``, nothing is frozen after: the write leaves nothing new behind.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
