@@ -44,7 +44,7 @@ ODD = [[], {}, ["x"], [""], [1], {"k": "v"}, DELETE]
 
 def _every_row(refs: list[RowRef], *args: Any, **kwargs: Any) -> FloorScan:
     scan = base.scan_floor(refs, *args, **kwargs)
-    return FloorScan(set(range(len(refs))), scan.columns, scan.raw, scan.refs)
+    return FloorScan(set(range(len(refs))), scan.columns, scan.raw, scan.refs, scan.index)
 
 
 def _each_failing(run: RunInputs) -> list[str]:
@@ -87,7 +87,7 @@ def exact_only() -> Iterator[None]:
         stack.enter_context(mock.patch.object(base, "joined", _each_lookup))
         stack.enter_context(mock.patch.object(rollbacks, "joined", _each_lookup))
         stack.enter_context(mock.patch.object(base.Join, "unknown", _each_unknown))
-        stack.enter_context(mock.patch.object(base, "from_scan", lambda refs, names, scan: None))
+        stack.enter_context(mock.patch.object(base, "from_scan", lambda *args: None))
         stack.enter_context(
             mock.patch.object(
                 side_effects, "per_distinct", lambda judge, *cols: list(map(judge, *cols))

@@ -178,20 +178,24 @@ def join(
     ``scan``, of the file ``index`` indexes, may have read those fields already.
     """
     refs = joined(index, keyed)
-    return Join(index, refs, read_joined(refs, names, scan))
+    return Join(index, refs, read_joined(index, refs, names, scan))
 
 
 def read_joined(
-    refs: Sequence[RowRef], names: Sequence[str], scan: FloorScan | None = None
+    index: Mapping[str, RowRef],
+    refs: Sequence[RowRef],
+    names: Sequence[str],
+    scan: FloorScan | None = None,
 ) -> dict[str, list[Any]]:
     """Return the values of ``names`` in each of ``refs`` (None for ``NO_ROW``), in order.
 
-    ``scan``, of the file the rows come from, may have read those fields already.
+    ``refs`` are rows found in ``index``; ``scan``, of the file ``index`` indexes, may
+    have read those fields already.
     """
     if not names:
         return {}
     if scan is not None and set(names) <= scan.raw.keys():
-        found = from_scan(refs, names, scan)
+        found = from_scan(index, refs, names, scan)
         if found is not None:
             return found
     columns, _ = _read_rows(row_dicts(refs), names, ())
@@ -199,34 +203,28 @@ def read_joined(
 
 
 def from_scan(
-    refs: Sequence[RowRef], names: Sequence[str], scan: FloorScan
+    index: Mapping[str, RowRef], refs: Sequence[RowRef], names: Sequence[str], scan: FloorScan
 ) -> dict[str, list[Any]] | None:
     """Return the ``names`` columns of ``refs`` from what ``scan`` read, or None if it cannot.
 
-    A row of the scanned file sits at its own ``index`` in ``scan.refs``, so its values
+    When ``index`` is the one the scan was given, ``refs`` are the scanned file's rows
+    (or ``NO_ROW``), and each sits at its own ``index`` in ``scan.refs``, so its values
     sit at that position of the scan's columns: picking them by position gives what
     reading the rows again gives, without touching a row. When ``refs`` are the scanned
     rows themselves, in order (each request has its row, in request order, as exporters
-    write), the columns are the answer as they stand. ``NO_ROW`` (index -1) picks the
-    last row, so it is set apart; any other row not found at its index means ``refs``
-    are not all the scan's, and the answer is None.
+    write), the columns are the answer as they stand. ``NO_ROW``'s index, -1, picks the
+    last row's values, so those are set to None.
     """
+    if index is not scan.index or not scan.refs:
+        return None
     if len(refs) == len(scan.refs) and all(map(is_, refs, scan.refs)):
         return {name: scan.raw[name] for name in names}
-    if not scan.refs:
-        return None
     at = list(map(itemgetter(1), refs))  # RowRef.index
-    absent = list(positions(map(is_, refs, repeat(NO_ROW))))
-    try:
-        misplaced = sum(map(is_not, map(scan.refs.__getitem__, at), refs))
-    except IndexError:
-        return None
-    if misplaced != len(absent):
-        return None
     columns = {name: list(map(scan.raw[name].__getitem__, at)) for name in names}
-    for values in columns.values():
-        for i in absent:
-            values[i] = None
+    if at.count(NO_ROW.index):
+        for i in positions(map(is_, refs, repeat(NO_ROW))):
+            for values in columns.values():
+                values[i] = None
     return columns
 
 
@@ -269,13 +267,15 @@ class FloorScan:
     ``suspects`` holds the positions of the rows that may break the floor. ``raw`` holds,
     in row order, the values of the fields the layer asked to read, as the rows hold them
     (None where absent); ``columns`` holds the same, except that a text field holds None
-    where its value is not a string. ``refs`` are the rows scanned.
+    where its value is not a string. ``refs`` are the rows scanned, ``index`` their index
+    on the unique field.
     """
 
     suspects: set[int]
     columns: dict[str, list[Any]]
     raw: dict[str, list[Any]]
     refs: Sequence[RowRef]
+    index: Mapping[str, RowRef]
 
 
 # Rows read per step of a scan: their values are tested while they are still in cache,
@@ -341,7 +341,7 @@ def scan_floor(
                     text_only[i] = None
     if not complete:
         suspects.update(repeated(columns[unique]))
-    return FloorScan(suspects, columns, raw, refs)
+    return FloorScan(suspects, columns, raw, refs, index)
 
 
 def _not_exactly(values: list[Any], want: bool) -> Iterable[int]:

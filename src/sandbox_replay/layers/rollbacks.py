@@ -137,7 +137,7 @@ def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]
         rollbacks = joined(run.rollback_by_id, refs)
     except TypeError:  # a ref that cannot be hashed: put every request to the exact test
         return [(request_ids[i], receipts.refs[i]) for i in executed], set()
-    found = read_joined(rollbacks, ("request_id", "rollback_verified"), scan)
+    found = read_joined(run.rollback_by_id, rollbacks, ("request_id", "rollback_verified"), scan)
     names = list(map(eq, found["request_id"], requests))
     covered = map(and_, names, map(is_, found["rollback_verified"], repeat(True)))
     uncovered = [(requests[i], receipts.refs[executed[i]]) for i in positions(map(not_, covered))]
