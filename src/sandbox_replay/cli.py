@@ -540,6 +540,7 @@ def build(
             scheduler=scheduler,
             single_file=single_file,
             rebuild=rebuild,
+            keep_alive=leave_to_exit,
         )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.

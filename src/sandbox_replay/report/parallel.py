@@ -115,13 +115,14 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
         put_file(staging, relative, (previous / relative).read_bytes())
 
 
-def build_run(task: RunTask) -> RunBuilt:
+def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go).
 
     With more than one process to use, the result record is written by a process of its
     own, forked once the replay is done, while this one builds the view-models and the
     sub-pages (in shares, see ``_render_forked``); the run page, which shows the record's
-    digest, is rendered last.
+    digest, is rendered last. ``keep_alive``, if given, is handed the replay, its records
+    and view-models instead of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
     run = task.run
@@ -179,6 +180,8 @@ def build_run(task: RunTask) -> RunBuilt:
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles)
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started
+    if keep_alive is not None:
+        keep_alive(outcome, records, pages)
     return built
 
 
@@ -334,17 +337,26 @@ def run_all(
     jobs: int,
     scheduler: str | None,
     done: Callable[[RunTask, RunBuilt], None],
+    keep_alive: Callable[..., None] | None = None,
 ) -> list[RunBuilt]:
-    """Build every task; call ``done`` as each finishes; return the results in task order."""
+    """Build every task; call ``done`` as each finishes; return the results in task order.
+
+    ``keep_alive`` is handed the replay of a lone task built in this process (see
+    ``BuildConfig.keep_alive``): freeing a 600,000-request replay object by object takes
+    seconds. Never with more tasks, whose replays would then all stay in memory.
+    """
     results: dict[int, RunBuilt] = {}
-    for index, built in _completed(tasks, jobs, scheduler):
+    for index, built in _completed(tasks, jobs, scheduler, keep_alive):
         results[index] = built
         done(tasks[index], built)
     return [results[i] for i in range(len(tasks))]
 
 
 def _completed(
-    tasks: Sequence[RunTask], jobs: int, scheduler: str | None
+    tasks: Sequence[RunTask],
+    jobs: int,
+    scheduler: str | None,
+    keep_alive: Callable[..., None] | None = None,
 ) -> Iterator[tuple[int, RunBuilt]]:
     if not tasks:
         return
@@ -360,7 +372,10 @@ def _completed(
         finally:
             client.close()
         return
-    if jobs <= 1 or len(tasks) == 1:
+    if len(tasks) == 1:
+        yield 0, build_run(tasks[0], keep_alive)
+        return
+    if jobs <= 1:
         for index, task in enumerate(tasks):
             yield index, build_run(task)
         return
