@@ -58,13 +58,13 @@ def _each_failing(run: RunInputs) -> list[str]:
     ]
 
 
-def _each_executed(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], set[int]]:
+def _each_executed(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], bool]:
     executed = []
     for request_id in run.derivations:
         effect = run.effect_by_request.get(request_id)
         if effect is not None and effect.get("execution_attempted") is True:
             executed.append((request_id, effect))
-    return executed, set()
+    return executed, False
 
 
 def _each_lookup(index: dict[str, RowRef], keys: Iterable[Any]) -> list[RowRef]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from itertools import compress, repeat
 from operator import and_, eq, is_, itemgetter, not_
 
@@ -42,9 +43,9 @@ def check(run: RunInputs) -> LayerResult:
         unique="rollback_id",
         read=("request_id",),
     )
-    uncovered, named = _uncovered(run, scan)
+    uncovered, all_named = _uncovered(run, scan)
     suspects = set(scan.suspects)
-    if len(named) != len(run.rollbacks):  # else every row names a request: nothing to look up
+    if not all_named:  # else every row names a request: nothing to look up
         known = map(run.request_by_id.__contains__, scan.columns["request_id"])
         suspects.update(positions(map(not_, known)))
     seen: set[str] = set()
@@ -117,7 +118,7 @@ def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bo
     )
 
 
-def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], set[int]]:
+def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], bool]:
     """Return, in order, each executed request and its receipt, unless surely covered.
 
     An executed request is surely covered when its receipt's rollback ref finds a
@@ -125,8 +126,8 @@ def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]
     tested for every executed request at once in C; only the others are put to it.
     ``scan``, of the rollback file, has read the two fields of every rollback row.
 
-    Also return the positions of the rollback rows found to name an executed request:
-    those certainly name a request.
+    Also say whether every rollback row was found to name an executed request (then
+    every row certainly names a request).
     """
     request_ids = list(run.derivations)
     receipts = shared(run, receipt_join)
@@ -136,9 +137,12 @@ def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]
     try:
         rollbacks = joined(run.rollback_by_id, refs)
     except TypeError:  # a ref that cannot be hashed: put every request to the exact test
-        return [(request_ids[i], receipts.refs[i]) for i in executed], set()
+        return [(request_ids[i], receipts.refs[i]) for i in executed], False
     found = read_joined(run.rollback_by_id, rollbacks, ("request_id", "rollback_verified"), scan)
     names = list(map(eq, found["request_id"], requests))
     covered = map(and_, names, map(is_, found["rollback_verified"], repeat(True)))
     uncovered = [(requests[i], receipts.refs[executed[i]]) for i in positions(map(not_, covered))]
-    return uncovered, set(map(itemgetter(1), compress(rollbacks, names)))  # RowRef.index
+    # One byte per rollback row, set for each row found (by its RowRef.index) to name one.
+    named = bytearray(len(run.rollbacks))
+    deque(map(named.__setitem__, map(itemgetter(1), compress(rollbacks, names)), repeat(1)), 0)
+    return uncovered, 0 not in named
