@@ -190,13 +190,17 @@ def _first_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Mapping[
     kept; the key order differs, which no caller reads.
     """
     rows = list(rows)
-    values = [row.get(key) for row in rows]
+    return _first_of(_column(rows, key), rows)
+
+
+def _first_of(values: list[Any], items: Sequence[Any]) -> dict[str, Any]:
+    """Return ``{value: item}`` for each string value, with the item of its first place."""
     if set(map(type, values)) <= {str}:
-        return dict(zip(reversed(values), reversed(rows), strict=True))
-    index: dict[str, Mapping[str, Any]] = {}
-    for row, value in zip(rows, values, strict=True):
+        return dict(zip(reversed(values), reversed(items), strict=True))
+    index: dict[str, Any] = {}
+    for item, value in zip(items, values, strict=True):
         if isinstance(value, str) and value not in index:
-            index[value] = row
+            index[value] = item
     return index
 
 
@@ -739,11 +743,9 @@ class _RunBuilder:
         self.layer_status = {
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
-        self.request_index: dict[str, int] = {}
-        for index, row in enumerate(self.result["request_rows"]):
-            rid = row.get("request_id")
-            if isinstance(rid, str) and rid not in self.request_index:
-                self.request_index[rid] = index
+        # The position of each request id's first row (rows are built a chunk at a time).
+        rids = _column(self.result["request_rows"], "request_id")
+        self.request_index: dict[str, int] = _first_of(rids, range(len(rids)))
         # Findings are shown grouped by layer; a finding's page follows that order.
         self.layer_groups: list[tuple[Layer, list[int]]] = []
         for layer in Layer:
