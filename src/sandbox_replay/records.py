@@ -156,6 +156,7 @@ def _scalar(value: Any) -> Any:
 
 _KEPT_AS_IS = frozenset({bool, int, float, type(None)})
 _SCALAR_KINDS = frozenset({str, *_KEPT_AS_IS})
+_STR_ONLY = frozenset({str})
 
 
 def _project(ref: RowRef, fields: Iterable[str]) -> dict[str, Any]:
@@ -204,9 +205,6 @@ def _kept_as_is(values: Sequence[Any]) -> bool:
     )
 
 
-_STR_ONLY = frozenset({str})
-
-
 def _scalars(values: list[Any]) -> list[Any]:
     """Return ``[_scalar(v) for v in values]``; ``values`` itself when that changes nothing."""
     return values if _kept_as_is(values) else [_scalar(v) for v in values]
@@ -228,7 +226,7 @@ def _row_builder(names: tuple[str, ...]) -> Callable[[tuple[Any, ...], int | Non
 
 
 def _values_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    """Return ``lambda row: tuple(row[name] for name in names)``, one C call for two names on."""
+    """Return ``lambda row: tuple(row[name] for name in names)`` (for two names or more, in C)."""
     if len(names) == 1:
         name = names[0]
         return lambda row: (row[name],)
