@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from operator import is_, methodcaller
 from typing import Any, overload
 
@@ -20,7 +20,7 @@ import orjson
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RowRef, RunInputs
-from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.layers.base import LayerResult, column, row_dicts
 from sandbox_replay.layers.rollbacks import rollback_covers
 from sandbox_replay.lazyrows import ROWS_PER_CHUNK, LazyRows
 
@@ -107,19 +107,48 @@ def _input_digests(actions: list[Any], capabilities: list[Any], risks: list[Any]
     """Return ``_input_digest`` of each (action, capability, risk) triple, in C for strings.
 
     For three strings the canonical JSON is ``[a,b,c]`` with each one as the standard
-    encoder writes it, which ``"[{},{},{}]".format`` spells out a column at a time.
+    encoder writes it, put together here a column at a time. Capabilities and risk
+    classes are few, so each one's JSON is written once. An action's is cut out of the
+    actions' orjson dump when no string there needs escaping (no backslash in it): then
+    both encoders write each string as it is, between quotes.
     """
     columns = (actions, capabilities, risks)
     if not all(set(map(type, column)) <= {str} for column in columns):
         spelled = (_input_digest(values) for values in zip(*columns, strict=True))
         return PackedDigests(b"".join(bytes.fromhex(d.removeprefix("sha256:")) for d in spelled))
-    encoded = (map(_encode_string, column) for column in columns)
-    texts = map("[{},{},{}]".format, *encoded)
+    capability_parts = {c: ('",' + _encode_string(c)).encode() for c in set(capabilities)}
+    risk_parts = {r: ("," + _encode_string(r) + "]").encode() for r in set(risks)}
+    texts = map(
+        b"".join,
+        zip(
+            repeat(b'["'),
+            chain.from_iterable(map(_string_contents, _chunks(actions))),
+            map(capability_parts.__getitem__, capabilities),
+            map(risk_parts.__getitem__, risks),
+        ),
+    )
     packed = bytearray()
     # Each digest is appended as it is made: joining them would first hold them all.
-    digests = map(methodcaller("digest"), map(hashlib.sha256, map(str.encode, texts)))
+    digests = map(methodcaller("digest"), map(hashlib.sha256, texts))
     deque(map(packed.extend, digests), maxlen=0)
     return PackedDigests(bytes(packed))
+
+
+def _chunks(values: list[str]) -> Iterator[list[str]]:
+    """Yield ``values`` ``ROWS_PER_CHUNK`` at a time (so that only a chunk's dump is held)."""
+    return (values[i : i + ROWS_PER_CHUNK] for i in range(0, len(values), ROWS_PER_CHUNK))
+
+
+def _string_contents(texts: list[str]) -> Iterable[bytes]:
+    """Return each string's JSON as ``_encode_string`` writes it, without its quotes, UTF-8."""
+    try:
+        dumped = orjson.dumps(texts)
+    except TypeError:  # orjson.JSONEncodeError included: a lone surrogate
+        dumped = b"\\"
+    if b"\\" in dumped:
+        return (_encode_string(text)[1:-1].encode() for text in texts)
+    # With nothing escaped, every quote in the dump opens or closes a string.
+    return dumped.split(b'"')[1::2]
 
 
 def _outcome(declared: Any, executed: bool) -> str:
@@ -133,6 +162,12 @@ def _outcome(declared: Any, executed: bool) -> str:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _text_counts(values: list[Any]) -> dict[str, int]:
+    """Return how often each ``_text(value)`` occurs, sorted (counted in C if all are text)."""
+    texts = values if set(map(type, values)) <= {str} else map(_text, values)
+    return dict(sorted(Counter(texts).items()))
 
 
 def _span(
@@ -167,6 +202,43 @@ def _span(
     }
 
 
+def _sorted_span(
+    request_id: str,
+    session_id: str,
+    action_kind: Any,
+    sequence_index: int,
+    episode_id: Any,
+    observation_ref: Any,
+    policy_version: Any,
+    state_transition_ref: str | None,
+    outcome: str,
+    target_ref: Any,
+    input_digest: str,
+    recovery_ref: str | None,
+) -> dict[str, Any]:
+    """Return ``_span``'s dict with its keys in sorted order, as the trace digest reads them.
+
+    orjson sorts the keys of a dict that has them in order already at a fraction of the
+    cost; the digest's dump is the same (a test holds the two functions to each other).
+    """
+    return {
+        "action_kind": action_kind,
+        "authority_verdict_id": (
+            f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None
+        ),
+        "episode_id": episode_id,
+        "input_digest": input_digest,
+        "observation_ref": observation_ref,
+        "outcome": outcome,
+        "recovery_ref": recovery_ref,
+        "sequence_index": sequence_index,
+        "session_id": session_id,
+        "span_id": f"span:{request_id}",
+        "state_transition_ref": state_transition_ref,
+        "target_ref": target_ref,
+    }
+
+
 @dataclass(eq=False, repr=False)  # compared and shown as the list of rows it is
 class Spans(LazyRows):
     """The trace's spans, built when read from one list per field, in span order.
@@ -192,9 +264,18 @@ class Spans(LazyRows):
         return len(self.request_ids)
 
     def build(self, start: int, stop: int) -> list[dict[str, Any]]:
+        return self._make(_span, start, stop)
+
+    def build_sorted(self, start: int, stop: int) -> list[dict[str, Any]]:
+        """Return ``build(start, stop)`` with each span's keys in sorted order."""
+        return self._make(_sorted_span, start, stop)
+
+    def _make(
+        self, make_span: Callable[..., dict[str, Any]], start: int, stop: int
+    ) -> list[dict[str, Any]]:
         return list(
             map(
-                _span,
+                make_span,
                 self.request_ids[start:stop],
                 repeat(self.session_id, stop - start),
                 self.action_kinds[start:stop],
@@ -221,7 +302,11 @@ def spans_digest(spans: Sequence[dict[str, Any]], *, may_hold_floats: bool) -> s
         digest = hashlib.sha256(b"[")
         try:
             for start in range(0, len(spans), ROWS_PER_CHUNK):
-                chunk = orjson.dumps(spans[start : start + ROWS_PER_CHUNK], option=_SORTED)
+                stop = min(start + ROWS_PER_CHUNK, len(spans))
+                if isinstance(spans, Spans):
+                    chunk = orjson.dumps(spans.build_sorted(start, stop), option=_SORTED)
+                else:
+                    chunk = orjson.dumps(spans[start:stop], option=_SORTED)
                 digest.update(chunk[1:-1] if start == 0 else b"," + chunk[1:-1])
         except TypeError:  # orjson.JSONEncodeError included
             pass
@@ -336,26 +421,25 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     ]
     versions = list(map(dict.get, verdict_rows, repeat("policy_version")))
     del verdicts, effects, verdict_rows, effect_rows, declared_verdicts, executions
-    rows: list[Any] = [ref.row for ref in requests]
-    column = {name: list(map(dict.get, rows, repeat(name))) for name in _SPAN_FIELDS}
-    capabilities = column["requested_capability"]
+    rows = row_dicts(requests)
+    field = {name: column(rows, name) for name in _SPAN_FIELDS}
+    capabilities = field["requested_capability"]
     spans = Spans(
         session_id,
         request_ids,
-        column["action_kind"],
-        column["episode_id"],
-        column["untrusted_tool_output_ref"],
+        field["action_kind"],
+        field["episode_id"],
+        field["untrusted_tool_output_ref"],
         versions,
         state_refs,
         outcomes,
         capabilities,
-        _input_digests(column["normalized_action_ref"], capabilities, column["risk_class"]),
+        _input_digests(field["normalized_action_ref"], capabilities, field["risk_class"]),
         recovery_refs,
     )
-    del rows, column
-    action_kinds = map(_text, spans.action_kinds)
+    del rows, field
     summary = {
-        "action_kind_counts": dict(sorted(Counter(action_kinds).items())),
+        "action_kind_counts": _text_counts(spans.action_kinds),
         "outcome_counts": dict(sorted(Counter(outcomes).items())),
         "finding_count": len(audit.findings),
         # Span values are the tool's own or copied from the request and receipt rows.
