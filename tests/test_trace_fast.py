@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import random
 from collections import Counter
+from functools import partial
 from typing import Any
 
 from sandbox_replay.trace import (
@@ -57,15 +58,16 @@ def test_input_digests_cut_the_actions_a_chunk_at_a_time() -> None:
         assert packed[at] == _input_digest((actions[at], capabilities[at], risks[at]))
 
 
+def _column(rnd: random.Random, values: list[Any], count: int) -> list[Any]:
+    return [rnd.choice(values) for _ in range(count)]
+
+
 def test_spans_digest_is_the_canonical_digest_whatever_the_values() -> None:
     rnd = random.Random(11)
     values: list[Any] = [*TEXTS, None, 0, True, {"b": [1, {"z": 1, "a": 2}], "a": "x"}, [","]]
     for _ in range(200):
         count = rnd.randint(1, 6)
-
-        def column() -> list[Any]:
-            return [rnd.choice(values) for _ in range(count)]  # noqa: B023
-
+        column = partial(_column, rnd, values, count)
         spans = Spans(
             rnd.choice(TEXTS),
             [f"r{i}{rnd.choice(TEXTS)}" for i in range(count)],
