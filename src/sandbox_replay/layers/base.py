@@ -278,8 +278,7 @@ class FloorScan:
     index: Mapping[str, RowRef]
 
 
-# Rows read per step of a scan: their values are tested while they are still in cache,
-# and the step's values take little memory.
+# Rows read per step of a scan: the step's values take little memory.
 _SCAN_STEP = 4096
 
 
@@ -304,10 +303,11 @@ def scan_floor(
     conditions that are its own, from the columns of ``read``; a suspect too many only
     costs time.
 
-    Each row is read once, for every field at a time (``_read_rows``). When ``index`` has
-    a key for every row, its keys are the unique field's values in row order (the index
-    keeps the first row of each string, and then every row is a first), so that column
-    is the index's keys and needs no read.
+    When ``index`` has a key for every row, its keys are the unique field's values in row
+    order (the index keeps the first row of each string, and then every row is a first),
+    so that column is the index's keys rather than read from the rows. Its text is still
+    checked in the rows' stream (``_read_rows``): a value read beside its row's others
+    costs next to nothing, the same value read through the index costs a cache miss.
     """
     rows = row_dicts(refs)
     complete = len(index) == len(rows)
@@ -315,12 +315,9 @@ def scan_floor(
     kept = [
         name for name in dict.fromkeys([*flags, unique, *read]) if keys is None or name != unique
     ]
-    checked = [name for name in text if keys is None or name != unique]
-    raw, plain = _read_rows(rows, kept, checked)
+    raw, plain = _read_rows(rows, kept, text)
     if keys is not None:
         raw[unique] = keys
-        if unique in text:
-            plain = plain and all(map(str.strip, keys))
     columns = dict(raw)
     suspects: set[int] = set()
     for name, want in flags.items():
@@ -363,41 +360,36 @@ def _read_rows(
 
     A value is plain when it is a string neither empty nor whitespace: ``str.strip`` of
     each, in one stream, is truthy for all exactly when all are (a value of any other type
-    raises TypeError). Reading a row's values costs a cache miss each on a large run, so
-    one ``itemgetter`` call per row reads every field (a missing one raises KeyError),
-    step by step, and each step's values are tested while they are in cache.
+    raises TypeError; a missing field, KeyError). The checked values stream into
+    ``str.strip`` without being kept; the rows are taken a step at a time so that the
+    kept values in flight take little memory.
     """
-    names = list(dict.fromkeys([*kept, *checked]))
-    width = len(names)
-    at_kept = [(name, names.index(name)) for name in kept]
-    at_checked = [names.index(name) for name in checked]
     columns: dict[str, list[Any]] = {name: [] for name in kept}
     plain = True
     try:
         for start in range(0, len(rows), _SCAN_STEP):
-            values = _values(rows[start : start + _SCAN_STEP], names)
-            if plain:
+            step = rows[start : start + _SCAN_STEP]
+            if plain and checked:
                 try:
-                    plain = all(
-                        map(str.strip, chain.from_iterable(values[j::width] for j in at_checked))
-                    )
+                    plain = all(map(str.strip, _stream(step, checked)))
                 except TypeError:
                     plain = False
-            for name, j in at_kept:
-                columns[name] += values[j::width]
+            values = list(_stream(step, kept))
+            for j, name in enumerate(kept):
+                columns[name] += values[j :: len(kept)]
     except KeyError:  # a row lacks a field: read each with ``dict.get``
         return {name: column(rows, name) for name in kept}, False
     return columns, plain
 
 
-def _values(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> list[Any]:
-    """Return the values of ``names`` row after row; a missing field raises KeyError."""
+def _stream(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> Iterator[Any]:
+    """Yield the values of ``names`` row after row; a missing field raises KeyError."""
     if not names:
-        return []
+        return iter(())
     own = _own_keys(rows, names)
     if len(own) == 1:
-        return list(map(itemgetter(own[0]), rows))
-    return list(chain.from_iterable(map(itemgetter(*own), rows)))
+        return map(itemgetter(own[0]), rows)
+    return chain.from_iterable(map(itemgetter(*own), rows))
 
 
 def not_of_type(values: Iterable[Any], kind: type) -> Iterator[int]:
