@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_replay.forking import die_with_parent as _die_with_parent
-from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
 from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
@@ -157,7 +157,10 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
             written.append(path)
 
     try:
-        pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+        # Hundreds of thousands of row dicts and index entries at 600,000 requests, none in
+        # a reference cycle: built without the collector walking them (16% of this step).
+        with gc_paused():
+            pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
         renderer = Renderer(task.templates)
         shares = task.page_jobs if forks else 1
         shares = min(shares, max(1, len(pages.subpage_paths) // PAGES_PER_PROCESS))
