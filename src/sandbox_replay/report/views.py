@@ -1214,9 +1214,10 @@ class _RunBuilder:
 
         Each column reads the values ``_join_row`` reads, with ``text`` applied as it
         applies it (``_texts``), and each cell is the same function of them (``_declared``
-        and the others, cached: a cell repeats from row to row). A row links findings only
-        if one of its ids or input lines is one a finding is about: ``_hot_rows`` finds
-        those rows, whose links are then made by ``_row_links`` as ``_join_row`` makes them.
+        and the others, made once per distinct arguments by ``_cells``). A row links
+        findings only if one of its ids or input lines is one a finding is about:
+        ``_hot_rows`` finds those rows, whose links ``_row_links`` makes as ``_join_row``
+        does. ``tests/test_site_scale.py`` holds the two ways equal on odd values.
         """
         indexes, requests, rids, derived, verdicts, effects, replays, spans = joined
         rollback_by = self.join_index[3]
