@@ -270,6 +270,42 @@ def test_build_exports_one_sarif_run_per_site_run(
     assert summary.read_text("utf-8").count("\n## ") == len(pages)
 
 
+def test_build_of_one_run_exports_its_own_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lone run is replayed once, by the build; the exports reuse that replay, and their
+    # bytes are those of exports that replay the run again.
+    from sandbox_replay import cli, pipeline
+
+    monkeypatch.chdir(REPO)
+
+    def build(name: str, reuse: bool) -> list[bytes]:
+        outputs = [tmp_path / f"{name}.sarif", tmp_path / f"{name}.xml", tmp_path / f"{name}.md"]
+        options = ["--sarif", "--junit", "--markdown"]
+        arguments = [item for pair in zip(options, map(str, outputs), strict=True) for item in pair]
+        site = ["build", "fixtures/bundles/exported_bundle", "--out", str(tmp_path / name)]
+        with monkeypatch.context() as patch:
+            if not reuse:
+                patch.setattr(cli._KeptReplays, "keep", lambda self, *objects: None)
+            result = CliRunner().invoke(app, [*site, *arguments])
+        assert result.exit_code == 0, result.output
+        return [path.read_bytes() for path in outputs]
+
+    replays: list[Path] = []
+    counted = pipeline.replay
+
+    def counting(config: ReplayConfig) -> Any:
+        replays.append(config.input_dir)
+        return counted(config)
+
+    monkeypatch.setattr(pipeline, "replay", counting)  # the exports' replays only
+    reused = build("reused", reuse=True)
+    assert replays == []
+    again = build("again", reuse=False)
+    assert len(replays) == 1
+    assert reused == again
+
+
 def test_results_beyond_the_github_limit_keep_the_most_severe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, validator: Any
 ) -> None:

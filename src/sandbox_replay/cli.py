@@ -26,7 +26,7 @@ from sandbox_replay.exports.pack import (
 )
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
-from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.pipeline import Replay, ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records, write_records
 from sandbox_replay.version import __version__
 
@@ -145,6 +145,19 @@ def check_export_targets(targets: ExportTargets) -> None:
             check_site_url(targets.site_url)
         except ValueError as error:
             raise usage_error(str(error)) from None
+
+
+class _KeptReplays:
+    """What ``build`` hands back of a run it replayed here: reused by the exports, if any."""
+
+    def __init__(self, for_exports: bool) -> None:
+        self.for_exports = for_exports
+        self.replays: list[Replay] = []
+
+    def keep(self, outcome: Replay, *rest: object) -> None:
+        if self.for_exports:
+            self.replays.append(outcome)
+        leave_to_exit(outcome, *rest)
 
 
 def _execute(
@@ -527,6 +540,7 @@ def build(
         raise usage_error(f"templates folder {templates} does not exist")
     targets = ExportTargets(sarif, junit, markdown, site_url)
     check_export_targets(targets)
+    kept = _KeptReplays(bool(targets.paths()))
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
     try:
@@ -540,11 +554,14 @@ def build(
             scheduler=scheduler,
             single_file=single_file,
             rebuild=rebuild,
-            keep_alive=leave_to_exit,
+            keep_alive=kept.keep,
         )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.
-        exported = write_exports(targets, discovered_runs(config.paths)) if targets.paths() else []
+        exported = []
+        if targets.paths():
+            runs = discovered_runs(config.paths, replayed=kept.replays)
+            exported = write_exports(targets, runs)
     except (BuildError, DiscoveryError, SchedulerError) as error:
         raise usage_error(str(error)) from None
     for path in exported:
