@@ -336,7 +336,11 @@ def test_join_rows_built_by_columns_equal_row_by_row(
 ) -> None:
     """``join_rows`` (plain rows by columns) gives what ``_join_row`` gives row by row."""
     requests = [dict(row) for row in builder.result["request_rows"]]
-    indexes = [dict(index) for index in builder.join_index]
+    # Each joined list as ``{key: row}`` (its rows by the index's positions), changed below.
+    indexes = [
+        {key: dict(rows[at]) for key, at in index.items()}
+        for rows, index in zip(builder.joined_lists, builder.join_index, strict=True)
+    ]
     tables = dict(zip(JOINED, indexes, strict=True))
 
     def joined(table: str, n: int) -> tuple[dict[str, object], str] | None:
@@ -371,7 +375,8 @@ def test_join_rows_built_by_columns_equal_row_by_row(
             del found[0][found[1]]
     odd = copy.copy(builder)
     odd.result = {**builder.result, "request_rows": requests}
-    odd.join_index = tuple(tables[name] for name in JOINED)  # type: ignore[assignment]
+    odd.joined_lists = tuple(list(tables[name].values()) for name in JOINED)
+    odd.join_index = tuple({key: n for n, key in enumerate(tables[name])} for name in JOINED)
     file_href = odd._request_file_href(page)
     expected = tuple(
         odd._join_row(n, request, page, file_href) for n, request in enumerate(requests)

@@ -27,6 +27,18 @@ class LazyRows(Sequence[dict[str, Any]]):
         """Return rows ``start`` to ``stop`` (``0 <= start <= stop <= len(self)``)."""
         raise NotImplementedError
 
+    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+        """Return ``[self[p] for p in positions]`` (each ``0 <= p < len(self)``), in bulk.
+
+        A subclass builds them as one run of rows, from only what those rows are made of:
+        a page's rows joined from another list, without building that whole list.
+        """
+        return [self.build(at, at + 1)[0] for at in positions]
+
+    def column(self, name: str) -> list[Any]:
+        """Return ``[row.get(name) for row in self]``; a subclass may read it without the rows."""
+        return [row.get(name) for row in self]
+
     @overload
     def __getitem__(self, position: int) -> dict[str, Any]: ...
 

@@ -265,6 +265,21 @@ class ProjectedRows(LazyRows):
     def build(self, start: int, stop: int) -> list[dict[str, Any]]:
         return _project_rows(self.refs[start:stop], self.names)
 
+    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+        return _project_rows(list(map(self.refs.__getitem__, positions)), self.names)
+
+    def column(self, name: str) -> list[Any]:
+        """Return ``[row.get(name) for row in self]`` without building the rows.
+
+        ``_project`` gives a row the field only when its input row holds it, as
+        ``_scalar`` of its value; ``_scalar(None)`` is None, as ``get`` of a missing field.
+        """
+        if name == "line":
+            return list(map(itemgetter(2), self.refs))  # RowRef.line
+        if name not in self.names:
+            return [None] * len(self.refs)
+        return _scalars(list(map(dict.get, map(itemgetter(3), self.refs), repeat(name))))
+
 
 def _counts(replay: Replay) -> dict[str, int]:
     merged: dict[str, int] = {}
@@ -284,14 +299,24 @@ class DerivedRows(LazyRows):
         return len(self.request_ids)
 
     def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        """Build the rows column by column (each column as ``_scalar`` has it).
+        return self._rows_of(self.request_ids[start:stop])
+
+    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+        return self._rows_of(list(map(self.request_ids.__getitem__, positions)))
+
+    def column(self, name: str) -> list[Any]:
+        if name == "request_id":  # each row's key: its request id
+            return list(self.request_ids)
+        return super().column(name)
+
+    def _rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
+        """Build the rows of ``keys`` column by column (each column as ``_scalar`` has it).
 
         Requests that derive alike share one ``Derivation``, so what a row shows of it
         is read once per distinct derivation; its rows then share the one list of
         mismatched fields (the records are only read).
         """
         run = self.run
-        keys = self.request_ids[start:stop]
         requests: list[Any] = [ref.row for ref in map(run.request_by_id.__getitem__, keys)]
         derivations = list(map(run.derivations.__getitem__, keys))
         distinct = dict(zip(map(id, derivations), derivations, strict=True))

@@ -266,6 +266,33 @@ class Spans(LazyRows):
     def build(self, start: int, stop: int) -> list[dict[str, Any]]:
         return self._make(_span, start, stop)
 
+    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
+        def at(values: Sequence[Any]) -> list[Any]:
+            return list(map(values.__getitem__, positions))
+
+        return list(
+            map(
+                _span,
+                at(self.request_ids),
+                repeat(self.session_id, len(positions)),
+                at(self.action_kinds),
+                positions,
+                at(self.episode_ids),
+                at(self.observation_refs),
+                at(self.policy_versions),
+                at(self.state_refs),
+                at(self.outcomes),
+                at(self.target_refs),
+                at(self.input_digests),
+                at(self.recovery_refs),
+            )
+        )
+
+    def column(self, name: str) -> list[Any]:
+        if name == "span_id":  # as ``_span`` writes it, without the other fields
+            return list(map("span:{}".format, self.request_ids))
+        return super().column(name)
+
     def build_sorted(self, start: int, stop: int) -> list[dict[str, Any]]:
         """Return ``build(start, stop)`` with each span's keys in sorted order."""
         return self._make(_sorted_span, start, stop)

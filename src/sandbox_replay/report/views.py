@@ -25,6 +25,7 @@ from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.lazyrows import LazyRows
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.policy import VERDICTS
 from sandbox_replay.records import RunRecords, build_receipt, redact
@@ -182,15 +183,38 @@ def code_href(code: str, root: str) -> str:
     return f"{root}codes/index.html#{REGISTRY[code].anchor}"
 
 
-def _first_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Mapping[str, Any]]:
-    """Index ``rows`` by their string ``key``: the first row holding each value.
+def _column_of(rows: Sequence[Mapping[str, Any]], key: str) -> list[Any]:
+    """Return ``_column(rows, key)``; of a ``LazyRows``, read without building its rows."""
+    if isinstance(rows, LazyRows):
+        return rows.column(key)
+    return _column(rows, key)
 
-    When every row holds a string there (nearly always), ``dict`` builds the index in C
-    from the rows in reverse order, so that the first row of a repeated value is the one
-    kept; the key order differs, which no caller reads.
+
+def _rows_at(rows: Sequence[Mapping[str, Any]], positions: list[int]) -> list[Mapping[str, Any]]:
+    """Return ``[rows[p] for p in positions]``; of a ``LazyRows``, built together."""
+    if isinstance(rows, LazyRows):
+        return rows.rows_at(positions)  # type: ignore[return-value]
+    return list(map(rows.__getitem__, positions))
+
+
+def _positions_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]:
+    """Index ``rows`` by their string ``key``: the position of the first row holding each value.
+
+    Positions rather than rows: a large run's rows are built a page at a time when read
+    (``LazyRows``), and an index of them would hold every one (``_joined_rows``).
     """
-    rows = list(rows)
-    return _first_of(_column(rows, key), rows)
+    values = _column_of(rows, key)
+    return _first_of(values, range(len(values)))
+
+
+def _joined_rows(
+    rows: Sequence[Mapping[str, Any]], positions: list[int | None]
+) -> list[Mapping[str, Any] | None]:
+    """Return the row at each of ``positions`` (None for None), built in one go."""
+    if None not in positions:
+        return cast(list[Mapping[str, Any] | None], _rows_at(rows, cast(list[int], positions)))
+    found = iter(_rows_at(rows, [p for p in positions if p is not None]))
+    return [None if p is None else next(found) for p in positions]
 
 
 def _first_of(values: list[Any], items: Sequence[Any]) -> dict[str, Any]:
@@ -744,7 +768,7 @@ class _RunBuilder:
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
         # The position of each request id's first row (rows are built a chunk at a time).
-        rids = _column(self.result["request_rows"], "request_id")
+        rids = _column_of(self.result["request_rows"], "request_id")
         self.request_index: dict[str, int] = _first_of(rids, range(len(rids)))
         # Findings are shown grouped by layer; a finding's page follows that order.
         self.layer_groups: list[tuple[Layer, list[int]]] = []
@@ -771,17 +795,26 @@ class _RunBuilder:
         self.finding_lines: dict[Any, set[Any]] = {}
         for path, line in self.by_line:
             self.finding_lines.setdefault(path, set()).add(line)
-        # Every span is kept by the index below anyway: read them once, slice pages of them.
-        self.spans = list(self.result["public_agent_execution_trace"]["spans"])
+        self.spans = self.result["public_agent_execution_trace"]["spans"]
         r = self.result
-        # Built once here, before any process is forked to share out the pages.
+        # The lists a join row joins, and where in each the row of each id is: built once
+        # here, before any process is forked to share out the pages. A page builds only
+        # the rows it joins (``_joined_rows``), the whole lists are never held.
+        self.joined_lists = (
+            r["derived_policy_verdict_rows"],
+            r["policy_verdict_rows"],
+            r["side_effect_rows"],
+            r["rollback_rows"],
+            r["cold_replay_rows"],
+            self.spans,
+        )
         self.join_index = (
-            _first_by(r["derived_policy_verdict_rows"], "request_id"),
-            _first_by(r["policy_verdict_rows"], "request_id"),
-            _first_by(r["side_effect_rows"], "request_id"),
-            _first_by(r["rollback_rows"], "rollback_id"),
-            _first_by(r["cold_replay_rows"], "request_id"),
-            _first_by(self.spans, "span_id"),
+            _positions_by(r["derived_policy_verdict_rows"], "request_id"),
+            _positions_by(r["policy_verdict_rows"], "request_id"),
+            _positions_by(r["side_effect_rows"], "request_id"),
+            _positions_by(r["rollback_rows"], "rollback_id"),
+            _positions_by(r["cold_replay_rows"], "request_id"),
+            _positions_by(self.spans, "span_id"),
         )
         self.join_pager = Pager("join", len(self.result["request_rows"]))
         self.findings_pager = Pager("findings", len(self.findings))
@@ -1101,7 +1134,8 @@ class _RunBuilder:
         """
         requests = self.result["request_rows"][start:end]
         indexes = list(range(start, start + len(requests)))
-        derived_by, verdict_by, effect_by, _, replay_by, span_by = self.join_index
+        derived_at, verdict_at, effect_at, _, replay_at, span_at = self.join_index
+        derived_rows, verdict_rows, effect_rows, _, replay_rows, span_rows = self.joined_lists
         first = self.request_index
         # The id each row joins by: None where it is a duplicate or not a string.
         rids: list[Any] = [
@@ -1110,11 +1144,11 @@ class _RunBuilder:
         ]
         span_keys: list[Any] = [None if rid is None else "span:" + rid for rid in rids]
         partners = (
-            list(map(derived_by.get, rids)),
-            list(map(verdict_by.get, rids)),
-            list(map(effect_by.get, rids)),
-            list(map(replay_by.get, rids)),
-            list(map(span_by.get, span_keys)),
+            _joined_rows(derived_rows, list(map(derived_at.get, rids))),
+            _joined_rows(verdict_rows, list(map(verdict_at.get, rids))),
+            _joined_rows(effect_rows, list(map(effect_at.get, rids))),
+            _joined_rows(replay_rows, list(map(replay_at.get, rids))),
+            _joined_rows(span_rows, list(map(span_at.get, span_keys))),
         )
         plain = [None not in row for row in zip(*partners, strict=True)]
         columns: list[list[Any]] = [indexes, requests, rids, *partners]
@@ -1143,7 +1177,6 @@ class _RunBuilder:
         self, index: int, request: Mapping[str, Any], from_page: str, file_href: str | None
     ) -> JoinRow:
         """Return the join row of request ``index`` (``file_href`` as ``_request_file_href``)."""
-        derived_by, verdict_by, effect_by, rollback_by, replay_by, span_by = self.join_index
         rid = request.get("request_id")
         anchor = f"request-{index + 1}"
         shape = " · ".join(
@@ -1178,17 +1211,17 @@ class _RunBuilder:
                 "row-gap",
             )
         assert isinstance(rid, str)
-        derived = derived_by.get(rid)
-        verdict = verdict_by.get(rid)
-        effect = effect_by.get(rid)
-        replay_row = replay_by.get(rid)
+        derived = self._partner(0, rid)
+        verdict = self._partner(1, rid)
+        effect = self._partner(2, rid)
+        replay_row = self._partner(4, rid)
         span_key = "span:" + rid
-        span = span_by.get(span_key)
+        span = self._partner(5, span_key)
         rollback = None
         if effect is not None:
             ref = effect.get("rollback_receipt_ref")
             if isinstance(ref, str):
-                rollback = rollback_by.get(ref)
+                rollback = self._partner(3, ref)
         links = self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
         derived_verdict = derived["derived_verdict"] if derived else ""
         return JoinRow(
@@ -1207,6 +1240,10 @@ class _RunBuilder:
             "row-gap" if links else "",
         )
 
+    def _partner(self, which: int, key: str) -> Mapping[str, Any] | None:
+        """Return the row of ``key`` in the ``which``-th joined list, or None."""
+        return _joined_rows(self.joined_lists[which], [self.join_index[which].get(key)])[0]
+
     def _plain_join_rows(
         self, joined: _Joined, from_page: str, file_href: str | None
     ) -> list[JoinRow]:
@@ -1220,11 +1257,14 @@ class _RunBuilder:
         does. ``tests/test_site_scale.py`` holds the two ways equal on odd values.
         """
         indexes, requests, rids, derived, verdicts, effects, replays, spans = joined
-        rollback_by = self.join_index[3]
-        rollbacks = [
-            rollback_by.get(ref) if isinstance(ref, str) else None
-            for ref in _column(effects, "rollback_receipt_ref")
-        ]
+        rollback_at = self.join_index[3]
+        rollbacks = _joined_rows(
+            self.joined_lists[3],
+            [
+                rollback_at.get(ref) if isinstance(ref, str) else None
+                for ref in _column(effects, "rollback_receipt_ref")
+            ],
+        )
         span_keys = ["span:" + rid for rid in rids]
         hot = self._hot_rows(joined, span_keys, rollbacks)
         links = [
