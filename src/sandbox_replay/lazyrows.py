@@ -4,7 +4,9 @@ The result record's row lists and the trace's spans hold one dict per input row:
 400,000 dicts at 60,000 requests, more memory than the loaded rows themselves. A
 ``LazyRows`` keeps only what its rows are made from and builds them when read (as the
 record is written, or as a page reads them). Each read builds fresh dicts, equal every
-time; an index gives a dict, a slice a list, iteration goes ``ROWS_PER_CHUNK`` at a time.
+time; an index gives a dict, a slice a list, iteration goes ``ROWS_PER_CHUNK`` at a time,
+``rows_at`` builds the rows at given positions together, and ``column`` reads one field
+of every row (without building the rows, where a subclass can).
 """
 
 from __future__ import annotations

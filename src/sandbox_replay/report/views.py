@@ -743,8 +743,8 @@ class _RunBuilder:
         self.replay = replay
         self.records = records
         # The record's row lists may be built afresh on each read (``records`` makes them
-        # lazily): the lists read more than once are read here once and kept; the request
-        # rows and spans are read once here and then a page's slice at a time.
+        # lazily): the lists read more than once are read here once and kept; the others
+        # are indexed by one column each (``_positions_by``), and a page builds its rows.
         result = records.result
         self.result: Mapping[str, Any] = {
             **result,
@@ -767,7 +767,7 @@ class _RunBuilder:
         self.layer_status = {
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
-        # The position of each request id's first row (rows are built a chunk at a time).
+        # The position of each request id's first row (read without building the rows).
         rids = _column_of(self.result["request_rows"], "request_id")
         self.request_index: dict[str, int] = _first_of(rids, range(len(rids)))
         # Findings are shown grouped by layer; a finding's page follows that order.
