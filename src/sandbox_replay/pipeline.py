@@ -168,7 +168,7 @@ class _ScanCollector:
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
+def gc_paused(*, freeze: bool = True) -> Iterator[None]:
     """Pause the cyclic garbage collector while a run's data is built.
 
     A large run makes millions of rows, refs and records, and every few hundred new
@@ -176,7 +176,8 @@ def gc_paused() -> Iterator[None]:
     time. What is built here holds no reference cycles, so reference counting frees it
     just the same. When the block ends, what survives is frozen (moved out of the
     collector's generations, where walking it again would cost as much once more), and
-    the collector resumes if it was on.
+    the collector resumes if it was on. With ``freeze=False`` nothing is frozen: for
+    work that leaves nothing new behind, such as writing a record a chunk at a time.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -184,7 +185,8 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.freeze()
+            if freeze:
+                gc.freeze()
             gc.enable()
 
 
