@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
 import sys
+import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -45,13 +49,97 @@ def test_a_large_run_shares_its_pages_between_processes(
     bundle = generate(tmp_path / "in" / "big", 1100, seed=5, failing_fraction=0.1)
     single = tmp_path / "single"
     build_site(BuildConfig((bundle.parent,), single, cwd=tmp_path, progress=quiet, jobs=1))
-    # Fork for even a handful of pages, so that these three join and three trace pages
-    # are rendered by two processes.
-    monkeypatch.setattr(parallel, "PAGES_PER_PROCESS", 1)
+    forks: list[int] = []
+
+    def counted_fork() -> int:
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", counted_fork)
     forked = tmp_path / "forked"
     build_site(BuildConfig((bundle.parent,), forked, cwd=tmp_path, progress=quiet, jobs=2))
+    # One run, two jobs: one process forked to render pages while this one writes the record.
+    assert len(forks) == 1
     assert tree(forked) == tree(single)
     assert any(name.endswith("trace/page-0003.html") for name in tree(forked))
+
+
+@pytest.mark.parametrize("count", [1, 7, parallel._PageQueue.TOKENS, 5000])
+def test_the_page_queue_hands_out_every_page_once(count: int) -> None:
+    queue = parallel._PageQueue(count)
+    try:
+        first, second = iter(queue), iter(queue)
+        claimed: list[int] = []
+        # Two claimants taking turns, as two processes would.
+        for claimant in itertools.cycle((first, second)):
+            page = next(claimant, None)
+            if page is None:
+                break
+            claimed.append(page)
+        claimed.extend(first)
+        claimed.extend(second)
+    finally:
+        queue.close()
+    assert sorted(claimed) == list(range(count))
+
+
+class _Pages:
+    """The part of ``RunPages`` that ``_render_shared`` reads: numbered pages."""
+
+    def __init__(self, count: int) -> None:
+        self.subpage_paths = tuple(f"page-{n}.html" for n in range(count))
+
+    def subpages(self, numbers: Any) -> Any:
+        return ((self.subpage_paths[n], n) for n in numbers)
+
+
+class _Renderer:
+    def render_listing(self, page: int) -> bytes:
+        return f"page {page}".encode()
+
+
+def test_matched_text_in_a_helpers_page_stops_the_run(tmp_path: Path) -> None:
+    parent = os.getpid()
+    marker = tmp_path / "helper-met-it"
+
+    def emit(relative: str, data: bytes) -> None:
+        if os.getpid() != parent:
+            marker.touch()
+            raise parallel.MatchedTextError(relative)
+
+    def write_result() -> str:
+        # Hold this process back until the helper has taken a page and refused it.
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "sha256:-"
+
+    with pytest.raises(parallel.MatchedTextError, match="listing page would contain"):
+        parallel._render_shared(
+            cast(Any, _Pages(40)), cast(Any, _Renderer()), 1, emit, write_result
+        )
+    assert marker.exists()
+
+
+def test_pages_are_written_once_each_whoever_renders_them(tmp_path: Path) -> None:
+    written = tmp_path / "written"
+    written.mkdir()
+
+    def emit(relative: str, data: bytes) -> None:
+        (written / relative).write_bytes(data)
+        with (tmp_path / "log").open("a") as log:
+            log.write(relative + "\n")
+
+    digest = parallel._render_shared(
+        cast(Any, _Pages(300)), cast(Any, _Renderer()), 2, emit, lambda: "sha256:-"
+    )
+    assert digest == "sha256:-"
+    logged = (tmp_path / "log").read_text().split()
+    assert sorted(logged) == sorted(f"page-{n}.html" for n in range(300))
+    assert (written / "page-299.html").read_bytes() == b"page 299"
 
 
 def test_progress_names_every_run_once_and_sums_up(tmp_path: Path) -> None:

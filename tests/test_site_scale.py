@@ -264,11 +264,11 @@ def test_an_overridden_partial_is_rendered_by_its_template(tmp_path: Path) -> No
     assert str(renderer.env.filters["cell"](Cell("a", "b", "c"))) == "<td>a!</td>"
 
 
-def test_a_result_record_written_by_its_own_process_is_still_refused(
+def test_a_result_record_written_beside_a_page_helper_is_still_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With two processes the record is written by a forked one; matched text still stops it."""
-    bundle = generate(tmp_path / "in" / "run", 40, seed=5, failing_fraction=0.1)
+    """Matched text in the record stops a build whose pages a forked helper renders meanwhile."""
+    bundle = generate(tmp_path / "in" / "run", 1100, seed=5, failing_fraction=0.1)
     monkeypatch.setattr(parallel, "needles_of", lambda matched: frozenset({b'"request_rows"'}))
     with pytest.raises(BuildError, match=r"result\.json would contain"):
         build_site(

@@ -19,6 +19,7 @@ import gc
 import hashlib
 import html
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -118,11 +119,11 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
 def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go).
 
-    With more than one process to use, the result record is written by a process of its
-    own, forked once the replay is done, while this one builds the view-models and the
-    sub-pages (in shares, see ``_render_forked``); the run page, which shows the record's
-    digest, is rendered last. ``keep_alive``, if given, is handed the replay, its records
-    and view-models instead of letting them be freed on return (see ``run_all``).
+    With more than one process to use, processes forked once the view-models are ready
+    render the sub-pages while this one writes the result record, then joins them
+    (``_render_shared``); the run page, which shows the record's digest, is rendered
+    last. ``keep_alive``, if given, is handed the replay, its records and view-models
+    instead of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
     run = task.run
@@ -133,19 +134,6 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     result_path = f"runs/{run.name}/result.json"
     files: dict[str, bytes] = {}
     written: list[str] = []
-    forks = task.page_jobs > 1 and task.staging is not None and hasattr(os, "fork")
-    writer: _ResultWriter | None = None
-    if task.staging is None:
-        result_bytes = records.result_bytes
-        refuse_matched(result_path, result_bytes, needles)
-        digest = "sha256:" + hashlib.sha256(result_bytes).hexdigest()
-        files[result_path] = result_bytes
-    elif forks:
-        writer = _ResultWriter(records, task.staging, result_path, needles)
-        written.append(result_path)
-    else:
-        digest = "sha256:" + _stream_result(records, task.staging, result_path, needles)
-        written.append(result_path)
 
     def emit(relative: str, data: bytes) -> None:
         path = f"runs/{run.name}/{relative}"
@@ -154,97 +142,36 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
             files[path] = data
         else:
             put_file(task.staging, path, data)
-            written.append(path)
 
-    try:
-        # Hundreds of thousands of row dicts and index entries at 600,000 requests, none in
-        # a reference cycle: built without the collector walking them (16% of this step).
-        with gc_paused():
-            pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
-        renderer = Renderer(task.templates)
-        shares = task.page_jobs if forks else 1
-        shares = min(shares, max(1, len(pages.subpage_paths) // PAGES_PER_PROCESS))
-        if shares > 1:
-            before = len(written)
-            _render_forked(pages, renderer, shares, emit)
-            # Every share wrote its pages; name them all, in order, once.
-            del written[before:]
-            written.extend(f"runs/{run.name}/{p}" for p in pages.subpage_paths)
-        else:
-            for relative, page in pages.subpages(0, 1):
-                emit(relative, renderer.render_listing(page))
-        if writer is not None:
-            digest = "sha256:" + writer.digest()
-    finally:
-        if writer is not None:
-            writer.stop()
+    def write_result() -> str:
+        if task.staging is not None:
+            return "sha256:" + _stream_result(records, task.staging, result_path, needles)
+        result_bytes = records.result_bytes
+        refuse_matched(result_path, result_bytes, needles)
+        files[result_path] = result_bytes
+        return "sha256:" + hashlib.sha256(result_bytes).hexdigest()
+
+    # Hundreds of thousands of row dicts and index entries at 600,000 requests, none in a
+    # reference cycle: built without the collector walking them (16% of this step).
+    with gc_paused():
+        pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+    renderer = Renderer(task.templates)
+    forks = task.staging is not None and hasattr(os, "fork")
+    helpers = min(task.page_jobs - 1, len(pages.subpage_paths)) if forks else 0
+    digest = _render_shared(pages, renderer, helpers, emit, write_result)
     view = pages.run_view(digest)
     emit("index.html", renderer.render("run.html", view=view))
+    if task.staging is not None:
+        written = [
+            result_path,
+            *(f"runs/{run.name}/{p}" for p in (*pages.subpage_paths, "index.html")),
+        ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles)
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started
     if keep_alive is not None:
         keep_alive(outcome, records, pages)
     return built
-
-
-class _ResultWriter:
-    """Write the result record into the staging folder from a process forked for it.
-
-    The child streams the record (``_stream_result``) and sends its sha256 back through a
-    pipe; it shares this process's replay copy-on-write, frozen out of the collector's
-    reach as in ``_render_forked``.
-    """
-
-    def __init__(
-        self, records: RunRecords, staging: Path, relative: str, needles: frozenset[bytes]
-    ) -> None:
-        self.relative = relative
-        read, write = os.pipe()
-        gc.freeze()
-        try:
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                status = 0
-                try:
-                    os.close(read)
-                    _die_with_parent()
-                    os.write(write, _stream_result(records, staging, relative, needles).encode())
-                except MatchedTextError:
-                    status = 3
-                except BaseException:
-                    status = 1
-                os._exit(status)
-        finally:
-            gc.unfreeze()
-        os.close(write)
-        self.pid: int | None = pid
-        self.pipe = read
-
-    def digest(self) -> str:
-        """Wait for the child; return the record's sha256 (hex), or raise what it met."""
-        assert self.pid is not None
-        with os.fdopen(self.pipe, "rb") as pipe:
-            digest = pipe.read().decode()
-        _, wait_status = os.waitpid(self.pid, 0)
-        self.pid = None
-        status = os.waitstatus_to_exitcode(wait_status)
-        if status == 3:
-            raise MatchedTextError(
-                f"{self.relative} would contain text the forbidden-material scan matched; "
-                "nothing was written"
-            )
-        if status:
-            raise RuntimeError(f"the process writing {self.relative} failed (exit {status})")
-        return digest
-
-    def stop(self) -> None:
-        """Kill the child if it is still running (only when this process failed first)."""
-        if self.pid is not None:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-            os.close(self.pipe)
-            self.pid = None
 
 
 def _stream_result(
@@ -271,29 +198,75 @@ def _stream_result(
     return digest.hexdigest()
 
 
-# A large run's sub-pages are split between processes only when each gets this many.
-PAGES_PER_PROCESS = 50
+class _PageQueue:
+    """The numbers of a run's sub-pages, claimed by whichever process is free next.
 
-
-def _render_forked(
-    pages: RunPages, renderer: Renderer, shares: int, emit: Callable[[str, bytes], None]
-) -> None:
-    """Render a large run's sub-pages in ``shares`` processes forked from this one.
-
-    The children share this process's replay and indexes copy-on-write (frozen out of the
-    collector's reach, whose scans would copy every page); each writes its share of the
-    pages into the staging folder and reports only its exit status.
+    They wait in a pipe as 4-byte tokens, all written before any process forks; each
+    process reads one token at a time (a pipe read of 4 bytes never splits a token), so
+    each page is rendered exactly once, and a process that finishes its other work early
+    takes more pages. A token stands for a block of consecutive pages, sized so that
+    every token fits the ``PIPE_BUF`` bytes a pipe always holds without blocking.
     """
+
+    TOKENS = select.PIPE_BUF // 4
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.block = max(1, -(-count // self.TOKENS))
+        self.read, write = os.pipe()
+        try:
+            tokens = b"".join(n.to_bytes(4, "little") for n in range(0, count, self.block))
+            if os.write(write, tokens) != len(tokens):
+                raise OSError("the page queue did not fit its pipe")
+        except BaseException:
+            os.close(self.read)
+            raise
+        finally:
+            os.close(write)
+
+    def __iter__(self) -> Iterator[int]:
+        while len(token := os.read(self.read, 4)) == 4:
+            first = int.from_bytes(token, "little")
+            yield from range(first, min(first + self.block, self.count))
+
+    def close(self) -> None:
+        os.close(self.read)
+
+
+def _render_shared(
+    pages: RunPages,
+    renderer: Renderer,
+    helpers: int,
+    emit: Callable[[str, bytes], None],
+    write_result: Callable[[], str],
+) -> str:
+    """Write the result record and render the sub-pages; return what ``write_result`` does.
+
+    With ``helpers`` > 0, that many processes are forked to render sub-pages from a
+    ``_PageQueue`` while this one writes the record; then this one takes pages from the
+    queue too. They share this process's replay and indexes copy-on-write, frozen out of
+    the collector's reach (whose scans would copy every page). Each helper writes its
+    pages into the staging folder and reports only its exit status. The record is
+    written here rather than by a process of its own: every process that reads the
+    replay makes the kernel copy the memory pages it touches, so one process fewer
+    saves copying most of a 3 GB replay once more at 600,000 requests.
+    """
+    if helpers < 1:
+        digest = write_result()
+        for relative, page in pages.subpages(None):
+            emit(relative, renderer.render_listing(page))
+        return digest
+    queue = _PageQueue(len(pages.subpage_paths))
     gc.freeze()
-    children = []
+    children: list[int] = []
     try:
-        for share in range(1, shares):
+        for _ in range(helpers):
             pid = os.fork()
             if pid == 0:  # the child: never returns
                 status = 0
                 try:
                     _die_with_parent()
-                    for relative, page in pages.subpages(share, shares):
+                    for relative, page in pages.subpages(queue):
                         emit(relative, renderer.render_listing(page))
                 except MatchedTextError:
                     status = 3
@@ -301,7 +274,8 @@ def _render_forked(
                     status = 1
                 os._exit(status)
             children.append(pid)
-        for relative, page in pages.subpages(0, shares):
+        digest = write_result()
+        for relative, page in pages.subpages(queue):
             emit(relative, renderer.render_listing(page))
         failed = []
         for pid in children:
@@ -312,6 +286,7 @@ def _render_forked(
         for pid in children:  # only when this process failed first
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+        queue.close()
         gc.unfreeze()
     if 3 in failed:
         raise MatchedTextError(
@@ -320,6 +295,7 @@ def _render_forked(
         )
     if any(failed):
         raise RuntimeError(f"a process rendering listing pages failed (exit {max(failed)})")
+    return digest
 
 
 def _dask_client(address: str) -> Any:

@@ -1842,46 +1842,47 @@ class _RunBuilder:
         return [p.path(n) for p in pagers if p.split for n in range(p.page_count)]
 
     def listing_pages(
-        self, share: int = 0, shares: int = 1
+        self, numbers: Iterable[int] | None = None
     ) -> Iterator[tuple[str, ListingPageView]]:
         """Yield each sub-page of the listings this run splits, built one at a time.
 
-        With ``shares`` > 1 only every ``shares``-th page from the ``share``-th on is built,
-        so that processes can split a large run's pages between them.
+        Sub-pages are numbered in ``listing_paths`` order. With ``numbers``, only those are
+        built, in the order given (which may be pulled as the pages are built): that is
+        how processes share a large run's pages (``parallel._render_shared``).
         """
-        counter = -1
         sections = (
             (self.join_pager, "requests", "Join table", "joins"),
             (self.findings_pager, "findings", "Findings", "findings"),
             (self.trace_pager, "spans", "Trace", "trace"),
         )
+        plan = [
+            (pager, noun, title, section_id, page)
+            for pager, noun, title, section_id in sections
+            if pager.split
+            for page in range(pager.page_count)
+        ]
         status = badge(self.result["status"])
-        for pager, noun, title, section_id in sections:
-            if not pager.split:
-                continue
-            for page in range(pager.page_count):
-                counter += 1
-                if counter % shares != share:
-                    continue
-                path = pager.path(page)
-                start, end = pager.bounds(page)
-                view = ListingPageView(
-                    chrome=self.chrome(
-                        f"{self.run.name} — {title} page {page + 1} — sandbox-replay", path
-                    ),
-                    name=self.run.name,
-                    status_badge=status,
-                    kind=pager.section,
-                    title=title,
-                    nav=page_nav(pager, noun, page),
-                    run_href=relative_href(MAIN_PAGE, section_id, path),
-                    join_rows=self.join_rows(start, end, path) if pager.section == "join" else (),
-                    finding_groups=(
-                        self.finding_groups(start, end, path) if pager.section == "findings" else ()
-                    ),
-                    spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
-                )
-                yield path, view
+        for number in range(len(plan)) if numbers is None else numbers:
+            pager, noun, title, section_id, page = plan[number]
+            path = pager.path(page)
+            start, end = pager.bounds(page)
+            view = ListingPageView(
+                chrome=self.chrome(
+                    f"{self.run.name} — {title} page {page + 1} — sandbox-replay", path
+                ),
+                name=self.run.name,
+                status_badge=status,
+                kind=pager.section,
+                title=title,
+                nav=page_nav(pager, noun, page),
+                run_href=relative_href(MAIN_PAGE, section_id, path),
+                join_rows=self.join_rows(start, end, path) if pager.section == "join" else (),
+                finding_groups=(
+                    self.finding_groups(start, end, path) if pager.section == "findings" else ()
+                ),
+                spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
+            )
+            yield path, view
 
 
 def _unique_slugs(paths: Sequence[str]) -> dict[str, str]:
@@ -1917,13 +1918,13 @@ class RunPages:
 
     ``run_view(result_sha256)`` builds the run page, which shows the result record's
     digest (``sha256:<hex>``; None: serialise the record once more to take it).
-    ``subpages(share, shares)`` builds the sub-pages lazily, one page at a time, so that
-    the view-models of 600,000 rows never sit in memory together; ``subpage_paths`` lists
-    them.
+    ``subpages(numbers)`` builds the sub-pages lazily, one page at a time, so that the
+    view-models of 600,000 rows never sit in memory together: all of them (None), or those
+    at the given positions of ``subpage_paths``, which lists them.
     """
 
     run_view: Callable[[str | None], RunView]
-    subpages: Callable[[int, int], Iterator[tuple[str, ListingPageView]]]
+    subpages: Callable[[Iterable[int] | None], Iterator[tuple[str, ListingPageView]]]
     subpage_paths: tuple[str, ...]
 
 
