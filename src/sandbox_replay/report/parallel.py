@@ -187,8 +187,10 @@ def _stream_result(
     tail = b""
     with _staged_path(staging, relative).open("wb") as handle:
         for chunk in records.result_chunks():
-            refuse_matched(relative, tail + chunk, needles)
-            tail = (tail + chunk)[-overlap:] if overlap else b""
+            if needles:  # nothing to look for (and no copy of the chunk to make) most times
+                seen = tail + chunk
+                refuse_matched(relative, seen, needles)
+                tail = seen[-overlap:] if overlap else b""
             digest.update(chunk)
             handle.write(chunk)
         # Flushed here, not by the sync before the swap: from a process of its own this
