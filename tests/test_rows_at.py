@@ -7,7 +7,9 @@ exactly what building the rows and reading them gives.
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,7 +56,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     generate(folder, 40, seed=5, failing_fraction=0.3)
     outcome = replay(ReplayConfig(folder, InputMode.BUNDLE))
     _, fixture = replay_dir(FIRST_WAVE, InputMode.FIXTURE)
-    return [build_records(outcome).result, fixture.result]
+    # Odd values where the verdict columns are read: missing and unusable verdicts.
+    hostile = replay(ReplayConfig(REPO / "tests" / "data" / "hostile_bundle", InputMode.BUNDLE))
+    return [build_records(outcome).result, fixture.result, build_records(hostile).result]
 
 
 def test_every_row_list_read_by_position_and_column_equals_its_rows(
@@ -71,3 +75,27 @@ def test_every_row_list_read_by_position_and_column_equals_its_rows(
             assert rows.rows_at([]) == []
             for key in {*built[0], *built[-1], "absent"}:
                 assert rows.column(key) == [row.get(key) for row in built], (name, key)
+
+
+def test_derived_verdict_columns_equal_the_rows_where_verdicts_are_missing_or_odd(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "bundle"
+    generate(folder, 12, seed=3, failing_fraction=0.0)
+    path = folder / "policy_verdicts.json"
+    data = json.loads(path.read_text())
+    verdicts = data["policy_verdicts"]
+    del verdicts[0]  # a request with no verdict row
+    verdicts[1]["verdict"] = 7
+    verdicts[2]["verdict"] = ["block", "allow"]
+    verdicts[3]["verdict"] = "x" * 600  # longer than a record shows
+    del verdicts[4]["verdict"]
+    path.write_text(json.dumps(data))
+    rows = build_records(replay(ReplayConfig(folder, InputMode.BUNDLE))).result[
+        "derived_policy_verdict_rows"
+    ]
+    built = list(rows)
+    declared = [row.get("declared_verdict") for row in built]
+    assert None in declared and 7 in declared and declared.count(None) >= 2
+    for key in ("derived_verdict", "declared_verdict", "policy_derivation_passed"):
+        assert rows.column(key) == [row.get(key) for row in built], key

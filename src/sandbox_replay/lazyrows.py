@@ -11,7 +11,7 @@ of every row (without building the rows, where a subclass can).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import eq, index
 from typing import Any, overload
 
@@ -74,3 +74,10 @@ class LazyRows(Sequence[dict[str, Any]]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {len(self)} rows>"
+
+
+def column_of(rows: Sequence[Mapping[str, Any]], name: str) -> list[Any]:
+    """Return ``[row.get(name) for row in rows]``; of a ``LazyRows``, through its ``column``."""
+    if isinstance(rows, LazyRows):
+        return rows.column(name)
+    return [row.get(name) for row in rows]

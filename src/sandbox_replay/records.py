@@ -303,9 +303,26 @@ class DerivedRows(LazyRows):
         return self._rows_of(list(map(self.request_ids.__getitem__, positions)))
 
     def column(self, name: str) -> list[Any]:
+        """Return ``[row.get(name) for row in self]``; the verdict columns without the rows.
+
+        Those are what a run page's headline and calibration matrix read of every row.
+        """
+        run = self.run
         if name == "request_id":  # each row's key: its request id
             return list(self.request_ids)
+        if name == "derived_verdict":
+            return [derivation.verdict for derivation in run.derivations.values()]
+        if name == "declared_verdict":
+            return _scalars(list(map(_field_of, self._verdict_rows(), repeat("verdict"))))
+        if name == "policy_derivation_passed":
+            derivations = run.derivations.values()
+            return list(map(derivation_passes, derivations, self._verdict_rows()))
         return super().column(name)
+
+    def _verdict_rows(self) -> list[Any]:
+        """Return each request's verdict row, or None where it has none."""
+        refs = map(self.run.verdict_by_request.get, self.request_ids)
+        return [ref.row if ref is not None else None for ref in refs]
 
     def _rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
         """Build the rows of ``keys`` column by column (each column as ``_scalar`` has it).
@@ -336,6 +353,11 @@ class DerivedRows(LazyRows):
                 map(derivation_passes, derivations, verdicts),
             )
         )
+
+
+def _field_of(row: Mapping[str, Any] | None, name: str) -> Any:
+    """Return ``row.get(name)``, or None where there is no row."""
+    return row.get(name) if row is not None else None
 
 
 def _shown(derivation: Derivation) -> tuple[str, str, bool, list[str]]:

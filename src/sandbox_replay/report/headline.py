@@ -15,6 +15,7 @@ from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer, Severity
+from sandbox_replay.lazyrows import column_of
 
 MAX_IDS = 3
 
@@ -179,26 +180,52 @@ def _ids(ids: Sequence[str]) -> str:
     return f" ({shown})" if shown else ""
 
 
-def _executed_diffs(result: Mapping[str, Any], request_ids: set[str]) -> tuple[int, int]:
-    """Return how many of ``request_ids`` executed, and the diffs they left."""
-    executed = diffs = 0
-    for row in result["side_effect_rows"]:
-        if row.get("request_id") in request_ids and row.get("execution_attempted") is True:
-            executed += 1
-            count = row.get("side_effect_diff_count")
-            diffs += count if isinstance(count, int) and not isinstance(count, bool) else 0
-    return executed, diffs
+class _Effects:
+    """The side-effect rows' request ids, executions and diff counts, read when first asked.
+
+    Read a column at a time (a large run's rows are built only when read, see
+    ``LazyRows``), and only by a run with a gap that names what its actions left.
+    """
+
+    def __init__(self, result: Mapping[str, Any]) -> None:
+        self.rows = result["side_effect_rows"]
+        self.columns: list[tuple[Any, Any, Any]] | None = None
+
+    def executed_diffs(self, request_ids: set[str]) -> tuple[int, int]:
+        """Return how many of ``request_ids`` executed, and the diffs they left."""
+        if self.columns is None:
+            self.columns = list(
+                zip(
+                    column_of(self.rows, "request_id"),
+                    column_of(self.rows, "execution_attempted"),
+                    column_of(self.rows, "side_effect_diff_count"),
+                    strict=True,
+                )
+            )
+        executed = diffs = 0
+        for request_id, attempted, count in self.columns:
+            if request_id in request_ids and attempted is True:
+                executed += 1
+                diffs += count if isinstance(count, int) and not isinstance(count, bool) else 0
+        return executed, diffs
 
 
-def _verdict_gaps(result: Mapping[str, Any]) -> tuple[list[str], set[str]]:
+def _verdict_gaps(result: Mapping[str, Any], effects: _Effects) -> tuple[list[str], set[str]]:
     """Name each declared → derived disagreement, grouped, with what those actions left."""
+    rows = result["derived_policy_verdict_rows"]
     groups: dict[tuple[str, str], list[str]] = {}
-    for row in result["derived_policy_verdict_rows"]:
-        declared = row.get("declared_verdict")
-        if row.get("policy_derivation_passed") or declared is None:
+    derived_rows = zip(
+        column_of(rows, "request_id"),
+        column_of(rows, "derived_verdict"),
+        column_of(rows, "declared_verdict"),
+        column_of(rows, "policy_derivation_passed"),
+        strict=True,
+    )
+    for request_id, derived_verdict, declared, passed in derived_rows:
+        if passed or declared is None:
             continue
         declared_text = declared if isinstance(declared, str) else "unusable"
-        groups.setdefault((declared_text, row["derived_verdict"]), []).append(row["request_id"])
+        groups.setdefault((declared_text, derived_verdict), []).append(request_id)
     gaps = []
     named: set[str] = set()
     for (declared, derived), ids in groups.items():
@@ -220,7 +247,7 @@ def _verdict_gaps(result: Mapping[str, Any]) -> tuple[list[str], set[str]]:
         text += _ids(ids)
         if declared == "unusable":
             text += f" where the policy derives {derived}"
-        executed, diffs = _executed_diffs(result, set(ids))
+        executed, diffs = effects.executed_diffs(set(ids))
         if derived == "block" and executed:
             text += (
                 " and left " + _plural(diffs, "side effect", "side effects")
@@ -245,7 +272,7 @@ def _phrase_key(finding: Mapping[str, Any]) -> tuple[str, str]:
     return code, ""
 
 
-def _finding_gaps(result: Mapping[str, Any], named: set[str]) -> list[str]:
+def _finding_gaps(result: Mapping[str, Any], named: set[str], effects: _Effects) -> list[str]:
     """Name every other gap by code, most fundamental layer first, with its subjects.
 
     A trace-audit or side-effect finding about a request an earlier gap already names
@@ -288,7 +315,7 @@ def _finding_gaps(result: Mapping[str, Any], named: set[str]) -> list[str]:
                 continue
         gap = _code_gap(key, subjects)
         if key[0] == codes.BLOCKED_ACTION_EXECUTED:
-            _, diffs = _executed_diffs(result, set(subjects))
+            _, diffs = effects.executed_diffs(set(subjects))
             gap += " and left " + _plural(diffs, "side effect", "side effects") if diffs else ""
         gaps.append(gap)
         named.update(_request_of(s) for s in subjects)
@@ -379,11 +406,12 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     """Return the headline of one run from its result record."""
     if result["status"] == "pass":
         return GapHeadline(_pass_text(result), True, ())
-    verdict_gaps, named = _verdict_gaps(result)
+    effects = _Effects(result)
+    verdict_gaps, named = _verdict_gaps(result, effects)
     gaps = [
         *_unrun_gaps(result),
         *verdict_gaps,
-        *_finding_gaps(result, named),
+        *_finding_gaps(result, named, effects),
         *_negative_gap(result),
     ]
     if not gaps:

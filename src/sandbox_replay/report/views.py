@@ -709,7 +709,7 @@ def _cells(make: Callable[..., Cell], *columns: list[Any]) -> list[Cell]:
 
 
 # Read by the view-models and the headline more than once (``_RunBuilder``).
-_ROWS_READ_AGAIN = ("findings", "derived_policy_verdict_rows", "side_effect_rows")
+_ROWS_READ_AGAIN = ("findings",)
 
 
 class _Joined(NamedTuple):
@@ -1515,12 +1515,12 @@ class _RunBuilder:
 
     def matrix(self) -> MatrixView:
         rows = self.result["derived_policy_verdict_rows"]
-        derived_values = [r["derived_verdict"] for r in rows]  # a policy verdict: a string
+        # A policy verdict: a string.
+        derived_values: list[str] = _column_of(rows, "derived_verdict")
         derived_seen = set(derived_values)
         derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
         declared_values: list[str] = []
-        for row in rows:
-            value = row.get("declared_verdict")
+        for value in _column_of(rows, "declared_verdict"):
             label = (
                 value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
             )
