@@ -292,6 +292,7 @@ class DerivedRows(LazyRows):
     def __init__(self, run: RunInputs) -> None:
         self.run = run
         self.request_ids = list(run.derivations)
+        self.columns: dict[str, list[Any]] = {}
 
     def __len__(self) -> int:
         return len(self.request_ids)
@@ -310,19 +311,26 @@ class DerivedRows(LazyRows):
         run = self.run
         if name == "request_id":  # each row's key: its request id
             return list(self.request_ids)
-        if name == "derived_verdict":
-            return [derivation.verdict for derivation in run.derivations.values()]
-        if name == "declared_verdict":
-            return _scalars(list(map(_field_of, self._verdict_rows(), repeat("verdict"))))
-        if name == "policy_derivation_passed":
-            derivations = run.derivations.values()
-            return list(map(derivation_passes, derivations, self._verdict_rows()))
-        return super().column(name)
+        if name not in self.columns:  # each kept: the headline and the matrix both read it
+            column: list[Any]
+            if name == "derived_verdict":
+                column = [derivation.verdict for derivation in run.derivations.values()]
+            elif name == "declared_verdict":
+                column = _scalars(list(map(_field_of, self._verdict_rows(), repeat("verdict"))))
+            elif name == "policy_derivation_passed":
+                derivations = run.derivations.values()
+                column = list(map(derivation_passes, derivations, self._verdict_rows()))
+            else:
+                return super().column(name)
+            self.columns[name] = column
+        return list(self.columns[name])
 
     def _verdict_rows(self) -> list[Any]:
         """Return each request's verdict row, or None where it has none."""
-        refs = map(self.run.verdict_by_request.get, self.request_ids)
-        return [ref.row if ref is not None else None for ref in refs]
+        if "verdict rows" not in self.columns:
+            refs = map(self.run.verdict_by_request.get, self.request_ids)
+            self.columns["verdict rows"] = [ref.row if ref is not None else None for ref in refs]
+        return self.columns["verdict rows"]
 
     def _rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
         """Build the rows of ``keys`` column by column (each column as ``_scalar`` has it).

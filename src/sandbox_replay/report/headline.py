@@ -181,33 +181,34 @@ def _ids(ids: Sequence[str]) -> str:
 
 
 class _Effects:
-    """The side-effect rows' request ids, executions and diff counts, read when first asked.
+    """What the side-effect rows say each request executed, read when first asked.
 
     Read a column at a time (a large run's rows are built only when read, see
-    ``LazyRows``), and only by a run with a gap that names what its actions left.
+    ``LazyRows``), once, and only by a run with a gap that names what its actions left.
     """
 
     def __init__(self, result: Mapping[str, Any]) -> None:
         self.rows = result["side_effect_rows"]
-        self.columns: list[tuple[Any, Any, Any]] | None = None
+        self.by_request: dict[str, tuple[int, int]] | None = None
 
     def executed_diffs(self, request_ids: set[str]) -> tuple[int, int]:
-        """Return how many of ``request_ids`` executed, and the diffs they left."""
-        if self.columns is None:
-            self.columns = list(
-                zip(
-                    column_of(self.rows, "request_id"),
-                    column_of(self.rows, "execution_attempted"),
-                    column_of(self.rows, "side_effect_diff_count"),
-                    strict=True,
-                )
+        """Return how many side-effect rows of ``request_ids`` executed, and their diffs."""
+        if self.by_request is None:
+            self.by_request = {}
+            effects = zip(
+                column_of(self.rows, "request_id"),
+                column_of(self.rows, "execution_attempted"),
+                column_of(self.rows, "side_effect_diff_count"),
+                strict=True,
             )
-        executed = diffs = 0
-        for request_id, attempted, count in self.columns:
-            if request_id in request_ids and attempted is True:
-                executed += 1
-                diffs += count if isinstance(count, int) and not isinstance(count, bool) else 0
-        return executed, diffs
+            for request_id, attempted, count in effects:
+                # Only a string can be one of the (string) ids asked about.
+                if attempted is True and isinstance(request_id, str):
+                    executed, diffs = self.by_request.get(request_id, (0, 0))
+                    diff = count if isinstance(count, int) and not isinstance(count, bool) else 0
+                    self.by_request[request_id] = (executed + 1, diffs + diff)
+        found = [self.by_request[r] for r in request_ids if r in self.by_request]
+        return sum(executed for executed, _ in found), sum(diffs for _, diffs in found)
 
 
 def _verdict_gaps(result: Mapping[str, Any], effects: _Effects) -> tuple[list[str], set[str]]:
