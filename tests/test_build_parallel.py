@@ -101,6 +101,10 @@ class _Renderer:
         return f"page {page}".encode()
 
 
+def _no_view(digest: str) -> Any:
+    return None
+
+
 def test_matched_text_in_a_helpers_page_stops_the_run(tmp_path: Path) -> None:
     parent = os.getpid()
     marker = tmp_path / "helper-met-it"
@@ -119,7 +123,7 @@ def test_matched_text_in_a_helpers_page_stops_the_run(tmp_path: Path) -> None:
 
     with pytest.raises(parallel.MatchedTextError, match="listing page would contain"):
         parallel._render_shared(
-            cast(Any, _Pages(40)), cast(Any, _Renderer()), 1, emit, write_result
+            cast(Any, _Pages(40)), cast(Any, _Renderer()), 1, emit, write_result, _no_view
         )
     assert marker.exists()
 
@@ -133,12 +137,17 @@ def test_pages_are_written_once_each_whoever_renders_them(tmp_path: Path) -> Non
         with (tmp_path / "log").open("a") as log:
             log.write(relative + "\n")
 
-    digest = parallel._render_shared(
-        cast(Any, _Pages(300)), cast(Any, _Renderer()), 2, emit, lambda: "sha256:-"
+    def run_page(digest: str) -> Any:
+        emit("index.html", digest.encode())
+        return "the run view"
+
+    digest, view = parallel._render_shared(
+        cast(Any, _Pages(300)), cast(Any, _Renderer()), 2, emit, lambda: "sha256:-", run_page
     )
-    assert digest == "sha256:-"
+    assert (digest, view) == ("sha256:-", "the run view")
     logged = (tmp_path / "log").read_text().split()
-    assert sorted(logged) == sorted(f"page-{n}.html" for n in range(300))
+    assert sorted(logged) == sorted(["index.html", *(f"page-{n}.html" for n in range(300))])
+    assert (written / "index.html").read_bytes() == b"sha256:-"
     assert (written / "page-299.html").read_bytes() == b"page 299"
 
 

@@ -33,7 +33,13 @@ from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
 from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
-from sandbox_replay.report.views import RunPages, RunSummary, build_run_pages, summarize_run
+from sandbox_replay.report.views import (
+    RunPages,
+    RunSummary,
+    RunView,
+    build_run_pages,
+    summarize_run,
+)
 from sandbox_replay.version import __version__
 
 
@@ -119,11 +125,12 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
 def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go).
 
-    With more than one process to use, processes forked once the view-models are ready
-    render the sub-pages while this one writes the result record, then joins them
-    (``_render_shared``); the run page, which shows the record's digest, is rendered
-    last. ``keep_alive``, if given, is handed the replay, its records and view-models
-    instead of letting them be freed on return (see ``run_all``).
+    The result record is written first, then the run page, which shows the record's
+    digest, then the sub-pages. With more than one process to use, processes forked once
+    the view-models are ready render sub-pages all along, and this one joins them once its
+    two pages are done (``_render_shared``). ``keep_alive``, if given, is handed the
+    replay, its records and view-models instead of letting them be freed on return (see
+    ``run_all``).
     """
     started = time.perf_counter()
     run = task.run
@@ -151,6 +158,11 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
         files[result_path] = result_bytes
         return "sha256:" + hashlib.sha256(result_bytes).hexdigest()
 
+    def run_page(digest: str) -> RunView:
+        view = pages.run_view(digest)
+        emit("index.html", renderer.render("run.html", view=view))
+        return view
+
     # Hundreds of thousands of row dicts and index entries at 600,000 requests, none in a
     # reference cycle: built without the collector walking them (16% of this step).
     with gc_paused():
@@ -158,9 +170,7 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     renderer = Renderer(task.templates)
     forks = task.staging is not None and hasattr(os, "fork")
     helpers = min(task.page_jobs - 1, len(pages.subpage_paths)) if forks else 0
-    digest = _render_shared(pages, renderer, helpers, emit, write_result)
-    view = pages.run_view(digest)
-    emit("index.html", renderer.render("run.html", view=view))
+    digest, view = _render_shared(pages, renderer, helpers, emit, write_result, run_page)
     if task.staging is not None:
         written = [
             result_path,
@@ -241,23 +251,25 @@ def _render_shared(
     helpers: int,
     emit: Callable[[str, bytes], None],
     write_result: Callable[[], str],
-) -> str:
-    """Write the result record and render the sub-pages; return what ``write_result`` does.
+    run_page: Callable[[str], RunView],
+) -> tuple[str, RunView]:
+    """Write the result record, the run page and the sub-pages; return the digest and view.
 
+    ``write_result`` writes the record and returns its digest, which ``run_page`` shows.
     With ``helpers`` > 0, that many processes are forked to render sub-pages from a
-    ``_PageQueue`` while this one writes the record; then this one takes pages from the
-    queue too. They share this process's replay and indexes copy-on-write, frozen out of
-    the collector's reach (whose scans would copy every page). Each helper writes its
-    pages into the staging folder and reports only its exit status. The record is
-    written here rather than by a process of its own: every process that reads the
-    replay makes the kernel copy the memory pages it touches, so one process fewer
-    saves copying most of a 3 GB replay once more at 600,000 requests.
+    ``_PageQueue`` while this one writes the record and the run page; then this one
+    takes pages from the queue too. They share this process's replay and indexes
+    copy-on-write, frozen out of the collector's reach (whose scans would copy every
+    page). Each helper writes its pages into the staging folder and reports only its exit
+    status. The record is written here rather than by a process of its own: every
+    process that reads the replay makes the kernel copy the memory pages it touches, so
+    one process fewer saves copying most of a 3 GB replay once more at 600,000 requests.
     """
     if helpers < 1:
         digest = write_result()
         for relative, page in pages.subpages(None):
             emit(relative, renderer.render_listing(page))
-        return digest
+        return digest, run_page(digest)
     queue = _PageQueue(len(pages.subpage_paths))
     gc.freeze()
     children: list[int] = []
@@ -277,6 +289,7 @@ def _render_shared(
                 os._exit(status)
             children.append(pid)
         digest = write_result()
+        view = run_page(digest)
         for relative, page in pages.subpages(queue):
             emit(relative, renderer.render_listing(page))
         failed = []
@@ -297,7 +310,7 @@ def _render_shared(
         )
     if any(failed):
         raise RuntimeError(f"a process rendering listing pages failed (exit {max(failed)})")
-    return digest
+    return digest, view
 
 
 def _dask_client(address: str) -> Any:
