@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from conftest import FIRST_WAVE, REPO, replay_dir
 from sandbox_replay.inputs import InputMode
-from sandbox_replay.lazyrows import LazyRows
+from sandbox_replay.lazyrows import LazyRows, PickedRows
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import ProjectedRows, _project, build_records
 from test_records_io import _ref, field_tuples, row_lists
@@ -75,6 +75,12 @@ def test_every_row_list_read_by_position_and_column_equals_its_rows(
             assert rows.rows_at([]) == []
             for key in {*built[0], *built[-1], "absent"}:
                 assert rows.column(key) == [row.get(key) for row in built], (name, key)
+                at = rows.column_at(positions, key)
+                assert at == [built[p].get(key) for p in positions], (name, key)
+                picked = PickedRows(rows, positions)
+                assert picked.column(key) == at, (name, key)
+                assert picked[1] == built[positions[1]]
+                assert PickedRows(built, positions).column(key) == at, (name, key)
 
 
 def test_derived_verdict_columns_equal_the_rows_where_verdicts_are_missing_or_odd(
@@ -97,5 +103,7 @@ def test_derived_verdict_columns_equal_the_rows_where_verdicts_are_missing_or_od
     built = list(rows)
     declared = [row.get("declared_verdict") for row in built]
     assert None in declared and 7 in declared and declared.count(None) >= 2
+    positions = [3, 0, 7, 3]
     for key in ("derived_verdict", "declared_verdict", "policy_derivation_passed"):
         assert rows.column(key) == [row.get(key) for row in built], key
+        assert rows.column_at(positions, key) == [built[p].get(key) for p in positions], key

@@ -41,6 +41,10 @@ class LazyRows(Sequence[dict[str, Any]]):
         """Return ``[row.get(name) for row in self]``; a subclass may read it without the rows."""
         return [row.get(name) for row in self]
 
+    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
+        """Return ``[self[p].get(name) for p in positions]``; a subclass may skip the rows."""
+        return [row.get(name) for row in self.rows_at(positions)]
+
     @overload
     def __getitem__(self, position: int) -> dict[str, Any]: ...
 
@@ -81,3 +85,39 @@ def column_of(rows: Sequence[Mapping[str, Any]], name: str) -> list[Any]:
     if isinstance(rows, LazyRows):
         return rows.column(name)
     return [row.get(name) for row in rows]
+
+
+class PickedRows(Sequence[Mapping[str, Any]]):
+    """The rows of a row list at some of its positions, read a column at a time.
+
+    A page that joins its requests to other lists reads a few fields of each joined row:
+    ``column`` reads one field at every position without building the rows (of a
+    ``LazyRows``, through ``column_at``); indexing builds the one row asked for.
+    """
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], positions: Sequence[int]) -> None:
+        self.rows = rows
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, position: int) -> Mapping[str, Any]: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> Sequence[Mapping[str, Any]]: ...
+
+    def __getitem__(self, position: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        if isinstance(position, slice):
+            return PickedRows(self.rows, self.positions[position])
+        at = self.positions[position]
+        if isinstance(self.rows, LazyRows):
+            return self.rows.rows_at([at])[0]
+        return self.rows[at]
+
+    def column(self, name: str) -> list[Any]:
+        """Return ``[row.get(name) for row in self]``, without building the rows."""
+        if isinstance(self.rows, LazyRows):
+            return self.rows.column_at(self.positions, name)
+        return [self.rows[at].get(name) for at in self.positions]

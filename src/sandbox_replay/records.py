@@ -278,12 +278,28 @@ class ProjectedRows(LazyRows):
             return [None] * len(self.refs)
         return _scalars(list(map(dict.get, map(itemgetter(3), self.refs), repeat(name))))
 
+    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
+        """Return ``column(name)`` at ``positions`` only (read as ``column`` reads it)."""
+        refs = list(map(self.refs.__getitem__, positions))
+        if name == "line":
+            return list(map(itemgetter(2), refs))  # RowRef.line
+        if name not in self.names:
+            return [None] * len(refs)
+        return _scalars(list(map(dict.get, map(itemgetter(3), refs), repeat(name))))
+
 
 def _counts(replay: Replay) -> dict[str, int]:
     merged: dict[str, int] = {}
     for layer in replay.layers:
         merged.update(layer.counts)
     return {key: merged.get(key, 0) for key in COUNT_KEYS}
+
+
+# The derived-row fields ``DerivedRows.column`` reads without building the rows.
+_DERIVED_COLUMNS = frozenset(
+    {"derived_verdict", "derived_rule_ref", "fail_closed", "declared_verdict"}
+    | {"policy_derivation_passed"}
+)
 
 
 class DerivedRows(LazyRows):
@@ -315,6 +331,10 @@ class DerivedRows(LazyRows):
             column: list[Any]
             if name == "derived_verdict":
                 column = [derivation.verdict for derivation in run.derivations.values()]
+            elif name == "derived_rule_ref":
+                column = [derivation.rule_ref for derivation in run.derivations.values()]
+            elif name == "fail_closed":
+                column = [derivation.fail_closed for derivation in run.derivations.values()]
             elif name == "declared_verdict":
                 column = _scalars(list(map(_field_of, self._verdict_rows(), repeat("verdict"))))
             elif name == "policy_derivation_passed":
@@ -324,6 +344,14 @@ class DerivedRows(LazyRows):
                 return super().column(name)
             self.columns[name] = column
         return list(self.columns[name])
+
+    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
+        """Return ``column(name)`` at ``positions``; the verdict columns read whole once."""
+        if name in _DERIVED_COLUMNS:
+            if name not in self.columns:
+                self.column(name)
+            return list(map(self.columns[name].__getitem__, positions))
+        return super().column_at(positions, name)
 
     def _verdict_rows(self) -> list[Any]:
         """Return each request's verdict row, or None where it has none."""

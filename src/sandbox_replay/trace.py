@@ -293,6 +293,11 @@ class Spans(LazyRows):
             return list(map("span:{}".format, self.request_ids))
         return super().column(name)
 
+    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
+        if name == "outcome":  # what a join-table row shows of its span
+            return list(map(self.outcomes.__getitem__, positions))
+        return super().column_at(positions, name)
+
     def build_sorted(self, start: int, stop: int) -> list[dict[str, Any]]:
         """Return ``build(start, stop)`` with each span's keys in sorted order."""
         return self._make(_sorted_span, start, stop)

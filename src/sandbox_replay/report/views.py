@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import is_, itemgetter
+from operator import is_
 from typing import Any, NamedTuple, TypeGuard, cast
 
 from markupsafe import Markup
@@ -25,7 +25,7 @@ from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.lazyrows import LazyRows
+from sandbox_replay.lazyrows import LazyRows, PickedRows
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.policy import VERDICTS
 from sandbox_replay.records import RunRecords, build_receipt, redact
@@ -139,7 +139,9 @@ def text(value: Any) -> str:
 
 
 def _column(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
-    """Return ``[row.get(key) for row in rows]`` (rows are dicts: looked up in C)."""
+    """Return ``[row.get(key) for row in rows]`` (dicts: looked up in C; picked rows: by column)."""
+    if isinstance(rows, PickedRows):
+        return rows.column(key)
     return list(map(dict.get, rows, repeat(key)))  # type: ignore[arg-type]
 
 
@@ -719,13 +721,13 @@ class _Joined(NamedTuple):
     """
 
     indexes: list[int]
-    requests: list[Mapping[str, Any]]
+    requests: Sequence[Mapping[str, Any]]
     rids: list[str]
-    derived: list[Mapping[str, Any]]
-    verdicts: list[Mapping[str, Any]]
-    effects: list[Mapping[str, Any]]
-    replays: list[Mapping[str, Any]]
-    spans: list[Mapping[str, Any]]
+    derived: Sequence[Mapping[str, Any]]
+    verdicts: Sequence[Mapping[str, Any]]
+    effects: Sequence[Mapping[str, Any]]
+    replays: Sequence[Mapping[str, Any]]
+    spans: Sequence[Mapping[str, Any]]
 
 
 class _RunBuilder:
@@ -1132,8 +1134,10 @@ class _RunBuilder:
         row, and which every record that should mention it does (derived and declared
         verdict, side effect, cold replay and span).
         """
-        requests = self.result["request_rows"][start:end]
-        indexes = list(range(start, start + len(requests)))
+        request_rows = self.result["request_rows"]
+        count = max(0, min(end, len(request_rows)) - start)
+        requests = PickedRows(request_rows, range(start, start + count))
+        indexes = list(range(start, start + count))
         derived_at, verdict_at, effect_at, _, replay_at, span_at = self.join_index
         derived_rows, verdict_rows, effect_rows, _, replay_rows, span_rows = self.joined_lists
         first = self.request_index
@@ -1143,25 +1147,33 @@ class _RunBuilder:
             for index, rid in zip(indexes, _column(requests, "request_id"), strict=True)
         ]
         span_keys: list[Any] = [None if rid is None else "span:" + rid for rid in rids]
-        partners = (
-            _joined_rows(derived_rows, list(map(derived_at.get, rids))),
-            _joined_rows(verdict_rows, list(map(verdict_at.get, rids))),
-            _joined_rows(effect_rows, list(map(effect_at.get, rids))),
-            _joined_rows(replay_rows, list(map(replay_at.get, rids))),
-            _joined_rows(span_rows, list(map(span_at.get, span_keys))),
+        lists = (derived_rows, verdict_rows, effect_rows, replay_rows, span_rows)
+        joined_at = (
+            list(map(derived_at.get, rids)),
+            list(map(verdict_at.get, rids)),
+            list(map(effect_at.get, rids)),
+            list(map(replay_at.get, rids)),
+            list(map(span_at.get, span_keys)),
         )
-        plain = [None not in row for row in zip(*partners, strict=True)]
-        columns: list[list[Any]] = [indexes, requests, rids, *partners]
+        plain = [None not in row for row in zip(*joined_at, strict=True)]
         file_href = self._request_file_href(from_page)
-        if all(plain):
-            return tuple(self._plain_join_rows(_Joined(*columns), from_page, file_href))
-        # The plain rows together, the others one by one, put back in order.
-        at = list(compress(range(len(requests)), plain))
-        joined = _Joined(*([column[n] for n in at] for column in columns))
-        built = dict(zip(at, self._plain_join_rows(joined, from_page, file_href), strict=True))
+        # The plain rows together, read by columns; the others one by one; put in order.
+        kept = list(compress(range(count), plain))
+        joined = _Joined(
+            [indexes[n] for n in kept],
+            PickedRows(request_rows, [start + n for n in kept]),
+            [rids[n] for n in kept],
+            *(
+                PickedRows(rows, cast(list[int], [positions[n] for n in kept]))  # no None kept
+                for rows, positions in zip(lists, joined_at, strict=True)
+            ),
+        )
+        built = dict(zip(kept, self._plain_join_rows(joined, from_page, file_href), strict=True))
         return tuple(
-            built[n] if n in built else self._join_row(index, request, from_page, file_href)
-            for n, (index, request) in enumerate(zip(indexes, requests, strict=True))
+            built[n]
+            if n in built
+            else self._join_row(indexes[n], requests[n], from_page, file_href)
+            for n in range(count)
         )
 
     def _request_file_href(self, from_page: str) -> str | None:
@@ -1267,14 +1279,12 @@ class _RunBuilder:
         )
         span_keys = ["span:" + rid for rid in rids]
         hot = self._hot_rows(joined, span_keys, rollbacks)
-        links = [
-            self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
-            if n in hot
-            else ()
-            for n, (rid, request, verdict, effect, rollback, replay_row) in enumerate(
-                zip(rids, requests, verdicts, effects, rollbacks, replays, strict=True)
+        # Only a row that may link a finding is built whole, to find its links.
+        links: list[tuple[FindingLink, ...]] = [()] * len(rids)
+        for n in hot:
+            links[n] = self._row_links(
+                rids[n], requests[n], verdicts[n], effects[n], rollbacks[n], replays[n], from_page
             )
-        ]
         if file_href is None:
             hrefs = [
                 self.line_href(ACTIONS_FILE, line, from_page) for line in _column(requests, "line")
@@ -1290,7 +1300,7 @@ class _RunBuilder:
                 strict=True,
             ),
         )
-        derived_verdicts = list(map(itemgetter("derived_verdict"), derived))
+        derived_verdicts = _column(derived, "derived_verdict")
         executed = _are_true(_column(effects, "execution_attempted"))
         cells = (
             _cells(
@@ -1303,7 +1313,7 @@ class _RunBuilder:
             _cells(
                 _derived,
                 _texts(derived_verdicts),
-                _texts(list(map(itemgetter("derived_rule_ref"), derived))),
+                _texts(_column(derived, "derived_rule_ref")),
                 list(map(bool, _column(derived, "fail_closed"))),
             ),
             _cells(_effect, derived_verdicts, executed, _column(effects, "side_effect_diff_count")),
