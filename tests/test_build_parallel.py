@@ -101,7 +101,7 @@ class _Renderer:
         return f"page {page}".encode()
 
 
-def _no_view(digest: str) -> Any:
+def _no_view(pages: Any, digest: str) -> Any:
     return None
 
 
@@ -123,7 +123,13 @@ def test_matched_text_in_a_helpers_page_stops_the_run(tmp_path: Path) -> None:
 
     with pytest.raises(parallel.MatchedTextError, match="listing page would contain"):
         parallel._render_shared(
-            cast(Any, _Pages(40)), cast(Any, _Renderer()), 1, emit, write_result, _no_view
+            lambda: cast(Any, _Pages(40)),
+            40,
+            cast(Any, _Renderer()),
+            1,
+            emit,
+            write_result,
+            _no_view,
         )
     assert marker.exists()
 
@@ -137,14 +143,15 @@ def test_pages_are_written_once_each_whoever_renders_them(tmp_path: Path) -> Non
         with (tmp_path / "log").open("a") as log:
             log.write(relative + "\n")
 
-    def run_page(digest: str) -> Any:
+    def run_page(pages: Any, digest: str) -> Any:
         emit("index.html", digest.encode())
         return "the run view"
 
-    digest, view = parallel._render_shared(
-        cast(Any, _Pages(300)), cast(Any, _Renderer()), 2, emit, lambda: "sha256:-", run_page
+    made = _Pages(300)
+    digest, view, pages = parallel._render_shared(
+        lambda: cast(Any, made), 300, cast(Any, _Renderer()), 2, emit, lambda: "sha256:-", run_page
     )
-    assert (digest, view) == ("sha256:-", "the run view")
+    assert (digest, view, pages) == ("sha256:-", "the run view", made)
     logged = (tmp_path / "log").read_text().split()
     assert sorted(logged) == sorted(["index.html", *(f"page-{n}.html" for n in range(300))])
     assert (written / "index.html").read_bytes() == b"sha256:-"

@@ -38,6 +38,7 @@ from sandbox_replay.report.views import (
     RunSummary,
     RunView,
     build_run_pages,
+    subpage_paths,
     summarize_run,
 )
 from sandbox_replay.version import __version__
@@ -127,10 +128,10 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
 
     The result record is written first, then the run page, which shows the record's
     digest, then the sub-pages. With more than one process to use, processes forked once
-    the view-models are ready render sub-pages all along, and this one joins them once its
-    two pages are done (``_render_shared``). ``keep_alive``, if given, is handed the
-    replay, its records and view-models instead of letting them be freed on return (see
-    ``run_all``).
+    the replay is done build their own view-models and render sub-pages all along, and
+    this one joins them once its record and run page are done (``_render_shared``).
+    ``keep_alive``, if given, is handed the replay, its records and view-models instead
+    of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
     run = task.run
@@ -158,23 +159,29 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
         files[result_path] = result_bytes
         return "sha256:" + hashlib.sha256(result_bytes).hexdigest()
 
-    def run_page(digest: str) -> RunView:
+    def make_pages() -> RunPages:
+        # Hundreds of thousands of row dicts and index entries at 600,000 requests, none
+        # in a reference cycle: built without the collector walking them.
+        with gc_paused():
+            return build_run_pages(run, outcome, records, task.shown_time, __version__)
+
+    renderer = Renderer(task.templates)
+
+    def run_page(pages: RunPages, digest: str) -> RunView:
         view = pages.run_view(digest)
         emit("index.html", renderer.render("run.html", view=view))
         return view
 
-    # Hundreds of thousands of row dicts and index entries at 600,000 requests, none in a
-    # reference cycle: built without the collector walking them (16% of this step).
-    with gc_paused():
-        pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
-    renderer = Renderer(task.templates)
+    paths = subpage_paths(records)
     forks = task.staging is not None and hasattr(os, "fork")
-    helpers = min(task.page_jobs - 1, len(pages.subpage_paths)) if forks else 0
-    digest, view = _render_shared(pages, renderer, helpers, emit, write_result, run_page)
+    helpers = min(task.page_jobs - 1, len(paths)) if forks else 0
+    digest, view, pages = _render_shared(
+        make_pages, len(paths), renderer, helpers, emit, write_result, run_page
+    )
     if task.staging is not None:
         written = [
             result_path,
-            *(f"runs/{run.name}/{p}" for p in (*pages.subpage_paths, "index.html")),
+            *(f"runs/{run.name}/{p}" for p in (*paths, "index.html")),
         ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles)
     built.seconds = time.perf_counter() - started
@@ -246,31 +253,35 @@ class _PageQueue:
 
 
 def _render_shared(
-    pages: RunPages,
+    make_pages: Callable[[], RunPages],
+    count: int,
     renderer: Renderer,
     helpers: int,
     emit: Callable[[str, bytes], None],
     write_result: Callable[[], str],
-    run_page: Callable[[str], RunView],
-) -> tuple[str, RunView]:
-    """Write the result record, the run page and the sub-pages; return the digest and view.
+    run_page: Callable[[RunPages, str], RunView],
+) -> tuple[str, RunView, RunPages]:
+    """Write the result record, the run page and the ``count`` sub-pages.
 
-    ``write_result`` writes the record and returns its digest, which ``run_page`` shows.
-    With ``helpers`` > 0, that many processes are forked to render sub-pages from a
-    ``_PageQueue`` while this one writes the record and the run page; then this one
-    takes pages from the queue too. They share this process's replay and indexes
-    copy-on-write, frozen out of the collector's reach (whose scans would copy every
-    page). Each helper writes its pages into the staging folder and reports only its exit
-    status. The record is written here rather than by a process of its own: every
-    process that reads the replay makes the kernel copy the memory pages it touches, so
-    one process fewer saves copying most of a 3 GB replay once more at 600,000 requests.
+    Return the record's digest (from ``write_result``), the run page's view (from
+    ``run_page``, which shows the digest) and the view-models (from ``make_pages``).
+    With ``helpers`` > 0, that many processes are forked to build their own view-models
+    and render sub-pages from a ``_PageQueue``, while this one writes the record, builds
+    its view-models and renders the run page; then this one takes pages from the queue
+    too. They share this process's replay copy-on-write, frozen out of the collector's
+    reach (whose scans would copy every page). Each helper writes its pages into the
+    staging folder and reports only its exit status. The record is written here rather
+    than by a process of its own: every process that reads the replay makes the kernel
+    copy the memory pages it touches, so one process fewer saves copying most of a 3 GB
+    replay once more at 600,000 requests.
     """
     if helpers < 1:
         digest = write_result()
+        pages = make_pages()
         for relative, page in pages.subpages(None):
             emit(relative, renderer.render_listing(page))
-        return digest, run_page(digest)
-    queue = _PageQueue(len(pages.subpage_paths))
+        return digest, run_page(pages, digest), pages
+    queue = _PageQueue(count)
     gc.freeze()
     children: list[int] = []
     try:
@@ -280,7 +291,7 @@ def _render_shared(
                 status = 0
                 try:
                     _die_with_parent()
-                    for relative, page in pages.subpages(queue):
+                    for relative, page in make_pages().subpages(queue):
                         emit(relative, renderer.render_listing(page))
                 except MatchedTextError:
                     status = 3
@@ -289,7 +300,8 @@ def _render_shared(
                 os._exit(status)
             children.append(pid)
         digest = write_result()
-        view = run_page(digest)
+        pages = make_pages()
+        view = run_page(pages, digest)
         for relative, page in pages.subpages(queue):
             emit(relative, renderer.render_listing(page))
         failed = []
@@ -310,7 +322,7 @@ def _render_shared(
         )
     if any(failed):
         raise RuntimeError(f"a process rendering listing pages failed (exit {max(failed)})")
-    return digest, view
+    return digest, view, pages
 
 
 def _dask_client(address: str) -> Any:

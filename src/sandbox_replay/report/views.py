@@ -818,9 +818,7 @@ class _RunBuilder:
             _positions_by(r["cold_replay_rows"], "request_id"),
             _positions_by(self.spans, "span_id"),
         )
-        self.join_pager = Pager("join", len(self.result["request_rows"]))
-        self.findings_pager = Pager("findings", len(self.findings))
-        self.trace_pager = Pager("trace", len(self.spans))
+        self.join_pager, self.findings_pager, self.trace_pager = _pagers(self.result)
 
     # -- helpers
 
@@ -1936,6 +1934,21 @@ class RunPages:
     run_view: Callable[[str | None], RunView]
     subpages: Callable[[Iterable[int] | None], Iterator[tuple[str, ListingPageView]]]
     subpage_paths: tuple[str, ...]
+
+
+def _pagers(result: Mapping[str, Any]) -> tuple[Pager, Pager, Pager]:
+    """Return the pagers of a run's join table, findings and trace."""
+    return (
+        Pager("join", len(result["request_rows"])),
+        Pager("findings", len(result["findings"])),
+        Pager("trace", len(result["public_agent_execution_trace"]["spans"])),
+    )
+
+
+def subpage_paths(records: RunRecords) -> tuple[str, ...]:
+    """Return ``build_run_pages(...).subpage_paths`` without building the view-models."""
+    pagers = _pagers(records.result)
+    return tuple(p.path(n) for p in pagers if p.split for n in range(p.page_count))
 
 
 def build_run_pages(
