@@ -297,8 +297,13 @@ def _counts(replay: Replay) -> dict[str, int]:
 
 # The derived-row fields ``DerivedRows.column`` reads without building the rows.
 _DERIVED_COLUMNS = frozenset(
-    {"derived_verdict", "derived_rule_ref", "fail_closed", "declared_verdict"}
-    | {"policy_derivation_passed"}
+    {
+        "derived_verdict",
+        "derived_rule_ref",
+        "fail_closed",
+        "declared_verdict",
+        "policy_derivation_passed",
+    }
 )
 
 
@@ -309,6 +314,7 @@ class DerivedRows(LazyRows):
         self.run = run
         self.request_ids = list(run.derivations)
         self.columns: dict[str, list[Any]] = {}
+        self.verdict_rows: list[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.request_ids)
@@ -355,10 +361,10 @@ class DerivedRows(LazyRows):
 
     def _verdict_rows(self) -> list[Any]:
         """Return each request's verdict row, or None where it has none."""
-        if "verdict rows" not in self.columns:
+        if self.verdict_rows is None:
             refs = map(self.run.verdict_by_request.get, self.request_ids)
-            self.columns["verdict rows"] = [ref.row if ref is not None else None for ref in refs]
-        return self.columns["verdict rows"]
+            self.verdict_rows = [ref.row if ref is not None else None for ref in refs]
+        return self.verdict_rows
 
     def _rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
         """Build the rows of ``keys`` column by column (each column as ``_scalar`` has it).

@@ -210,8 +210,8 @@ def _stream_result(
                 tail = seen[-overlap:] if overlap else b""
             digest.update(chunk)
             handle.write(chunk)
-        # Flushed here, not by the sync before the swap: from a process of its own this
-        # wait (2 GB at 600,000 requests) overlaps the pages being built.
+        # Flushed here, not by the sync before the swap: this wait (2 GB at 600,000
+        # requests) then overlaps the sub-pages the page helpers are rendering.
         handle.flush()
         os.fsync(handle.fileno())
     return digest.hexdigest()
