@@ -25,7 +25,7 @@ from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.lazyrows import LazyRows, PickedRows
+from sandbox_replay.lazyrows import LazyRows, PickedRows, column_of
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.policy import VERDICTS
 from sandbox_replay.records import RunRecords, build_receipt, redact
@@ -185,13 +185,6 @@ def code_href(code: str, root: str) -> str:
     return f"{root}codes/index.html#{REGISTRY[code].anchor}"
 
 
-def _column_of(rows: Sequence[Mapping[str, Any]], key: str) -> list[Any]:
-    """Return ``_column(rows, key)``; of a ``LazyRows``, read without building its rows."""
-    if isinstance(rows, LazyRows):
-        return rows.column(key)
-    return _column(rows, key)
-
-
 def _rows_at(rows: Sequence[Mapping[str, Any]], positions: list[int]) -> list[Mapping[str, Any]]:
     """Return ``[rows[p] for p in positions]``; of a ``LazyRows``, built together."""
     if isinstance(rows, LazyRows):
@@ -205,7 +198,7 @@ def _positions_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]
     Positions rather than rows: a large run's rows are built a page at a time when read
     (``LazyRows``), and an index of them would hold every one (``_joined_rows``).
     """
-    values = _column_of(rows, key)
+    values = column_of(rows, key)
     return _first_of(values, range(len(values)))
 
 
@@ -770,7 +763,7 @@ class _RunBuilder:
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
         # The position of each request id's first row (read without building the rows).
-        rids = _column_of(self.result["request_rows"], "request_id")
+        rids = column_of(self.result["request_rows"], "request_id")
         self.request_index: dict[str, int] = _first_of(rids, range(len(rids)))
         # Findings are shown grouped by layer; a finding's page follows that order.
         self.layer_groups: list[tuple[Layer, list[int]]] = []
@@ -1524,11 +1517,11 @@ class _RunBuilder:
     def matrix(self) -> MatrixView:
         rows = self.result["derived_policy_verdict_rows"]
         # A policy verdict: a string.
-        derived_values: list[str] = _column_of(rows, "derived_verdict")
+        derived_values: list[str] = column_of(rows, "derived_verdict")
         derived_seen = set(derived_values)
         derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
         declared_values: list[str] = []
-        for value in _column_of(rows, "declared_verdict"):
+        for value in column_of(rows, "declared_verdict"):
             label = (
                 value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
             )
