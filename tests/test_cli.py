@@ -232,29 +232,18 @@ def test_interrupted_write_never_leaves_half_a_record(
     previous = (out / RESULT_FILE).read_bytes()
     blocked = build_records(replay(ReplayConfig(_spoiled(tmp_path), InputMode.FIXTURE)))
 
-    real_fdopen = os.fdopen
+    real_write = os.write
 
-    class HalfWriter:
-        """A file whose write stores half the bytes and then is interrupted."""
-
-        def __init__(self, fd: int, mode: str) -> None:
-            self.handle = real_fdopen(fd, mode)
-
-        def __enter__(self) -> HalfWriter:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.handle.close()
-
-        def write(self, data: bytes) -> None:
-            self.handle.write(data[: len(data) // 2])
-            raise KeyboardInterrupt
+    def half_write(fd: int, data: bytes) -> int:
+        """Store half the bytes, then be interrupted."""
+        real_write(fd, memoryview(data)[: len(data) // 2])
+        raise KeyboardInterrupt
 
     def interrupt(*args: object) -> None:
         raise KeyboardInterrupt
 
     if interrupt_at == "write":
-        monkeypatch.setattr(atomic.os, "fdopen", HalfWriter)
+        monkeypatch.setattr(atomic.os, "write", half_write)
     elif interrupt_at == "fsync":
         monkeypatch.setattr(atomic.os, "fsync", interrupt)
     else:

@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from sandbox_replay.blockwrite import BlockWriter
+
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a synced temp file in the same folder and a rename."""
@@ -120,11 +122,12 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with BlockWriter(fd) as out:  # a large record goes around the page cache
+                out.writelines(chunks)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
