@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox_replay.blockwrite import BlockWriter
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
 from sandbox_replay.records import RunRecords, build_records
@@ -202,18 +203,21 @@ def _stream_result(
     digest = hashlib.sha256()
     overlap = max((len(n) for n in needles), default=1) - 1
     tail = b""
-    with _staged_path(staging, relative).open("wb") as handle:
-        for chunk in records.result_chunks():
-            if needles:  # nothing to look for (and no copy of the chunk to make) most times
-                seen = tail + chunk
-                refuse_matched(relative, seen, needles)
-                tail = seen[-overlap:] if overlap else b""
-            digest.update(chunk)
-            handle.write(chunk)
-        # Flushed here, not by the sync before the swap: this wait (2 GB at 600,000
-        # requests) then overlaps the sub-pages the page helpers are rendering.
-        handle.flush()
-        os.fsync(handle.fileno())
+    fd = os.open(_staged_path(staging, relative), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        with BlockWriter(fd) as out:  # 2 GB at 600,000 requests: around the page cache
+            for chunk in records.result_chunks():
+                if needles:  # nothing to look for (and no copy of the chunk to make) most times
+                    seen = tail + chunk
+                    refuse_matched(relative, seen, needles)
+                    tail = seen[-overlap:] if overlap else b""
+                digest.update(chunk)
+                out.write(chunk)
+        # Synced here, not by the sync before the swap: this wait then overlaps the
+        # sub-pages the page helpers are rendering.
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return digest.hexdigest()
 
 
