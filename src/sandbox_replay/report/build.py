@@ -11,8 +11,9 @@ The phases run in one direction and nothing touches the output folder before the
    site is left untouched.
 
 Phases 1 to 3 run per run in ``parallel.build_run``, in this process, in ``--jobs``
-processes or on a Dask scheduler, and a run whose inputs, templates and version did not
-change since the last build is reused instead (``incremental``). A run's pages do not wait
+processes (fewer, when the runs would not fit in the memory available: ``memory``) or on
+a Dask scheduler, and a run whose inputs, templates and version did not change since the
+last build is reused instead (``incremental``). A run's pages do not wait
 in memory for the others: a large run's listing sub-pages are built one at a time, and
 each page is written as soon as it is rendered into the staging folder below, which is
 not the output folder (a Dask worker returns its pages and this process writes them).
@@ -73,6 +74,7 @@ from pathlib import Path
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, discover_runs
+from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
     MatchedTextError,
     RunBuilt,
@@ -255,6 +257,12 @@ def build_site(config: BuildConfig) -> BuildResult:
             )
 
         jobs = config.jobs if config.jobs is not None else default_jobs()
+        if config.scheduler is None:  # a cluster's workers have memory of their own
+            sizes = [input_bytes(task.run.path) for task in tasks]
+            fit = fit_jobs(sizes, jobs, available_bytes(), explicit=config.jobs is not None)
+            if fit.note is not None:
+                progress(fit.note)
+            jobs = fit.jobs
         if len(tasks) == 1 and tasks[0].staging is not None:
             # One run to build: its processes share out its listing pages instead.
             tasks[0] = replace(tasks[0], page_jobs=jobs)
