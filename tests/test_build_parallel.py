@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -168,3 +169,78 @@ def test_progress_names_every_run_once_and_sums_up(tmp_path: Path) -> None:
     )
     assert names == sorted(run.name for run in result.runs)
     assert lines[-1].startswith(f"{len(result.runs)} runs: {len(result.runs)} built, 0 reused")
+
+
+def test_pages_of_a_helper_that_dies_are_rendered_again(tmp_path: Path) -> None:
+    """A helper killed mid-queue (as by the out-of-memory killer) loses no page."""
+    parent = os.getpid()
+    written = tmp_path / "written"
+    written.mkdir()
+    marker = tmp_path / "helper-took-a-page"
+
+    def emit(relative: str, data: bytes) -> None:
+        if os.getpid() != parent:
+            (written / relative).write_bytes(data[:2])  # half a page, then killed
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        (written / relative).write_bytes(data)
+
+    def write_result() -> str:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "sha256:-"
+
+    said: list[str] = []
+    parallel._render_shared(
+        lambda: cast(Any, _Pages(40)),
+        40,
+        cast(Any, _Renderer()),
+        1,
+        emit,
+        write_result,
+        _no_view,
+        said.append,
+    )
+    assert marker.exists()
+    assert {p.name: p.read_bytes() for p in written.iterdir()} == {
+        f"page-{n}.html": f"page {n}".encode() for n in range(40)
+    }
+    assert len(said) == 1
+    assert said[0].startswith("a process rendering listing pages ended with signal 9 (SIGKILL)")
+
+
+def test_a_build_whose_page_helper_is_killed_writes_the_whole_site(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = generate(tmp_path / "in" / "big", 1100, seed=5, failing_fraction=0.1)
+    single = tmp_path / "single"
+    build_site(BuildConfig((bundle.parent,), single, cwd=tmp_path, progress=quiet, jobs=1))
+    parent = os.getpid()
+    marker = tmp_path / "helper-took-a-page"
+    real_put, real_stream = parallel.put_file, parallel._stream_result
+
+    def put_then_die(staging: Path, relative: str, data: bytes) -> None:
+        if os.getpid() != parent and "/page-" in relative:
+            real_put(staging, relative, data[: len(data) // 2])
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        real_put(staging, relative, data)
+
+    def stream_once_the_helper_died(*args: Any) -> str:
+        # Hold the build process back until the helper has taken a page and died on it.
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return str(real_stream(*args))
+
+    monkeypatch.setattr(parallel, "put_file", put_then_die)
+    monkeypatch.setattr(parallel, "_stream_result", stream_once_the_helper_died)
+    said: list[str] = []
+    killed = tmp_path / "killed"
+    build_site(BuildConfig((bundle.parent,), killed, cwd=tmp_path, progress=said.append, jobs=2))
+    assert marker.exists()
+    assert tree(killed) == tree(single)
+    notes = [line for line in said if "ended with signal 9 (SIGKILL)" in line]
+    assert len(notes) == 1 and "pages it may have held" in notes[0]
+    assert sorted(os.listdir(tmp_path)) == ["helper-took-a-page", "in", "killed", "single"]

@@ -4,7 +4,7 @@ A result record at 600,000 requests is 2 GB. Written through the page cache, eve
 of it first takes a free page of memory and then waits in it to be written back; on this
 project's benchmark machine (a 2-core Firecracker VM) that cost 4.3 s of system time per
 GB, against 0.1 s when the same bytes went straight to the disk with ``O_DIRECT``, and it
-was 11 to 12 s of a 600,000-request validation's system time (5 s with ``O_DIRECT``).
+was 10 to 12 s of a 600,000-request validation's system time (4 to 5 s with ``O_DIRECT``).
 
 So ``BlockWriter`` gathers the pieces in 4 MiB blocks. A stream that never fills one (a
 fixture's records, a small bundle's) is written with one ordinary ``write`` when it

@@ -250,6 +250,8 @@ def build_site(config: BuildConfig) -> BuildResult:
 
         # Phases 1-3 for the others: replay, view-models, render each run (in parallel).
         def done(task: RunTask, built: RunBuilt) -> None:
+            for note in built.notes:
+                progress(note)
             progress(
                 f"replayed {task.run.display_path} as runs/{task.run.name}: "
                 f"{built.summary.status} (replay {built.replay_seconds:.1f}s, "

@@ -74,6 +74,7 @@ class RunBuilt:
     needles: frozenset[bytes] = frozenset()
     seconds: float = 0.0
     replay_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # for the build's progress lines
 
 
 def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
@@ -176,15 +177,16 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     paths = subpage_paths(records)
     forks = task.staging is not None and hasattr(os, "fork")
     helpers = min(task.page_jobs - 1, len(paths)) if forks else 0
+    notes: list[str] = []
     digest, view, pages = _render_shared(
-        make_pages, len(paths), renderer, helpers, emit, write_result, run_page
+        make_pages, len(paths), renderer, helpers, emit, write_result, run_page, notes.append
     )
     if task.staging is not None:
         written = [
             result_path,
             *(f"runs/{run.name}/{p}" for p in (*paths, "index.html")),
         ]
-    built = RunBuilt(summarize_run(view, records, digest), files, written, needles)
+    built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started
     if keep_alive is not None:
@@ -264,6 +266,7 @@ def _render_shared(
     emit: Callable[[str, bytes], None],
     write_result: Callable[[], str],
     run_page: Callable[[RunPages, str], RunView],
+    say: Callable[[str], None] = lambda message: None,
 ) -> tuple[str, RunView, RunPages]:
     """Write the result record, the run page and the ``count`` sub-pages.
 
@@ -278,6 +281,11 @@ def _render_shared(
     than by a process of its own: every process that reads the replay makes the kernel
     copy the memory pages it touches, so one process fewer saves copying most of a 3 GB
     replay once more at 600,000 requests.
+
+    A helper that dies (the kernel's out-of-memory killer is the likely cause) takes with
+    it the pages it had claimed and not written, and may leave one half written: this
+    process then renders again every page it did not render itself, and ``say``s so. A
+    page with matched text in it still stops the run, whoever found it.
     """
     if helpers < 1:
         digest = write_result()
@@ -306,7 +314,8 @@ def _render_shared(
         digest = write_result()
         pages = make_pages()
         view = run_page(pages, digest)
-        for relative, page in pages.subpages(queue):
+        mine: list[int] = []
+        for relative, page in pages.subpages(_claimed(queue, mine)):
             emit(relative, renderer.render_listing(page))
         failed = []
         for pid in children:
@@ -324,9 +333,34 @@ def _render_shared(
             "a listing page would contain text the forbidden-material scan matched; "
             "nothing was written"
         )
-    if any(failed):
-        raise RuntimeError(f"a process rendering listing pages failed (exit {max(failed)})")
+    lost = [code for code in failed if code]
+    if lost:
+        rest = sorted(set(range(count)).difference(mine))
+        held = f"rendering the {len(rest)} pages it may have held in this one"
+        say(
+            f"a process rendering listing pages ended with {_ended(lost[0])}; "
+            + (held if rest else "it held no page")
+        )
+        for relative, page in pages.subpages(rest):
+            emit(relative, renderer.render_listing(page))
     return digest, view, pages
+
+
+def _claimed(queue: Iterable[int], mine: list[int]) -> Iterator[int]:
+    """Yield the page numbers ``queue`` hands this process, noting each in ``mine``."""
+    for number in queue:
+        mine.append(number)
+        yield number
+
+
+def _ended(code: int) -> str:
+    """Name how a process ended from its exit code (negative: the signal that killed it)."""
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
 
 
 def _dask_client(address: str) -> Any:
