@@ -1,6 +1,7 @@
 """Time ``sandbox-replay build``: one large run, and many small runs with --jobs and reuse.
 
 Run: .venv/bin/python benchmarks/bench_build.py [--sizes 6000 60000 600000] [--jobs 2]
+     [--total-memory]
      .venv/bin/python benchmarks/bench_build.py --many [--count 200] [--requests 600]
 
 Without ``--many``: for each size, a generated bundle (``generate_bundle.py``, cached
@@ -16,7 +17,10 @@ machine, and compared). Then one bundle is regenerated with another seed and the
 
 Each build is a fresh subprocess; its peak RSS is read from ``resource.getrusage
 (RUSAGE_CHILDREN)`` after it exits, which is the largest of any process waited for so
-far (hence the sizes run smallest first). This is a script, not a timed test.
+far (hence the sizes run smallest first). With ``--total-memory`` the peak total PSS of
+the build and the page helpers it forks is polled too (``memwatch.py``): a single run
+built with ``--jobs 2`` is two processes sharing memory copy-on-write, and this is their
+sum. This is a script, not a timed test.
 """
 
 from __future__ import annotations
@@ -26,23 +30,24 @@ import hashlib
 import os
 import resource
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import memwatch
 from bench_validate import bundle_for, folder_mb, machine
 from generate_bundle import generate
+from memwatch import run_timed
 
 HERE = Path(__file__).resolve().parent
 
 
 def build(
-    paths: list[Path], out: Path, jobs: int, scheduler: str | None = None
-) -> tuple[float, float, str]:
-    """Run one build subprocess; return wall seconds, peak RSS in MB and its last line."""
+    paths: list[Path], out: Path, jobs: int, scheduler: str | None = None, watch: bool = False
+) -> tuple[float, float, str, float | None]:
+    """Run one build subprocess; return wall seconds, peak RSS in MB, its last line and (with
+    ``watch``) the peak total PSS of its processes in MB."""
     command = [
         sys.executable,
         "-c",
@@ -56,14 +61,12 @@ def build(
         *(["--scheduler", scheduler] if scheduler else []),
     ]
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"build failed with exit {done.returncode}:\n{done.stderr[-3000:]}")
+    wall, status, stderr, total = run_timed(command, env=env, watch=watch)
+    if status != 0:
+        raise SystemExit(f"build failed with exit {status}:\n{stderr[-3000:]}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    summary = [line for line in done.stderr.splitlines() if " runs: " in line]
-    return wall, peak, summary[-1].removeprefix("sandbox-replay: ") if summary else ""
+    summary = [line for line in stderr.splitlines() if " runs: " in line]
+    return wall, peak, summary[-1].removeprefix("sandbox-replay: ") if summary else "", total
 
 
 def pages(site: Path) -> tuple[int, int, str]:
@@ -85,7 +88,8 @@ def tree_digest(site: Path) -> str:
 def one_large(args: argparse.Namespace) -> None:
     header = (
         f"{'requests':>9} {'MB':>7} {'jobs':>4} {'wall s':>8} {'peak RSS MB':>12} "
-        f"{'pages':>6} {'largest page':>13}"
+        + (f"{'total PSS MB':>13} " if args.total_memory else "")
+        + f"{'pages':>6} {'largest page':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -93,11 +97,12 @@ def one_large(args: argparse.Namespace) -> None:
         bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
         out = args.cache / f"site_{size}"
         shutil.rmtree(out, ignore_errors=True)
-        wall, peak, _ = build([bundle], out, args.jobs)
+        wall, peak, _, total = build([bundle], out, args.jobs, watch=args.total_memory)
         count, largest, where = pages(out)
         print(
             f"{size:>9} {folder_mb(bundle):>7.1f} {args.jobs:>4} {wall:>8.2f} {peak:>12.0f} "
-            f"{count:>6} {largest / 1e6:>10.2f} MB  ({where})",
+            + (f"{total or 0:>13.0f} " if args.total_memory else "")
+            + f"{count:>6} {largest / 1e6:>10.2f} MB  ({where})",
             flush=True,
         )
 
@@ -115,7 +120,7 @@ def many(args: argparse.Namespace) -> None:
     for jobs in (1, 2):
         out = args.cache / f"many_site_j{jobs}"
         shutil.rmtree(out, ignore_errors=True)
-        walls[jobs], peak, summary = build([root], out, jobs)
+        walls[jobs], peak, summary, _ = build([root], out, jobs)
         sites[jobs] = tree_digest(out)
         print(
             f"full build, --jobs {jobs}: {walls[jobs]:7.2f} s, peak RSS {peak:.0f} MB ({summary})"
@@ -134,16 +139,16 @@ def many(args: argparse.Namespace) -> None:
         ) as cluster:
             out = args.cache / "many_site_dask"
             shutil.rmtree(out, ignore_errors=True)
-            wall, _, summary = build([root], out, 1, cluster.scheduler_address)
+            wall, _, summary, _ = build([root], out, 1, cluster.scheduler_address)
         print(f"full build on a 2-worker LocalCluster: {wall:7.2f} s ({summary})")
         print(f"site byte-identical to --jobs 1: {tree_digest(out) == sites[1]}")
     out = args.cache / "many_site_j2"
-    again, _, summary = build([root], out, 2)
+    again, _, summary, _ = build([root], out, 2)
     print(f"rebuild, nothing changed: {again:7.2f} s ({summary})")
     touched = root / "bundle_001"
     generate(touched, args.requests, 10_000, args.failing_fraction)
     try:
-        rebuild, _, summary = build([root], out, 2)
+        rebuild, _, summary, _ = build([root], out, 2)
     finally:
         generate(touched, args.requests, 1, args.failing_fraction)
     print(
@@ -163,7 +168,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--failing-fraction", type=float, default=0.01)
     parser.add_argument("--cache", type=Path, default=HERE / ".cache")
+    parser.add_argument(
+        "--total-memory",
+        action="store_true",
+        help="also poll the peak total PSS of the build's processes (Linux; slows it a little)",
+    )
     args = parser.parse_args()
+    if args.total_memory and not memwatch.available():
+        raise SystemExit("--total-memory needs /proc/<pid>/smaps_rollup (Linux)")
     print(f"machine: {machine()}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.many:

@@ -1,14 +1,15 @@
 """Time ``sandbox-replay run-sandbox-bundle`` on generated bundles of growing size.
 
 Run: .venv/bin/python benchmarks/bench_validate.py [--sizes 6000 60000 600000]
-     [--seed 7] [--failing-fraction 0.01] [--cache DIR] [--repeat 1]
+     [--seed 7] [--failing-fraction 0.01] [--cache DIR] [--repeat 1] [--total-memory]
 
 Bundles come from ``generate_bundle.py`` and are kept under ``benchmarks/.cache/``
 (gitignored) keyed by size, seed and failing fraction, so a second run only validates.
 Each validation is a fresh subprocess; its wall time is measured around it and its peak
 RSS read from ``resource.getrusage(RUSAGE_CHILDREN)`` after it exits (children are
 waited for one at a time, so the maximum is the largest child so far, hence sizes run
-smallest first). The table is printed with the machine it ran on. This is a script, not
+smallest first); with ``--total-memory`` the peak total PSS of the validation's
+processes is polled too (``memwatch.py``). The table is printed with the machine it ran on. This is a script, not
 a timed test: compare its figures, do not assert on them.
 """
 
@@ -18,14 +19,14 @@ import argparse
 import os
 import platform
 import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import memwatch
 from generate_bundle import generate
+from memwatch import run_timed
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SIZES = (6_000, 60_000, 600_000)
@@ -67,8 +68,9 @@ def folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
-def validate(bundle: Path, out: Path) -> tuple[float, float, int]:
-    """Run one validation subprocess; return wall seconds, peak RSS in MB and exit status."""
+def validate(bundle: Path, out: Path, watch: bool) -> tuple[float, float, int, float | None]:
+    """Run one validation subprocess; return wall seconds, peak RSS in MB, exit status and
+    (with ``watch``) the peak total PSS of its processes in MB."""
     command = [
         sys.executable,
         "-c",
@@ -79,13 +81,11 @@ def validate(bundle: Path, out: Path) -> tuple[float, float, int]:
         "--out",
         str(out),
     ]
-    start = time.perf_counter()
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"validation failed with exit {done.returncode}:\n{done.stderr}")
+    wall, status, stderr, total = run_timed(command, watch=watch)
+    if status not in (0, 1):
+        raise SystemExit(f"validation failed with exit {status}:\n{stderr}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, done.returncode
+    return wall, peak, status, total
 
 
 def main() -> None:
@@ -95,26 +95,36 @@ def main() -> None:
     parser.add_argument("--failing-fraction", type=float, default=0.01)
     parser.add_argument("--cache", type=Path, default=HERE / ".cache")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the best is shown")
+    parser.add_argument(
+        "--total-memory",
+        action="store_true",
+        help="also poll the peak total PSS of the validation's processes (Linux; slows it a little)",
+    )
     args = parser.parse_args()
+    if args.total_memory and not memwatch.available():
+        raise SystemExit("--total-memory needs /proc/<pid>/smaps_rollup (Linux)")
 
     print(f"machine: {machine()}")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = (
         f"{'requests':>9} {'MB':>7} {'wall s':>8} {'req/s':>9} {'peak RSS MB':>12} {'status':>8}"
+        + (f" {'total PSS MB':>13}" if args.total_memory else "")
     )
     print(header)
     print("-" * len(header))
     for size in sorted(args.sizes):
         bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
         out = args.cache / f"out_{size}"
-        walls = []
+        walls, totals = [], []
         for _ in range(args.repeat):
-            wall, peak, status = validate(bundle, out)
+            wall, peak, status, total = validate(bundle, out, args.total_memory)
             walls.append(wall)
+            totals.append(total or 0.0)
         best = min(walls)
         print(
             f"{size:>9} {folder_mb(bundle):>7.1f} {best:>8.2f} {size / best:>9.0f} "
-            f"{peak:>12.0f} {'pass' if status == 0 else 'blocked':>8}",
+            f"{peak:>12.0f} {'pass' if status == 0 else 'blocked':>8}"
+            + (f" {max(totals):>13.0f}" if args.total_memory else ""),
             flush=True,
         )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -1,0 +1,106 @@
+"""Watch the total memory of a process and everything it forks, while it runs.
+
+``getrusage`` gives the peak RSS of the largest single process, which is what the
+benchmarks print by default; but ``build --jobs N`` forks page helpers that share the
+replay copy-on-write, and a run's true cost is then the sum over its processes. This
+polls ``/proc/<pid>/smaps_rollup`` of the process tree (Linux only) and keeps the
+largest total PSS seen: shared pages counted once, split between the processes that
+share them. Reading ``smaps_rollup`` walks each process's page tables, which slows a
+multi-GB process a little, so the benchmarks do it only when asked (``--total-memory``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def process_tree(pid: int) -> list[int]:
+    """Return ``pid`` and every live descendant of it."""
+    found = [pid]
+    index = 0
+    while index < len(found):
+        current = found[index]
+        index += 1
+        try:
+            tasks = os.listdir(PROC / str(current) / "task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = (PROC / str(current) / "task" / task / "children").read_text()
+            except OSError:
+                continue
+            found.extend(int(child) for child in children.split())
+    return found
+
+
+def total_pss_kib(pid: int) -> int:
+    """Return the summed PSS of ``pid``'s process tree in KiB (0 where unreadable)."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            text = (PROC / str(member) / "smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1])
+                break
+    return total
+
+
+class TotalMemoryWatch:
+    """Poll a process tree's total PSS on a thread until stopped; ``peak_mb`` is the largest."""
+
+    def __init__(self, pid: int, interval: float = 1.0) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TotalMemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, total_pss_kib(self.pid))
+            self._stop.wait(self.interval)
+
+    @property
+    def peak_mb(self) -> float:
+        return self.peak_kib * 1024 / 1e6
+
+
+def available() -> bool:
+    """Say whether this system has what the watch reads."""
+    return (PROC / "self" / "smaps_rollup").exists()
+
+
+def run_timed(
+    command: list[str], *, env: dict[str, str] | None = None, watch: bool = False
+) -> tuple[float, int, str, float | None]:
+    """Run ``command``; return wall seconds, exit status, stderr and, with ``watch``, peak total PSS in MB."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    if watch:
+        with TotalMemoryWatch(process.pid) as watched:
+            _, stderr = process.communicate()
+        total: float | None = watched.peak_mb
+    else:
+        _, stderr = process.communicate()
+        total = None
+    return time.perf_counter() - start, process.returncode, stderr, total
