@@ -134,7 +134,8 @@ INPUT_FILE_UNREADABLE = _r(
     "SANDBOX_POLICY_INPUT_FILE_UNREADABLE",
     L.STRICT_LOAD,
     S.HIGH,
-    "An input file exists but cannot be read (permissions, not a regular file).",
+    "An input file exists but cannot be read safely: permissions, not a regular file, or "
+    "swapped or changed between its checks and its reading.",
 )
 INPUT_PATH_OUTSIDE_ROOT = _r(
     "SANDBOX_POLICY_INPUT_PATH_OUTSIDE_ROOT",

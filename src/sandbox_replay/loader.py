@@ -20,9 +20,11 @@ value whose text span is longer than the limit (a shorter span cannot hold such 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import operator
+import os
 import re
 import stat
 from array import array
@@ -178,13 +180,59 @@ def read_input(
             "bytes (max_file_bytes); it was not read",
         )
     try:
-        raw = resolved.read_bytes()
+        raw = read_same_file(resolved, info, limits.max_file_bytes)
+    except FileChangedError as exc:
+        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} {exc}; it was not used")
     except OSError as exc:
         return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be read ({exc.strerror})")
     loaded.size = len(raw)
     if digest:
         loaded.sha256 = sha256_of(raw)
     return raw, loaded
+
+
+class FileChangedError(Exception):
+    """A file was not the one inspected by the time it was opened, or changed while read."""
+
+
+# No blocking on a FIFO put in a file's place; no following a symlink put there.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def read_same_file(path: Path, inspected: os.stat_result, limit: int) -> bytes:
+    """Read the file at ``path``, which must still be the one ``inspected`` (its ``stat``).
+
+    The checks on a path (where it resolves, what kind of file, how large) hold for the
+    file that was there when they ran; a hostile writer may swap it before it is opened
+    or grow it while it is read. So the file is opened without following a symlink at
+    ``path`` and without blocking on a FIFO, then ``fstat`` of the open file must show a
+    regular file, the same device and inode, and a size within ``limit``; exactly that
+    many bytes are read, and one more would mean it grew. Raises ``FileChangedError``
+    (saying what changed) or ``OSError``.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symlink now stands where the file was
+            raise FileChangedError("was replaced by a symlink before it was opened") from None
+        raise
+    with open(fd, "rb") as handle:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise FileChangedError("is no longer a regular file")
+        if (opened.st_dev, opened.st_ino) != (inspected.st_dev, inspected.st_ino):
+            raise FileChangedError("was replaced by another file before it was opened")
+        if opened.st_size > limit:
+            raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")
+        raw = handle.read(opened.st_size + 1)
+    if len(raw) != opened.st_size:
+        raise FileChangedError("changed size while it was read")
+    return raw
 
 
 def sha256_of(raw: bytes) -> str:

@@ -141,9 +141,10 @@ class _ScanCollector:
             found[class_id] = found.get(class_id, 0) + count
         self.matched |= matched
 
-    def scan_path(self, name: str, path: Path) -> None:
-        counts, matched = self.scanner.scan_file(path)
-        self._keep(name, path.stat().st_size, counts, matched)
+    def scan_body(self, name: str, body: bytes) -> None:
+        """Scan a copied source-module body (bytes read once, for its digest and this)."""
+        counts, matched = self.scanner.scan_bytes(body)
+        self._keep(name, len(body), counts, matched)
 
     def _keep(self, name: str, size: int, counts: dict[str, int], matched: set[bytes]) -> None:
         self.files += 1
@@ -211,9 +212,9 @@ def _replay(config: ReplayConfig) -> Replay:
     layers: list[LayerResult] = [_strict_load_layer(run)]
     modules = None
     if config.mode is InputMode.BUNDLE:
-        module_layer, modules = source_modules.check(run, config.limits.max_file_bytes)
-        for rel, path in modules.body_paths:
-            collector.scan_path(rel, path)
+        module_layer, modules = source_modules.check(
+            run, config.limits.max_file_bytes, collector.scan_body
+        )
     scan = collector.report()
     rows = sum(map(len, (run.requests, run.verdicts, run.effects, run.rollbacks, run.replays)))
     say(

@@ -8,7 +8,8 @@ resolves outside the bundle's ``source_modules/`` folder is refused and never op
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -17,7 +18,7 @@ from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
 from sandbox_replay.layers.base import LayerResult
-from sandbox_replay.loader import LoadLimits
+from sandbox_replay.loader import FileChangedError, LoadLimits, read_same_file
 
 FLOOR = "source_module_manifest_floor"
 IMPORT_CLASS = "copied_non_secret_macro_body"
@@ -52,7 +53,6 @@ class SourceModuleOutcome:
     """The bodies that were read (for the scan and the report) and the manifest status."""
 
     bodies: list[ModuleBody] = field(default_factory=list)
-    body_paths: list[tuple[str, Path]] = field(default_factory=list)
     status: str = "not_applicable"
 
 
@@ -85,11 +85,15 @@ def safe_target_ref(declared: object) -> bool:
 
 
 def check(
-    run: RunInputs, max_body_bytes: int = LoadLimits().max_file_bytes
+    run: RunInputs,
+    max_body_bytes: int = LoadLimits().max_file_bytes,
+    on_body: Callable[[str, bytes], None] = lambda rel, body: None,
 ) -> tuple[LayerResult, SourceModuleOutcome]:
     """Check the manifest's boundary flags, its count, and every module's body on disk.
 
-    A body larger than ``max_body_bytes`` is refused by its size and never read.
+    A body larger than ``max_body_bytes`` is refused by its size and never read. Each
+    body read is shown to ``on_body`` (its path relative to the run's root, its bytes):
+    the forbidden-material scan sees the very bytes whose digest was checked.
     """
     result = LayerResult(Layer.SOURCE_MODULES)
     outcome = SourceModuleOutcome()
@@ -144,7 +148,7 @@ def check(
         )
     line = run.key_line(name, "modules")
     for index, module in enumerate(modules):
-        _check_module(run, index, module, line, add, outcome, max_body_bytes)
+        _check_module(run, index, module, line, add, outcome, max_body_bytes, on_body)
     result.counts = {
         "module_count": len(modules),
         "module_verified_count": sum(1 for b in outcome.bodies if b.verified),
@@ -161,6 +165,7 @@ def _check_module(
     add: Any,
     outcome: SourceModuleOutcome,
     max_body_bytes: int,
+    on_body: Callable[[str, bytes], None],
 ) -> None:
     if not isinstance(module, Mapping):
         add(
@@ -225,30 +230,35 @@ def _check_module(
             line,
         )
         ok = False
+    missing = "is not in the bundle"
     try:
-        size = path.stat().st_size if path.is_file() else None
-        if size is not None and size > max_body_bytes:
+        info = path.stat()  # ``path`` is resolved: no symlink left in it
+        if not stat.S_ISREG(info.st_mode):
+            raise FileNotFoundError
+        if info.st_size > max_body_bytes:
             add(
                 codes.INPUT_LIMIT_EXCEEDED,
-                f"{subject} body is {size} bytes, over the limit of {max_body_bytes} bytes "
-                "(max_file_bytes); it was not read",
+                f"{subject} body is {info.st_size} bytes, over the limit of {max_body_bytes} "
+                "bytes (max_file_bytes); it was not read",
                 subject,
                 line,
             )
             return
-        body = path.read_bytes() if size is not None else None
+        body: bytes | None = read_same_file(path, info, max_body_bytes)
+    except FileChangedError as exc:
+        body, missing = None, f"{exc}; it was not used"
     except OSError:
         body = None
     if body is None:
         add(
             codes.SOURCE_MODULE_TARGET_MISSING,
-            f"{subject} body is not in the bundle",
+            f"{subject} body {missing}",
             subject,
             line,
         )
         return
     rel = path.relative_to(run.root.resolve()).as_posix()
-    outcome.body_paths.append((rel, path))
+    on_body(rel, body)
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     bad_digests = [k for k in DIGEST_KEYS if module.get(k) != digest]
     if bad_digests:
