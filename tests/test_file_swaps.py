@@ -8,6 +8,7 @@ block a plain read forever), and a file that grows while it is read.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,6 +23,9 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import FileChangedError, read_same_file
 from sandbox_replay.pipeline import Replay, ReplayConfig, replay
 from sandbox_replay.records import build_records
+from sandbox_replay.report import incremental, views
+from sandbox_replay.report.discover import discover_runs
+from sandbox_replay.report.incremental import inputs_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "fixtures" / "bundles" / "exported_bundle"
@@ -176,3 +180,90 @@ def test_a_file_that_grows_while_it_is_read_is_refused(
     monkeypatch.setattr(loader.os, "fstat", fstat_then_grow)
     with pytest.raises(FileChangedError, match="changed size while it was read"):
         read_same_file(path, inspected, 100)
+
+
+@pytest.fixture
+def shown(bundle: Path) -> Callable[[str], tuple[object, str]]:
+    """Replay the bundle, then return what its run page would show of an input file."""
+    run = discover_runs([bundle], bundle.parent)[0]
+    outcome = replay(ReplayConfig(run.path, run.mode))
+    records = build_records(outcome)
+    builder = views._RunBuilder(run, outcome, records, "now", "0")
+    infos = {info["path"]: info for info in records.result["input_files"]}
+    return lambda path: builder._highlighted(path, infos[path])
+
+
+def test_the_run_page_shows_an_input_file_unchanged_since_its_replay(
+    bundle: Path, shown: Callable[[str], tuple[object, str]]
+) -> None:
+    html, notice = shown("bundle_manifest.json")
+    assert html is not None and notice == ""
+
+
+@pytest.mark.parametrize(
+    ("swap", "notice"),
+    [
+        ("fifo", "Not shown: the file changed after it was replayed."),
+        ("symlink", "Not shown: the file changed after it was replayed."),
+        ("edited", "Not shown: the file changed after it was replayed."),
+        ("huge", "Not shown: the file changed after it was replayed."),
+        ("gone", "Not shown: the file could not be read again."),
+    ],
+)
+def test_the_run_page_withholds_an_input_file_swapped_after_its_replay(
+    bundle: Path,
+    outside: Path,
+    shown: Callable[[str], tuple[object, str]],
+    swap: str,
+    notice: str,
+) -> None:
+    victim = bundle / "bundle_manifest.json"
+    if swap == "fifo":
+        to_fifo(victim)
+    elif swap == "symlink":
+        to_symlink(outside)(victim)
+    elif swap == "edited":
+        victim.write_bytes(victim.read_bytes().replace(b"{", b"{ ", 1))
+    elif swap == "huge":
+        victim.write_bytes(b" " * (views.MAX_SHOWN_BYTES + 1))
+    else:
+        victim.unlink()
+    assert shown("bundle_manifest.json") == (None, notice)
+
+
+def test_a_run_folders_hash_follows_no_symlink_and_waits_on_no_fifo(bundle: Path) -> None:
+    plain = inputs_hash(bundle)
+    (bundle / "zeros").symlink_to("/dev/zero")
+    os.mkfifo(bundle / "pipe")
+    (bundle / "pipe-link").symlink_to(bundle / "pipe")
+    linked = inputs_hash(bundle)  # returns: nothing endless was read
+    assert linked != plain
+    (bundle / "zeros").unlink()
+    (bundle / "zeros").symlink_to("/dev/null")
+    assert inputs_hash(bundle) != linked  # a retargeted symlink is a change
+
+
+def test_a_run_folders_hash_of_plain_files_is_their_paths_and_bytes(bundle: Path) -> None:
+    """The same digest as before symlinks were hashed apart: earlier status files still match."""
+    digest = hashlib.sha256()
+    for path in sorted(bundle.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(bundle).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    assert inputs_hash(bundle) == digest.hexdigest()
+
+
+def test_a_file_swapped_for_a_fifo_while_hashed_counts_as_unreadable(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim = bundle / "bundle_manifest.json"
+    before = inputs_hash(bundle)
+    real_open = os.open
+
+    def opening(path: object, flags: int, *args: object) -> int:
+        if Path(str(path)) == victim and victim.is_file():
+            to_fifo(victim)
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(incremental.os, "open", opening)
+    assert inputs_hash(bundle) != before

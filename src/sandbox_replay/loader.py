@@ -195,8 +195,9 @@ class FileChangedError(Exception):
     """A file was not the one inspected by the time it was opened, or changed while read."""
 
 
-# No blocking on a FIFO put in a file's place; no following a symlink put there.
-_OPEN_FLAGS = (
+# For reading a file that may be hostile: no following a symlink put in its place, no
+# waiting on a FIFO put there.
+SAFE_OPEN_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_NONBLOCK", 0)
@@ -204,19 +205,20 @@ _OPEN_FLAGS = (
 )
 
 
-def read_same_file(path: Path, inspected: os.stat_result, limit: int) -> bytes:
+def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> bytes:
     """Read the file at ``path``, which must still be the one ``inspected`` (its ``stat``).
 
     The checks on a path (where it resolves, what kind of file, how large) hold for the
     file that was there when they ran; a hostile writer may swap it before it is opened
     or grow it while it is read. So the file is opened without following a symlink at
     ``path`` and without blocking on a FIFO, then ``fstat`` of the open file must show a
-    regular file, the same device and inode, and a size within ``limit``; exactly that
-    many bytes are read, and one more would mean it grew. Raises ``FileChangedError``
-    (saying what changed) or ``OSError``.
+    regular file, the same device and inode (unless ``inspected`` is None: a caller that
+    checks the bytes' digest instead) and a size within ``limit``; exactly that many
+    bytes are read, and one more would mean it grew. Raises ``FileChangedError`` (saying
+    what changed) or ``OSError``.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, SAFE_OPEN_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symlink now stands where the file was
             raise FileChangedError("was replaced by a symlink before it was opened") from None
@@ -225,7 +227,10 @@ def read_same_file(path: Path, inspected: os.stat_result, limit: int) -> bytes:
         opened = os.fstat(fd)
         if not stat.S_ISREG(opened.st_mode):
             raise FileChangedError("is no longer a regular file")
-        if (opened.st_dev, opened.st_ino) != (inspected.st_dev, inspected.st_ino):
+        if inspected is not None and (opened.st_dev, opened.st_ino) != (
+            inspected.st_dev,
+            inspected.st_ino,
+        ):
             raise FileChangedError("was replaced by another file before it was opened")
         if opened.st_size > limit:
             raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")

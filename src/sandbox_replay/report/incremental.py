@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -30,6 +32,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from sandbox_replay.loader import SAFE_OPEN_FLAGS
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
 from sandbox_replay.report.views import RunSummary
@@ -73,19 +76,44 @@ def settings_hash(templates: Path | None, shown_time: str) -> str:
 
 
 def inputs_hash(folder: Path) -> str:
-    """Hash every file under a run folder: its relative path and its bytes, in sorted order."""
+    """Hash every file under a run folder: its relative path and its bytes, in sorted order.
+
+    A symlink is hashed as the path it holds, never followed: the replay reads nothing
+    through a symlink that leads out of the run folder, and what one inside leads to is
+    hashed as itself; following one to ``/dev/zero`` or a FIFO would never end. A file is
+    opened without following a symlink or waiting on a FIFO put in its place, and read up
+    to the size it had when opened; one that is no longer a regular file counts as
+    unreadable.
+    """
     digest = hashlib.sha256()
     for path in sorted(folder.rglob("*")):
-        if path.is_symlink() or path.is_file():
-            digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        name = path.relative_to(folder).as_posix().encode() + b"\0"
+        if path.is_symlink():
             try:
-                with path.open("rb") as handle:
-                    while chunk := handle.read(_CHUNK):
-                        digest.update(chunk)
+                target = os.fsencode(os.readlink(path))
+            except OSError:
+                target = b"\0unreadable"
+            digest.update(name + b"\0symlink\0" + target + b"\0")
+        elif path.is_file():
+            digest.update(name)
+            try:
+                _hash_regular_file(path, digest)
             except OSError:
                 digest.update(b"\0unreadable")
             digest.update(b"\0")
     return digest.hexdigest()
+
+
+def _hash_regular_file(path: Path, digest: hashlib._Hash) -> None:
+    """Add a regular file's bytes to ``digest``, up to its size when opened."""
+    with open(os.open(path, SAFE_OPEN_FLAGS), "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("not a regular file")
+        left = info.st_size
+        while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
+            digest.update(chunk)
+            left -= len(chunk)
 
 
 def run_key(run: DiscoveredRun, inputs_sha256: str) -> dict[str, str]:

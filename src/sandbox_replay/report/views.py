@@ -26,6 +26,7 @@ from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.lazyrows import LazyRows, PickedRows, column_of
+from sandbox_replay.loader import FileChangedError, read_same_file
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.policy import VERDICTS
 from sandbox_replay.records import RunRecords, build_receipt, redact
@@ -1725,8 +1726,10 @@ class _RunBuilder:
         """Return the file highlighted, if its bytes are still the ones replayed and scanned."""
         if info["size"] > MAX_SHOWN_BYTES:
             return None, f"Not shown: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
-        try:
-            raw = (self.run.path / path).read_bytes()
+        try:  # no symlink followed, no FIFO waited on, nothing read past the limit
+            raw = read_same_file(self.run.path / path, None, MAX_SHOWN_BYTES)
+        except FileChangedError:
+            return None, "Not shown: the file changed after it was replayed."
         except OSError:
             return None, "Not shown: the file could not be read again."
         if "sha256:" + hashlib.sha256(raw).hexdigest() != info["sha256"]:
