@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, edit_json
 from sandbox_replay.pipeline import Replay, ReplayConfig
+from sandbox_replay.report import build as build_module
 from sandbox_replay.report import incremental, parallel
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 
@@ -170,3 +172,79 @@ def test_a_status_file_naming_files_outside_the_run_is_not_trusted(
     build(inputs, out)
     assert len(replayed) == 2
     assert tree(out) == before
+
+
+def test_a_run_whose_files_change_while_it_is_built_is_replayed_next_time(
+    inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay read a file before an edit and the hash after it: never reuse that run.
+
+    Otherwise the status file would file the old pages under the new bytes, and every
+    later build would show results the inputs no longer give.
+    """
+    edited = threading.Event()
+    real_replay, real_keys = parallel.replay, build_module._run_keys
+
+    def replay_then_edit(config: ReplayConfig) -> Replay:
+        outcome = real_replay(config)
+        if config.input_dir.name == "first_wave":
+            with edit_json(config.input_dir / "policy_verdicts.json") as data:
+                data["policy_verdicts"][0]["decision_reason_ref"] = "reason:changed"
+        return outcome
+
+    def hash_after_the_edit(runs: Any) -> Any:
+        edited.wait(timeout=60)
+        return real_keys(runs)
+
+    monkeypatch.setattr(parallel, "replay", replay_then_edit)
+    monkeypatch.setattr(build_module, "_run_keys", hash_after_the_edit)
+    real_run_all = build_module.run_all
+
+    def run_all_then_release(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return real_run_all(*args, **kwargs)
+        finally:
+            edited.set()
+
+    monkeypatch.setattr(build_module, "run_all", run_all_then_release)
+    said: list[str] = []
+    out = tmp_path / "site"
+    build_site(BuildConfig((inputs,), out, cwd=inputs.parent, progress=said.append, jobs=1))
+    assert [line for line in said if "changed while this build read them" in line] == [
+        "runs/first_wave: 1 input file changed while this build read them; its pages show "
+        "what was replayed, and the next build replays it again"
+    ]
+    status = json.loads((out / incremental.STATUS_FILE).read_bytes())
+    keys = {run["name"]: run["inputs_sha256"] for run in status["runs"]}
+    assert keys["first_wave"] == incremental.UNSETTLED
+    assert keys["exported_bundle"] == incremental.inputs_hash(inputs / "exported_bundle")
+
+    monkeypatch.undo()
+    result = build(inputs, out)
+    assert result.reused == 1  # the bundle; first_wave is replayed from its edited bytes
+    clean = tmp_path / "clean"
+    build(inputs, clean)
+    assert tree(out) == tree(clean)
+
+
+def test_each_files_digest_comes_with_the_folders_hash(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.json").write_bytes(b"alpha")
+    (folder / "sub" / "b.json").write_bytes(b"beta")
+    (folder / "link.json").symlink_to(folder / "a.json")
+    (folder / "out.json").symlink_to(tmp_path)
+    combined, files = incremental.inputs_digests(folder)
+    assert combined == incremental.inputs_hash(folder)
+
+    def sha(data: bytes) -> str:
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+
+    assert files == {
+        "a.json": sha(b"alpha"),
+        "sub/b.json": sha(b"beta"),
+        "link.json": sha(b"alpha"),  # a symlink to a file of the folder reads as that file
+    }
+    assert incremental.changed_while_built(files, {"a.json": sha(b"alpha")}) == 0
+    assert incremental.changed_while_built(files, {"a.json": sha(b"other")}) == 1
+    assert incremental.changed_while_built(files, {"gone.json": sha(b"alpha")}) == 1

@@ -70,6 +70,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.report import incremental
@@ -85,7 +86,12 @@ from sandbox_replay.report.parallel import (
 )
 from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.single_file import single_file_pages
-from sandbox_replay.report.views import RunSummary, build_catalog_view, build_index_view
+from sandbox_replay.report.views import (
+    RunSummary,
+    build_catalog_view,
+    build_index_view,
+    plural,
+)
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SITE_SCHEMA = "sandbox-replay.site/1"
@@ -210,7 +216,7 @@ def build_site(config: BuildConfig) -> BuildResult:
     hashing = ThreadPoolExecutor(max_workers=1)
     pending_keys = hashing.submit(_run_keys, runs)
     hashing.shutdown(wait=False)
-    keys = pending_keys.result() if previous else {}
+    keys = pending_keys.result().keys if previous else {}
 
     # The site is assembled in a hidden sibling folder, swapped in by the write phase; the
     # output folder itself is untouched until then (see "Crash safety").
@@ -305,7 +311,18 @@ def build_site(config: BuildConfig) -> BuildResult:
             for entry, path in zip(entries, single, strict=True):
                 entry["single_file"] = path
         pages.add(MANIFEST, dump_json(manifest))
-        keys = pending_keys.result()
+        hashed = pending_keys.result()
+        keys = hashed.keys
+        for task, built in zip(tasks, results, strict=True):
+            name = task.run.name
+            changed = incremental.changed_while_built(hashed.files[name], built.input_digests)
+            if changed:
+                keys[name] = {**keys[name], "inputs_sha256": incremental.UNSETTLED}
+                progress(
+                    f"runs/{name}: {plural(changed, 'input file')} changed while this build "
+                    "read them; its pages show what was replayed, and the next build "
+                    "replays it again"
+                )
         status = incremental.status_record(
             settings, [(keys[r.name], summaries[r.name], run_files[r.name]) for r in runs]
         )
@@ -336,9 +353,21 @@ def build_site(config: BuildConfig) -> BuildResult:
     )
 
 
-def _run_keys(runs: Sequence[DiscoveredRun]) -> dict[str, dict[str, str]]:
-    """Return each run's key in the status file (``incremental.run_key``), by run name."""
-    return {run.name: incremental.run_key(run, incremental.inputs_hash(run.path)) for run in runs}
+class _Hashed(NamedTuple):
+    """Each run's key in the status file (``incremental.run_key``) and its files' digests."""
+
+    keys: dict[str, dict[str, str]]
+    files: dict[str, dict[str, str]]
+
+
+def _run_keys(runs: Sequence[DiscoveredRun]) -> _Hashed:
+    """Hash every run's folder; both maps are by run name."""
+    hashed = _Hashed({}, {})
+    for run in runs:
+        combined, files = incremental.inputs_digests(run.path)
+        hashed.keys[run.name] = incremental.run_key(run, combined)
+        hashed.files[run.name] = files
+    return hashed
 
 
 def _manifest(

@@ -76,36 +76,55 @@ def settings_hash(templates: Path | None, shown_time: str) -> str:
 
 
 def inputs_hash(folder: Path) -> str:
-    """Hash every file under a run folder: its relative path and its bytes, in sorted order.
+    """Hash every file under a run folder: its relative path and its bytes, in sorted order."""
+    return inputs_digests(folder)[0]
+
+
+def inputs_digests(folder: Path) -> tuple[str, dict[str, str]]:
+    """Return ``inputs_hash`` of a run folder and the ``sha256:<hex>`` of each file read.
 
     A symlink is hashed as the path it holds, never followed: the replay reads nothing
     through a symlink that leads out of the run folder, and what one inside leads to is
     hashed as itself; following one to ``/dev/zero`` or a FIFO would never end. A file is
     opened without following a symlink or waiting on a FIFO put in its place, and read up
     to the size it had when opened; one that is no longer a regular file counts as
-    unreadable.
+    unreadable. Each file's own digest (under a symlink's path too, where it leads to a
+    file of the folder) is for ``changed_while_built``.
     """
     digest = hashlib.sha256()
+    files: dict[str, str] = {}
+    links: dict[str, Path] = {}
     for path in sorted(folder.rglob("*")):
-        name = path.relative_to(folder).as_posix().encode() + b"\0"
+        relative = path.relative_to(folder).as_posix()
+        name = relative.encode() + b"\0"
         if path.is_symlink():
             try:
                 target = os.fsencode(os.readlink(path))
             except OSError:
                 target = b"\0unreadable"
             digest.update(name + b"\0symlink\0" + target + b"\0")
+            links[relative] = path
         elif path.is_file():
             digest.update(name)
             try:
-                _hash_regular_file(path, digest)
+                files[relative] = _hash_regular_file(path, digest)
             except OSError:
                 digest.update(b"\0unreadable")
             digest.update(b"\0")
-    return digest.hexdigest()
+    root = folder.resolve()
+    for relative, path in links.items():
+        try:
+            inside = path.resolve(strict=True).relative_to(root).as_posix()
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if inside in files:
+            files[relative] = files[inside]
+    return digest.hexdigest(), files
 
 
-def _hash_regular_file(path: Path, digest: hashlib._Hash) -> None:
-    """Add a regular file's bytes to ``digest``, up to its size when opened."""
+def _hash_regular_file(path: Path, digest: hashlib._Hash) -> str:
+    """Add a regular file's bytes to ``digest``, up to its size when opened; return its own."""
+    own = hashlib.sha256()
     with open(os.open(path, SAFE_OPEN_FLAGS), "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
@@ -113,7 +132,23 @@ def _hash_regular_file(path: Path, digest: hashlib._Hash) -> None:
         left = info.st_size
         while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
             digest.update(chunk)
+            own.update(chunk)
             left -= len(chunk)
+    return "sha256:" + own.hexdigest()
+
+
+def changed_while_built(hashed: Mapping[str, str], replayed: Mapping[str, str]) -> int:
+    """Return how many files the replay read with other bytes than the hash did.
+
+    The hash runs beside the replay; a file written meanwhile may have been read before
+    the change by one and after it by the other. A run's key must then not be trusted:
+    it would name bytes its pages were not built from.
+    """
+    return sum(1 for path, sha256 in replayed.items() if hashed.get(path) != sha256)
+
+
+# The key of a run whose files changed while it was built: no later build matches it.
+UNSETTLED = "changed-while-built"
 
 
 def run_key(run: DiscoveredRun, inputs_sha256: str) -> dict[str, str]:

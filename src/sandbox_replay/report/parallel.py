@@ -75,6 +75,8 @@ class RunBuilt:
     seconds: float = 0.0
     replay_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # for the build's progress lines
+    # The sha256 of each file the replay read, by path in the run folder.
+    input_digests: dict[str, str] = field(default_factory=dict)
 
 
 def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
@@ -187,6 +189,7 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
             *(f"runs/{run.name}/{p}" for p in (*paths, "index.html")),
         ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
+    built.input_digests = {info.path: info.sha256 for info in outcome.inputs}
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started
     if keep_alive is not None:
