@@ -206,3 +206,86 @@ def test_an_atomic_write_of_many_blocks_is_exact(tmp_path: Path) -> None:
     write_chunks_atomic(target, parts)
     assert target.read_bytes() == b"".join(parts)
     assert oct(target.stat().st_mode & 0o777) == "0o600"  # as mkstemp made it
+
+
+def write_file(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        blockwrite.write_whole(fd, data)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("size", [0, 10, 64 * 1024 - 1, 64 * 1024, 300_001, 2_000_000])
+def test_a_whole_file_holds_exactly_its_bytes(tmp_path: Path, size: int) -> None:
+    data = bytes(i % 253 for i in range(size))
+    write_file(tmp_path / "page.html", data)
+    assert (tmp_path / "page.html").read_bytes() == data
+
+
+def test_a_whole_file_goes_around_the_page_cache_but_its_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[tuple[bool, int]] = []
+    real_write = os.write
+
+    def spy(fd: int, data: bytes | memoryview) -> int:
+        writes.append((bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT), len(data)))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(blockwrite.os, "write", spy)
+    write_file(tmp_path / "small.html", b"x" * 5000)
+    assert writes == [(False, 5000)]
+    writes.clear()
+    write_file(tmp_path / "large.html", b"y" * 300_001)
+    bulk = 300_001 - 300_001 % 4096
+    if writes[0][0]:  # this file system takes O_DIRECT
+        assert writes == [(True, bulk), (False, 300_001 - bulk)]
+    else:
+        assert writes == [(False, 300_001)]
+    buffer = blockwrite._staging[0] if blockwrite._staging else None
+    write_file(tmp_path / "again.html", b"z" * 200_000)
+    assert (blockwrite._staging[0] if blockwrite._staging else None) is buffer  # reused
+    assert (tmp_path / "large.html").read_bytes() == b"y" * 300_001
+    assert (tmp_path / "again.html").read_bytes() == b"z" * 200_000
+
+
+def test_a_whole_file_where_o_direct_is_refused_gets_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_write = os.write
+
+    def refuse_direct(fd: int, data: bytes | memoryview) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(blockwrite.os, "write", refuse_direct)
+    data = bytes(i % 249 for i in range(500_000))
+    write_file(tmp_path / "page.html", data)
+    assert (tmp_path / "page.html").read_bytes() == data
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_the_reused_buffer_is_private_to_each_process(tmp_path: Path) -> None:
+    """A page helper forked after this process wrote a page must not share its buffer.
+
+    An anonymous mmap is shared by default: the helper's pages and this process's would
+    then be copied into the same memory, and each could write the other's bytes.
+    """
+    mine = b"m" * 200_000
+    write_file(tmp_path / "mine.html", mine)
+    if not blockwrite._staging:
+        pytest.skip("this file system refuses O_DIRECT: no buffer is kept to share")
+    pid = os.fork()
+    if pid == 0:  # the helper: writes its own page through its copy of the buffer
+        try:
+            write_file(tmp_path / "theirs.html", b"t" * 200_000)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert (tmp_path / "theirs.html").read_bytes() == b"t" * 200_000
+    assert (
+        bytes(blockwrite._staging[0][: 200_000 - 200_000 % 4096])
+        == mine[: 200_000 - 200_000 % 4096]
+    )

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay.blockwrite import BlockWriter
+from sandbox_replay.blockwrite import BlockWriter, write_whole
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
 from sandbox_replay.records import RunRecords, build_records
@@ -110,8 +110,15 @@ def _staged_path(staging: Path, relative: str) -> Path:
 
 
 def put_file(staging: Path, relative: str, data: bytes) -> None:
-    """Write one file under ``staging`` (the whole folder is synced before the swap)."""
-    _staged_path(staging, relative).write_bytes(data)
+    """Write one file under ``staging`` (the whole folder is synced before the swap).
+
+    A large page goes mostly around the page cache (``blockwrite.write_whole``).
+    """
+    fd = os.open(_staged_path(staging, relative), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        write_whole(fd, data)
+    finally:
+        os.close(fd)
 
 
 def reuse_file(staging: Path, relative: str, previous: Path) -> None:
