@@ -9,8 +9,8 @@ Each validation is a fresh subprocess; its wall time is measured around it and i
 RSS read from ``resource.getrusage(RUSAGE_CHILDREN)`` after it exits (children are
 waited for one at a time, so the maximum is the largest child so far, hence sizes run
 smallest first); with ``--total-memory`` the peak total PSS of the validation's
-processes is polled too (``memwatch.py``). The table is printed with the machine it ran on. This is a script, not
-a timed test: compare its figures, do not assert on them.
+processes is polled too (``memwatch.py``). The table is printed with the machine it ran
+on. This is a script, not a timed test: compare its figures, do not assert on them.
 """
 
 from __future__ import annotations
