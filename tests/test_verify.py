@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -239,3 +241,60 @@ def test_manifest_text_is_shown_on_one_visible_line(root: Path) -> None:
     for line in [*report.differences, *seen]:
         assert "\x1b" not in line and "\n" not in line
     assert report.differences[0] == ("inputs not found: runs/<U+001B>[31mred line (run first_wave)")
+
+
+def _swap_before_open(monkeypatch: pytest.MonkeyPatch, victim: Path) -> list[Path]:
+    """Put a FIFO where ``victim`` is, right before it is opened (once)."""
+    real_open = os.open
+    swapped: list[Path] = []
+
+    def opening(path: object, flags: int, *args: object) -> int:
+        if Path(str(path)).resolve() == victim.resolve() and not swapped:
+            victim.unlink()
+            os.mkfifo(victim)
+            swapped.append(victim)
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", opening)
+    return swapped
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("verify blocked on a read"))
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_page_swapped_for_a_fifo_while_verified_fails_without_blocking(
+    root: Path, monkeypatch: pytest.MonkeyPatch, no_hang: None
+) -> None:
+    swapped = _swap_before_open(monkeypatch, root / "site" / PAGE)
+    differences = check(root / "site", root).differences
+    assert swapped
+    assert differences == (f"page no longer follows from its inputs: {PAGE}",)
+
+
+def test_an_input_swapped_for_a_fifo_while_verified_fails_without_blocking(
+    root: Path, monkeypatch: pytest.MonkeyPatch, no_hang: None
+) -> None:
+    victim = root / "runs" / RUN / "cold_replay.json"
+    swapped = _swap_before_open(monkeypatch, victim)
+    report = verify_site(VerifyConfig(root / "site", root, progress=lambda _: None, jobs=1))
+    assert swapped
+    assert report.differences[0] == (
+        f"input unreadable since the site was built: runs/{RUN}/cold_replay.json"
+    )
+
+
+def test_an_input_symlinked_inside_its_run_folder_verifies(tmp_path: Path) -> None:
+    root = tmp_path / "linked"
+    folder = root / "runs" / RUN
+    shutil.copytree(FIRST_WAVE, folder)
+    (folder / "policy_verdicts.json").rename(folder / "verdicts_copy.json")
+    (folder / "policy_verdicts.json").symlink_to("verdicts_copy.json")
+    build(root)
+    report = check(root / "site", root)
+    assert report.ok, report.differences

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate, chain, compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 import re2
@@ -203,6 +203,19 @@ SAFE_OPEN_FLAGS = (
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """Open a file to read that must be regular, where a hostile writer may swap it.
+
+    No symlink put at ``path`` is followed (``OSError`` with ELOOP) and no FIFO put there
+    is waited on; anything but a regular file raises ``OSError``.
+    """
+    handle = open(os.open(path, SAFE_OPEN_FLAGS), "rb")  # noqa: SIM115  (returned open)
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise OSError(errno.EINVAL, f"not a regular file: {path.name}")
+    return handle
 
 
 def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> bytes:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -32,7 +31,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay.loader import SAFE_OPEN_FLAGS
+from sandbox_replay.loader import open_regular
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
 from sandbox_replay.report.views import RunSummary
@@ -125,11 +124,8 @@ def inputs_digests(folder: Path) -> tuple[str, dict[str, str]]:
 def _hash_regular_file(path: Path, digest: hashlib._Hash) -> str:
     """Add a regular file's bytes to ``digest``, up to its size when opened; return its own."""
     own = hashlib.sha256()
-    with open(os.open(path, SAFE_OPEN_FLAGS), "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError("not a regular file")
-        left = info.st_size
+    with open_regular(path) as handle:
+        left = os.fstat(handle.fileno()).st_size
         while left > 0 and (chunk := handle.read(min(_CHUNK, left))):
             digest.update(chunk)
             own.update(chunk)
