@@ -205,16 +205,20 @@ SAFE_OPEN_FLAGS = (
 )
 
 
+class NotRegularError(OSError):
+    """What ``open_regular`` found at the path is not a regular file (a FIFO, a device...)."""
+
+
 def open_regular(path: Path) -> BinaryIO:
     """Open a file to read that must be regular, where a hostile writer may swap it.
 
     No symlink put at ``path`` is followed (``OSError`` with ELOOP) and no FIFO put there
-    is waited on; anything but a regular file raises ``OSError``.
+    is waited on; anything but a regular file raises ``NotRegularError``.
     """
     handle = open(os.open(path, SAFE_OPEN_FLAGS), "rb")  # noqa: SIM115  (returned open)
     if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
         handle.close()
-        raise OSError(errno.EINVAL, f"not a regular file: {path.name}")
+        raise NotRegularError(errno.EINVAL, f"not a regular file: {path.name}")
     return handle
 
 
@@ -223,23 +227,22 @@ def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> 
 
     The checks on a path (where it resolves, what kind of file, how large) hold for the
     file that was there when they ran; a hostile writer may swap it before it is opened
-    or grow it while it is read. So the file is opened without following a symlink at
-    ``path`` and without blocking on a FIFO, then ``fstat`` of the open file must show a
-    regular file, the same device and inode (unless ``inspected`` is None: a caller that
-    checks the bytes' digest instead) and a size within ``limit``; exactly that many
-    bytes are read, and one more would mean it grew. Raises ``FileChangedError`` (saying
-    what changed) or ``OSError``.
+    or grow it while it is read. So the file is opened with ``open_regular``, then
+    ``fstat`` of the open file must show the same device and inode (unless ``inspected``
+    is None: a caller that checks the bytes' digest instead) and a size within
+    ``limit``; exactly that many bytes are read, and one more would mean it grew. Raises
+    ``FileChangedError`` (saying what changed) or ``OSError``.
     """
     try:
-        fd = os.open(path, SAFE_OPEN_FLAGS)
+        handle = open_regular(path)
+    except NotRegularError:
+        raise FileChangedError("is no longer a regular file") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symlink now stands where the file was
             raise FileChangedError("was replaced by a symlink before it was opened") from None
         raise
-    with open(fd, "rb") as handle:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            raise FileChangedError("is no longer a regular file")
+    with handle:
+        opened = os.fstat(handle.fileno())
         if inspected is not None and (opened.st_dev, opened.st_ino) != (
             inspected.st_dev,
             inspected.st_ino,
