@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from sandbox_replay import InputMode, Replay, ReplayConfig, RunRecords, build_records, replay
 
@@ -59,3 +62,13 @@ def find_row(rows: list[dict[str, Any]], value: str, key: str = "request_id") ->
 def codes_of(outcome: Replay) -> list[str]:
     """Return the sorted, unique finding codes of a replay."""
     return sorted({f.error_code for f in outcome.findings})
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """Turn a read that would block (a FIFO opened without O_NONBLOCK) into a failure."""
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("a read blocked"))
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

@@ -122,10 +122,9 @@ def test_a_file_system_without_o_direct_gets_the_same_bytes(
     assert (tmp_path / "out").read_bytes() == b"".join(parts)
 
 
-def test_a_direct_write_refused_late_falls_back_to_the_page_cache(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Some file systems take the flag, then refuse the write itself with EINVAL."""
+@pytest.fixture
+def refused_direct_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system that takes the O_DIRECT flag, then refuses each such write (EINVAL)."""
     real_write = os.write
 
     def refuse_direct(fd: int, data: bytes | memoryview) -> int:
@@ -134,6 +133,11 @@ def test_a_direct_write_refused_late_falls_back_to_the_page_cache(
         return real_write(fd, data)
 
     monkeypatch.setattr(blockwrite.os, "write", refuse_direct)
+
+
+@pytest.mark.usefixtures("refused_direct_writes")
+def test_a_direct_write_refused_late_falls_back_to_the_page_cache(tmp_path: Path) -> None:
+    """Some file systems take the flag, then refuse the write itself with EINVAL."""
     parts = pieces(4 * BLOCK + 3)
     write(tmp_path / "out", parts)
     assert (tmp_path / "out").read_bytes() == b"".join(parts)
@@ -250,17 +254,8 @@ def test_a_whole_file_goes_around_the_page_cache_but_its_tail(
     assert (tmp_path / "again.html").read_bytes() == b"z" * 200_000
 
 
-def test_a_whole_file_where_o_direct_is_refused_gets_the_same_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real_write = os.write
-
-    def refuse_direct(fd: int, data: bytes | memoryview) -> int:
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(blockwrite.os, "write", refuse_direct)
+@pytest.mark.usefixtures("refused_direct_writes")
+def test_a_whole_file_where_o_direct_is_refused_gets_the_same_bytes(tmp_path: Path) -> None:
     data = bytes(i % 249 for i in range(500_000))
     write_file(tmp_path / "page.html", data)
     assert (tmp_path / "page.html").read_bytes() == data

@@ -106,6 +106,28 @@ def _no_view(pages: Any, digest: str) -> Any:
     return None
 
 
+def _wait_for(marker: Path, seconds: float = 60) -> None:
+    """Wait until a forked helper has made ``marker`` (or the time is up)."""
+    deadline = time.monotonic() + seconds
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _render_40_pages_with_a_helper(
+    emit: Any, write_result: Any, say: Any = lambda message: None
+) -> None:
+    parallel._render_shared(
+        lambda: cast(Any, _Pages(40)),
+        40,
+        cast(Any, _Renderer()),
+        1,
+        emit,
+        write_result,
+        _no_view,
+        say,
+    )
+
+
 def test_matched_text_in_a_helpers_page_stops_the_run(tmp_path: Path) -> None:
     parent = os.getpid()
     marker = tmp_path / "helper-met-it"
@@ -117,21 +139,11 @@ def test_matched_text_in_a_helpers_page_stops_the_run(tmp_path: Path) -> None:
 
     def write_result() -> str:
         # Hold this process back until the helper has taken a page and refused it.
-        deadline = time.monotonic() + 30
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_for(marker)
         return "sha256:-"
 
     with pytest.raises(parallel.MatchedTextError, match="listing page would contain"):
-        parallel._render_shared(
-            lambda: cast(Any, _Pages(40)),
-            40,
-            cast(Any, _Renderer()),
-            1,
-            emit,
-            write_result,
-            _no_view,
-        )
+        _render_40_pages_with_a_helper(emit, write_result)
     assert marker.exists()
 
 
@@ -186,22 +198,11 @@ def test_pages_of_a_helper_that_dies_are_rendered_again(tmp_path: Path) -> None:
         (written / relative).write_bytes(data)
 
     def write_result() -> str:
-        deadline = time.monotonic() + 30
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_for(marker)  # until the helper has taken a page and died on it
         return "sha256:-"
 
     said: list[str] = []
-    parallel._render_shared(
-        lambda: cast(Any, _Pages(40)),
-        40,
-        cast(Any, _Renderer()),
-        1,
-        emit,
-        write_result,
-        _no_view,
-        said.append,
-    )
+    _render_40_pages_with_a_helper(emit, write_result, said.append)
     assert marker.exists()
     assert {p.name: p.read_bytes() for p in written.iterdir()} == {
         f"page-{n}.html": f"page {n}".encode() for n in range(40)
@@ -228,10 +229,7 @@ def test_a_build_whose_page_helper_is_killed_writes_the_whole_site(
         real_put(staging, relative, data)
 
     def stream_once_the_helper_died(*args: Any) -> str:
-        # Hold the build process back until the helper has taken a page and died on it.
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_for(marker)  # until the helper has taken a page and died on it
         return str(real_stream(*args))
 
     monkeypatch.setattr(parallel, "put_file", put_then_die)

@@ -12,8 +12,7 @@ import hashlib
 import json
 import os
 import shutil
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,21 +24,14 @@ from sandbox_replay.pipeline import Replay, ReplayConfig, replay
 from sandbox_replay.records import build_records
 from sandbox_replay.report import incremental, views
 from sandbox_replay.report.discover import discover_runs
-from sandbox_replay.report.incremental import inputs_hash
+from sandbox_replay.report.incremental import inputs_digests
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "fixtures" / "bundles" / "exported_bundle"
 SECRET = "OUTSIDE_FILE_CONTENT_swapped_in_7731"
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """Turn a read that would block (a FIFO opened without O_NONBLOCK) into a failure."""
-    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("a read blocked"))
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")  # conftest: a blocked read fails the test
 
 
 @pytest.fixture
@@ -232,15 +224,15 @@ def test_the_run_page_withholds_an_input_file_swapped_after_its_replay(
 
 
 def test_a_run_folders_hash_follows_no_symlink_and_waits_on_no_fifo(bundle: Path) -> None:
-    plain = inputs_hash(bundle)
+    plain = inputs_digests(bundle)[0]
     (bundle / "zeros").symlink_to("/dev/zero")
     os.mkfifo(bundle / "pipe")
     (bundle / "pipe-link").symlink_to(bundle / "pipe")
-    linked = inputs_hash(bundle)  # returns: nothing endless was read
+    linked = inputs_digests(bundle)[0]  # returns: nothing endless was read
     assert linked != plain
     (bundle / "zeros").unlink()
     (bundle / "zeros").symlink_to("/dev/null")
-    assert inputs_hash(bundle) != linked  # a retargeted symlink is a change
+    assert inputs_digests(bundle)[0] != linked  # a retargeted symlink is a change
 
 
 def test_a_run_folders_hash_of_plain_files_is_their_paths_and_bytes(bundle: Path) -> None:
@@ -250,14 +242,14 @@ def test_a_run_folders_hash_of_plain_files_is_their_paths_and_bytes(bundle: Path
         if path.is_file():
             digest.update(path.relative_to(bundle).as_posix().encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")
-    assert inputs_hash(bundle) == digest.hexdigest()
+    assert inputs_digests(bundle)[0] == digest.hexdigest()
 
 
 def test_a_file_swapped_for_a_fifo_while_hashed_counts_as_unreadable(
     bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     victim = bundle / "bundle_manifest.json"
-    before = inputs_hash(bundle)
+    before = inputs_digests(bundle)[0]
     real_open = os.open
 
     def opening(path: object, flags: int, *args: object) -> int:
@@ -266,4 +258,4 @@ def test_a_file_swapped_for_a_fifo_while_hashed_counts_as_unreadable(
         return real_open(path, flags, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(incremental.os, "open", opening)
-    assert inputs_hash(bundle) != before
+    assert inputs_digests(bundle)[0] != before

@@ -6,8 +6,7 @@ import json
 import os
 import re
 import shutil
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -257,15 +256,6 @@ def _swap_before_open(monkeypatch: pytest.MonkeyPatch, victim: Path) -> list[Pat
 
     monkeypatch.setattr(os, "open", opening)
     return swapped
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("verify blocked on a read"))
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_page_swapped_for_a_fifo_while_verified_fails_without_blocking(

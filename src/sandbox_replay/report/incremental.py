@@ -74,13 +74,11 @@ def settings_hash(templates: Path | None, shown_time: str) -> str:
     return digest.hexdigest()
 
 
-def inputs_hash(folder: Path) -> str:
-    """Hash every file under a run folder: its relative path and its bytes, in sorted order."""
-    return inputs_digests(folder)[0]
-
-
 def inputs_digests(folder: Path) -> tuple[str, dict[str, str]]:
-    """Return ``inputs_hash`` of a run folder and the ``sha256:<hex>`` of each file read.
+    """Hash a run folder; return that hash and the ``sha256:<hex>`` of each file read.
+
+    The folder's hash covers every file under it: its relative path and its bytes, in
+    sorted order.
 
     A symlink is hashed as the path it holds, never followed: the replay reads nothing
     through a symlink that leads out of the run folder, and what one inside leads to is
