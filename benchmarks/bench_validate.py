@@ -1,7 +1,7 @@
 """Time ``sandbox-replay run-sandbox-bundle`` on generated bundles of growing size.
 
 Run: .venv/bin/python benchmarks/bench_validate.py [--sizes 6000 60000 600000]
-     [--seed 7] [--failing-fraction 0.01] [--cache DIR] [--repeat 1] [--total-memory]
+     [--seed 7] [--failing-fraction 0.01] [--cache DIR] [--repeat 1] [--total-memory] [--jobs N]
 
 Bundles come from ``generate_bundle.py`` and are kept under ``benchmarks/.cache/``
 (gitignored) keyed by size, seed and failing fraction, so a second run only validates.
@@ -68,7 +68,9 @@ def folder_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
-def validate(bundle: Path, out: Path, watch: bool) -> tuple[float, float, int, float | None]:
+def validate(
+    bundle: Path, out: Path, watch: bool, jobs: int | None = None
+) -> tuple[float, float, int, float | None]:
     """Run one validation subprocess; return wall seconds, peak RSS in MB, exit status and
     (with ``watch``) the peak total PSS of its processes in MB."""
     command = [
@@ -80,6 +82,7 @@ def validate(bundle: Path, out: Path, watch: bool) -> tuple[float, float, int, f
         str(bundle),
         "--out",
         str(out),
+        *(["--jobs", str(jobs)] if jobs else []),
     ]
     wall, status, stderr, total = run_timed(command, watch=watch)
     if status not in (0, 1):
@@ -100,6 +103,9 @@ def main() -> None:
         action="store_true",
         help="also poll the peak total PSS of the validation's processes (Linux; slows it a little)",
     )
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="passed on to the validation (default: its own)"
+    )
     args = parser.parse_args()
     if args.total_memory and not memwatch.available():
         raise SystemExit("--total-memory needs /proc/<pid>/smaps_rollup (Linux)")
@@ -117,7 +123,7 @@ def main() -> None:
         out = args.cache / f"out_{size}"
         walls, totals = [], []
         for _ in range(args.repeat):
-            wall, peak, status, total = validate(bundle, out, args.total_memory)
+            wall, peak, status, total = validate(bundle, out, args.total_memory, args.jobs)
             walls.append(wall)
             totals.append(total or 0.0)
         best = min(walls)

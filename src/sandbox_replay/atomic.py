@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,17 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=True) + "\n").encode("ascii")
 
 
+class Verbatim:
+    """A value already serialised, as it reads at its place in an indented dump.
+
+    ``pieces`` returns its bytes, in order, each time it is called; ``iter_json_chunks``
+    yields them where the value sits instead of serialising anything there.
+    """
+
+    def __init__(self, pieces: Callable[[], Iterable[bytes | memoryview]]) -> None:
+        self.pieces = pieces
+
+
 def iter_json_chunks(
     value: Any, *, may_hold_floats: bool = True, items_per_chunk: int = 4096
 ) -> Iterator[bytes | memoryview]:
@@ -55,6 +66,24 @@ def iter_json_chunks(
     """
     yield from _chunks(value, 0, may_hold_floats, items_per_chunk)
     yield b"\n"
+
+
+def list_chunks(
+    batches: Iterable[Sequence[Any]], depth: int, *, may_hold_floats: bool = True
+) -> Iterator[bytes | memoryview]:
+    """Yield, in pieces, the list of every item of ``batches`` as it reads at ``depth``.
+
+    The bytes are those of the whole list dumped there, however its items are batched:
+    each batch is dumped on its own and joined to the others as the dump joins items.
+    """
+    opening = b"["
+    for batch in batches:
+        if batch:
+            yield opening + _indent(depth + 1)
+            items = batch if type(batch) is list else list(batch)
+            yield _at_depth(items, depth, may_hold_floats, inner=True)
+            opening = b","
+    yield b"[]" if opening == b"[" else _indent(depth) + b"]"
 
 
 def _indent(depth: int) -> bytes:
@@ -88,7 +117,9 @@ def _is_sequence(value: Any) -> bool:
 def _chunks(
     value: Any, depth: int, may_hold_floats: bool, items_per_chunk: int
 ) -> Iterator[bytes | memoryview]:
-    if type(value) is dict and value and all(type(k) is str for k in value):
+    if isinstance(value, Verbatim):
+        yield from value.pieces()
+    elif type(value) is dict and value and all(type(k) is str for k in value):
         opening = b"{"
         for key, item in value.items():
             name = json.encoder.encode_basestring_ascii(key).encode("ascii")
@@ -97,18 +128,8 @@ def _chunks(
             yield from _chunks(item, depth + 1, may_hold_floats, items_per_chunk)
         yield _indent(depth) + b"}"
     elif _is_sequence(value) and (len(value) > items_per_chunk or type(value) is not list):
-        if not value:
-            yield b"[]"
-            return
-        opening = b"["
-        for start in range(0, len(value), items_per_chunk):
-            chunk = value[start : start + items_per_chunk]
-            yield opening + _indent(depth + 1)
-            yield _at_depth(
-                chunk if type(chunk) is list else list(chunk), depth, may_hold_floats, inner=True
-            )
-            opening = b","
-        yield _indent(depth) + b"]"
+        batches = (value[at : at + items_per_chunk] for at in range(0, len(value), items_per_chunk))
+        yield from list_chunks(batches, depth, may_hold_floats=may_hold_floats)
     else:
         yield _at_depth(value, depth, may_hold_floats)
 

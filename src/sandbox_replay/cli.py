@@ -8,6 +8,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -27,7 +28,8 @@ from sandbox_replay.exports.pack import (
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import Replay, ReplayConfig, replay
-from sandbox_replay.records import RunRecords, build_records, write_records
+from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records, write_records
+from sandbox_replay.rowhelper import RowListHelper
 from sandbox_replay.version import __version__
 
 app = typer.Typer(
@@ -160,6 +162,25 @@ class _KeptReplays:
         leave_to_exit(outcome, *rest)
 
 
+@contextlib.contextmanager
+def _row_helper(
+    input_dir: Path, out_dir: Path, limits: LoadLimits, jobs: int | None
+) -> Iterator[RowListHelper | None]:
+    """Run a ``RowListHelper`` beside the replay, unless ``--jobs 1`` or not worth one."""
+    if jobs is not None and jobs < 1:
+        raise usage_error(f"--jobs must be at least 1, got {jobs}")
+    helper = None
+    if jobs != 1:
+        with contextlib.suppress(OSError):  # a folder that cannot be made is reported later
+            out_dir.mkdir(parents=True, exist_ok=True)
+            helper = RowListHelper.start(input_dir, limits, out_dir)
+    try:
+        yield helper
+    finally:
+        if helper is not None:
+            helper.close()
+
+
 def _execute(
     input_dir: Path,
     out_dir: Path,
@@ -168,6 +189,7 @@ def _execute(
     acceptance_out: Path | None,
     targets: ExportTargets,
     limits: LoadLimits,
+    jobs: int | None,
 ) -> None:
     check_input_dir(input_dir)
     check_out_dir(out_dir)
@@ -175,18 +197,22 @@ def _execute(
         check_out_file(acceptance_out, "acceptance path")
     check_export_targets(targets)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
-    outcome = replay(ReplayConfig(input_dir, mode, limits, progress=progress))
-    records = build_records(outcome)
-    try:
-        started = time.perf_counter()
-        written = write_records(records, mode, out_dir, acceptance_out)
-        progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
-        if targets.paths():
-            runs = [export_run(input_dir.resolve().name, outcome)]
-            written += write_exports(targets, runs)
-    except OSError as error:
-        where = f" {error.filename}" if error.filename else ""
-        raise usage_error(f"cannot write{where}: {error.strerror or error}") from None
+    with _row_helper(input_dir, out_dir, limits, jobs) as helper:
+        outcome = replay(ReplayConfig(input_dir, mode, limits, progress=progress))
+        records = build_records(outcome)
+        if helper is not None:
+            records, used = helper.attach(records, outcome)
+            progress(f"{used} of {len(COPIED_LISTS)} copied row lists came from a helper process")
+        try:
+            started = time.perf_counter()
+            written = write_records(records, mode, out_dir, acceptance_out)
+            progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
+            if targets.paths():
+                runs = [export_run(input_dir.resolve().name, outcome)]
+                written += write_exports(targets, runs)
+        except OSError as error:
+            where = f" {error.filename}" if error.filename else ""
+            raise usage_error(f"cannot write{where}: {error.strerror or error}") from None
     for path in written:
         progress(f"wrote {path}")
     stream = sys.stderr if card else sys.stdout
@@ -268,6 +294,17 @@ MaxStringOpt = Annotated[
     int,
     typer.Option("--max-string-chars", min=1, help="Refuse a file holding a longer string or key."),
 ]
+ReplayJobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        help="Processes to use. By default a large run's copied row lists are serialised "
+        "by a helper process while the replay runs, when a second CPU is free; 1 keeps "
+        "all work in this process. The records are the same either way.",
+        show_default=False,
+    ),
+]
 
 
 def load_limits(
@@ -314,6 +351,7 @@ def run_fixture(
     max_rows: MaxRowsOpt = _DEFAULT_LIMITS.max_rows,
     max_depth: MaxDepthOpt = _DEFAULT_LIMITS.max_depth,
     max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
+    jobs: ReplayJobsOpt = None,
 ) -> None:
     """Replay a fixture folder: the seven core files plus the eight negative-case files.
 
@@ -324,7 +362,7 @@ def run_fixture(
     """
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
-    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out, targets, limits)
+    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out, targets, limits, jobs)
 
 
 @app.command("run-sandbox-bundle")
@@ -340,6 +378,7 @@ def run_bundle(
     max_rows: MaxRowsOpt = _DEFAULT_LIMITS.max_rows,
     max_depth: MaxDepthOpt = _DEFAULT_LIMITS.max_depth,
     max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
+    jobs: ReplayJobsOpt = None,
 ) -> None:
     """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
     the source-module manifest and the copied bodies under source_modules/.
@@ -349,7 +388,7 @@ def run_bundle(
     """
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
-    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None, targets, limits)
+    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None, targets, limits, jobs)
 
 
 @app.command("codes")

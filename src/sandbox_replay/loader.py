@@ -137,6 +137,53 @@ def _line_at(doc: str, pos: int) -> int:
     return doc.count("\n", 0, pos) + 1
 
 
+class InputRefused(Exception):
+    """An input file refused before it was parsed: the finding code and a safe message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def inspect_input(root: Path, name: str, limits: LoadLimits) -> tuple[Path, os.stat_result]:
+    """Check the input file ``root / name`` before it is opened; return its path and ``stat``.
+
+    Raises ``InputRefused`` for a file that is missing, resolves outside ``root``, is
+    not a regular file or is over ``max_file_bytes``. Open the path with
+    ``read_same_file`` or ``open_same_file``, which check it is still that file.
+    """
+    path = root / name
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        raise InputRefused(codes.INPUT_FILE_MISSING, f"{name} is missing") from None
+    except OSError as exc:
+        raise InputRefused(
+            codes.INPUT_FILE_UNREADABLE, f"{name} cannot be inspected ({exc.strerror})"
+        ) from None
+    try:
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise InputRefused(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be resolved") from None
+    if not resolved.is_relative_to(root.resolve()):
+        raise InputRefused(
+            codes.INPUT_PATH_OUTSIDE_ROOT,
+            f"{name} resolves outside the input folder and was not opened",
+        )
+    if stat.S_ISLNK(info.st_mode):
+        info = resolved.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise InputRefused(codes.INPUT_FILE_UNREADABLE, f"{name} is not a regular file")
+    if info.st_size > limits.max_file_bytes:
+        raise InputRefused(
+            codes.INPUT_LIMIT_EXCEEDED,
+            f"{name} is {info.st_size} bytes, over the limit of {limits.max_file_bytes} "
+            "bytes (max_file_bytes); it was not read",
+        )
+    return resolved, info
+
+
 def read_input(
     root: Path, name: str, limits: LoadLimits, *, digest: bool = True
 ) -> tuple[bytes | None, LoadedFile]:
@@ -146,45 +193,23 @@ def read_input(
     ``sha256_of`` (``inputs`` does so on another thread while it parses the bytes).
     """
     loaded = LoadedFile(name=name)
-    path = root / name
-
-    def refuse(code: str, message: str) -> tuple[None, LoadedFile]:
+    try:
+        resolved, info = inspect_input(root, name, limits)
+        try:
+            raw = read_same_file(resolved, info, limits.max_file_bytes)
+        except FileChangedError as exc:
+            raise InputRefused(
+                codes.INPUT_FILE_UNREADABLE, f"{name} {exc}; it was not used"
+            ) from None
+        except OSError as exc:
+            raise InputRefused(
+                codes.INPUT_FILE_UNREADABLE, f"{name} cannot be read ({exc.strerror})"
+            ) from None
+    except InputRefused as refused:
         loaded.findings.append(
-            Finding(code, message, "strict_load_floor", name, "input_file", name)
+            Finding(refused.code, refused.message, "strict_load_floor", name, "input_file", name)
         )
         return None, loaded
-
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return refuse(codes.INPUT_FILE_MISSING, f"{name} is missing")
-    except OSError as exc:
-        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be inspected ({exc.strerror})")
-    try:
-        resolved = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be resolved")
-    if not resolved.is_relative_to(root.resolve()):
-        return refuse(
-            codes.INPUT_PATH_OUTSIDE_ROOT,
-            f"{name} resolves outside the input folder and was not opened",
-        )
-    if stat.S_ISLNK(info.st_mode):
-        info = resolved.stat()
-    if not stat.S_ISREG(info.st_mode):
-        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} is not a regular file")
-    if info.st_size > limits.max_file_bytes:
-        return refuse(
-            codes.INPUT_LIMIT_EXCEEDED,
-            f"{name} is {info.st_size} bytes, over the limit of {limits.max_file_bytes} "
-            "bytes (max_file_bytes); it was not read",
-        )
-    try:
-        raw = read_same_file(resolved, info, limits.max_file_bytes)
-    except FileChangedError as exc:
-        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} {exc}; it was not used")
-    except OSError as exc:
-        return refuse(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be read ({exc.strerror})")
     loaded.size = len(raw)
     if digest:
         loaded.sha256 = sha256_of(raw)
@@ -222,16 +247,15 @@ def open_regular(path: Path) -> BinaryIO:
     return handle
 
 
-def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> bytes:
-    """Read the file at ``path``, which must still be the one ``inspected`` (its ``stat``).
+def open_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> BinaryIO:
+    """Open the file at ``path`` to read, which must still be the one ``inspected`` (its ``stat``).
 
     The checks on a path (where it resolves, what kind of file, how large) hold for the
-    file that was there when they ran; a hostile writer may swap it before it is opened
-    or grow it while it is read. So the file is opened with ``open_regular``, then
-    ``fstat`` of the open file must show the same device and inode (unless ``inspected``
-    is None: a caller that checks the bytes' digest instead) and a size within
-    ``limit``; exactly that many bytes are read, and one more would mean it grew. Raises
-    ``FileChangedError`` (saying what changed) or ``OSError``.
+    file that was there when they ran; a hostile writer may swap it before it is opened.
+    So the file is opened with ``open_regular``, then ``fstat`` of the open file must show
+    the same device and inode (unless ``inspected`` is None: a caller that checks the
+    bytes' digest instead) and a size within ``limit``. Raises ``FileChangedError``
+    (saying what changed) or ``OSError``.
     """
     try:
         handle = open_regular(path)
@@ -241,17 +265,29 @@ def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> 
         if exc.errno == errno.ELOOP:  # a symlink now stands where the file was
             raise FileChangedError("was replaced by a symlink before it was opened") from None
         raise
-    with handle:
-        opened = os.fstat(handle.fileno())
-        if inspected is not None and (opened.st_dev, opened.st_ino) != (
-            inspected.st_dev,
-            inspected.st_ino,
-        ):
-            raise FileChangedError("was replaced by another file before it was opened")
-        if opened.st_size > limit:
-            raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")
-        raw = handle.read(opened.st_size + 1)
-    if len(raw) != opened.st_size:
+    opened = os.fstat(handle.fileno())
+    if inspected is not None and (opened.st_dev, opened.st_ino) != (
+        inspected.st_dev,
+        inspected.st_ino,
+    ):
+        handle.close()
+        raise FileChangedError("was replaced by another file before it was opened")
+    if opened.st_size > limit:
+        handle.close()
+        raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")
+    return handle
+
+
+def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> bytes:
+    """Read the file at ``path``, which must still be the one ``inspected`` (``open_same_file``).
+
+    Exactly the size the open file had is read, and one more byte would mean it grew while
+    it was read. Raises ``FileChangedError`` (saying what changed) or ``OSError``.
+    """
+    with open_same_file(path, inspected, limit) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        raw = handle.read(size + 1)
+    if len(raw) != size:
         raise FileChangedError("changed size while it was read")
     return raw
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 from itertools import chain, compress, repeat
 from operator import is_, itemgetter, length_hint
@@ -28,13 +28,23 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_replay.atomic import (
+    Verbatim,
     dump_json,
     iter_json_chunks,
     write_bytes_atomic,
     write_chunks_atomic,
 )
 from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import InputMode, RowRef, RunInputs
+from sandbox_replay.inputs import (
+    ACTION_REQUESTS,
+    COLD_REPLAY,
+    POLICY_VERDICTS,
+    ROLLBACK_RECEIPTS,
+    SIDE_EFFECT_RECEIPTS,
+    InputMode,
+    RowRef,
+    RunInputs,
+)
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.layers.rows import (
     ACTION_FIELDS,
@@ -81,6 +91,16 @@ AUTHORITY_CEILING = {
     )
 }
 
+# The row lists copied from one input file each (``ProjectedRows``): their key, the file
+# and the fields they keep.
+COPIED_LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("request_rows", ACTION_REQUESTS, (*ACTION_FIELDS, *ACTION_FLAGS)),
+    ("policy_verdict_rows", POLICY_VERDICTS, (*VERDICT_FIELDS, "approval_ref")),
+    ("side_effect_rows", SIDE_EFFECT_RECEIPTS, EFFECT_FIELDS),
+    ("rollback_rows", ROLLBACK_RECEIPTS, (*ROLLBACK_FIELDS, *ROLLBACK_FLAGS)),
+    ("cold_replay_rows", COLD_REPLAY, (*REPLAY_FIELDS, *REPLAY_FLAGS)),
+)
+
 COUNT_KEYS = (
     "action_request_count",
     "policy_verdict_count",
@@ -119,6 +139,8 @@ class RunRecords:
     card: dict[str, Any]
     # False when no input held a float, so the fast serialiser gives the standard bytes.
     may_hold_floats: bool = True
+    # Lists of ``result`` already serialised (by ``rowhelper``), written instead of built.
+    verbatim: Mapping[str, Verbatim] = field(default_factory=dict)
 
     @cached_property
     def receipt(self) -> dict[str, Any]:
@@ -130,7 +152,8 @@ class RunRecords:
 
     def result_chunks(self) -> Iterator[bytes | memoryview]:
         """Yield the result record as written, in pieces."""
-        return iter_json_chunks(self.result, may_hold_floats=self.may_hold_floats)
+        result = {**self.result, **self.verbatim} if self.verbatim else self.result
+        return iter_json_chunks(result, may_hold_floats=self.may_hold_floats)
 
     @cached_property
     def result_bytes(self) -> bytes:
@@ -159,7 +182,7 @@ _STR_ONLY = frozenset({str})
 
 def _project(ref: RowRef, fields: Iterable[str]) -> dict[str, Any]:
     # ``_scalar`` of every field, with its common cases inlined: the exact projection of
-    # one row, for rows the bulk check of ``_project_rows`` does not clear.
+    # one row, for rows the bulk check of ``project_rows`` does not clear.
     source = ref.row
     row = {}
     for name in fields:
@@ -231,7 +254,7 @@ def _values_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[A
     return itemgetter(*names)
 
 
-def _project_rows(refs: Sequence[RowRef], names: tuple[str, ...]) -> list[dict[str, Any]]:
+def project_rows(refs: Sequence[RowRef], names: tuple[str, ...]) -> list[dict[str, Any]]:
     """Return ``[_project(ref, names) for ref in refs]``, built in bulk when the rows allow.
 
     ``_project`` keeps a row's present fields in ``names`` order, each value through
@@ -261,10 +284,10 @@ class ProjectedRows(LazyRows):
         return len(self.refs)
 
     def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        return _project_rows(self.refs[start:stop], self.names)
+        return project_rows(self.refs[start:stop], self.names)
 
     def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
-        return _project_rows(list(map(self.refs.__getitem__, positions)), self.names)
+        return project_rows(list(map(self.refs.__getitem__, positions)), self.names)
 
     def column(self, name: str) -> list[Any]:
         """Return ``[row.get(name) for row in self]`` without building the rows.
@@ -447,6 +470,7 @@ def build_result(replay: Replay) -> dict[str, Any]:
     requests = map(itemgetter(3), run.requests)  # RowRef.row
     declared = map(dict.get, requests, repeat("risk_class"))
     risk_classes = sorted({c for c in declared if isinstance(c, str)})
+    copied = {key: fields for key, _, fields in COPIED_LISTS}
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
@@ -498,12 +522,12 @@ def build_result(replay: Replay) -> dict[str, Any]:
             }
             for info in replay.inputs
         ],
-        "request_rows": ProjectedRows(run.requests, (*ACTION_FIELDS, *ACTION_FLAGS)),
-        "policy_verdict_rows": ProjectedRows(run.verdicts, (*VERDICT_FIELDS, "approval_ref")),
+        "request_rows": ProjectedRows(run.requests, copied["request_rows"]),
+        "policy_verdict_rows": ProjectedRows(run.verdicts, copied["policy_verdict_rows"]),
         "derived_policy_verdict_rows": DerivedRows(run),
-        "side_effect_rows": ProjectedRows(run.effects, EFFECT_FIELDS),
-        "rollback_rows": ProjectedRows(run.rollbacks, (*ROLLBACK_FIELDS, *ROLLBACK_FLAGS)),
-        "cold_replay_rows": ProjectedRows(run.replays, (*REPLAY_FIELDS, *REPLAY_FLAGS)),
+        "side_effect_rows": ProjectedRows(run.effects, copied["side_effect_rows"]),
+        "rollback_rows": ProjectedRows(run.rollbacks, copied["rollback_rows"]),
+        "cold_replay_rows": ProjectedRows(run.replays, copied["cold_replay_rows"]),
         "body_in_receipt": False,
     }
     redacted: dict[str, Any] = redact(record, replay.scan.matched_texts)

@@ -1,0 +1,273 @@
+"""The helper process that serialises the copied row lists (``rowhelper``).
+
+Whatever the helper does, the record must be byte for byte the one built in-process; a
+list the helper got wrong, or that this process cannot prove it got right, is built here.
+Small read pieces and batches put every cut of the streaming reader to work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, SCENARIOS, copy_fixture
+from sandbox_replay import rowhelper
+from sandbox_replay.atomic import dump_json, list_chunks
+from sandbox_replay.cli import app
+from sandbox_replay.inputs import ACTION_REQUESTS, POLICY_VERDICTS, InputMode
+from sandbox_replay.loader import LoadLimits
+from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.records import COPIED_LISTS, RESULT_FILE, RunRecords, build_records
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from generate_bundle import generate
+
+
+@pytest.fixture(autouse=True)
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Use the helper on every input, reading 5 bytes and cutting 3 rows at a time."""
+    monkeypatch.setattr(rowhelper, "HELPER_MIN_BYTES", 0)
+    monkeypatch.setattr(rowhelper, "_READ_SIZE", 5)
+    monkeypatch.setattr(rowhelper, "_BATCH_ROWS", 3)
+
+
+def _record(records: RunRecords) -> bytes:
+    return b"".join(records.result_chunks())
+
+
+def _with_helper(root: Path, tmp_path: Path, mode: InputMode) -> tuple[bytes, bytes, int]:
+    """Replay ``root`` with a helper; return the record built here, with it, and lists used."""
+    helper = rowhelper.RowListHelper.start(root, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        outcome = replay(ReplayConfig(root, mode))
+        records = build_records(outcome)
+        helped, used = helper.attach(records, outcome)
+        return _record(records), _record(helped), used
+    finally:
+        helper.close()
+
+
+@pytest.mark.parametrize(
+    ("folder", "mode"),
+    [
+        (FIRST_WAVE, InputMode.FIXTURE),
+        (EXPORTED_BUNDLE, InputMode.BUNDLE),
+        *((path, InputMode.BUNDLE) for path in sorted(SCENARIOS.iterdir())),
+    ],
+    ids=lambda value: getattr(value, "name", str(value)),
+)
+def test_the_helpers_lists_are_the_records_own_bytes(
+    folder: Path, mode: InputMode, tmp_path: Path
+) -> None:
+    built, helped, used = _with_helper(folder, tmp_path, mode)
+    assert helped == built
+    assert used == len(COPIED_LISTS)
+
+
+def test_a_generated_bundle_with_failing_rows_is_copied_whole(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    generate(bundle, 300, seed=3, failing_fraction=0.3)
+    built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
+    assert helped == built
+    assert used == len(COPIED_LISTS)
+
+
+def _restyle(path: Path, **dump: Any) -> None:
+    path.write_text(json.dumps(json.loads(path.read_text("utf-8")), **dump), "utf-8")
+
+
+@pytest.mark.parametrize(
+    "style",
+    [{}, {"indent": 1}, {"indent": "\t"}, {"indent": 2, "ensure_ascii": False}],
+    ids=["one-line", "indent-1", "tabs", "indent-2-utf8"],
+)
+def test_any_layout_of_a_plain_file_gives_the_same_lines_and_rows(
+    style: dict[str, Any], tmp_path: Path
+) -> None:
+    bundle = tmp_path / "bundle"
+    generate(bundle, 40, seed=5, failing_fraction=0.2)
+    for _, name, _ in COPIED_LISTS:
+        _restyle(bundle / name, **style)
+    text = (bundle / ACTION_REQUESTS).read_text("utf-8").replace("\n", "\r\n")
+    (bundle / ACTION_REQUESTS).write_text(text, "utf-8", newline="")
+    built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
+    assert helped == built
+    assert used == len(COPIED_LISTS)
+
+
+def _edit_rows(path: Path, key: str, edit: Any) -> None:
+    data = json.loads(path.read_text("utf-8"))
+    edit(data[key])
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False), "utf-8")
+
+
+def test_rows_this_process_cannot_prove_are_built_here(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    generate(bundle, 30, seed=2, failing_fraction=0.2)
+
+    def brace_and_text(rows: list[dict[str, Any]]) -> None:
+        rows[4]["agent_ref"] = "agent:{not a row}"  # a "{" in a string: more cuts than rows
+        rows[5]["risk_class"] = "é" * 600  # cut at 512 characters, escaped on output
+
+    def a_float(rows: list[dict[str, Any]]) -> None:
+        rows[1]["approval_ref"] = 1e-07  # the standard library writes 1e-07, orjson 1e-7
+
+    _edit_rows(bundle / ACTION_REQUESTS, "action_requests", brace_and_text)
+    _edit_rows(bundle / POLICY_VERDICTS, "policy_verdicts", a_float)
+    built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
+    assert helped == built
+    assert used == len(COPIED_LISTS) - 2
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ('"request_id"', '"request_id": "twice", '),  # a duplicate key: the file is refused
+        ('"action_requests"', '"note": "a second key", '),  # loaded row by row
+    ],
+    ids=["refused", "row-by-row"],
+)
+def test_a_file_not_loaded_by_the_fast_path_is_built_here(
+    edit: tuple[str, str], tmp_path: Path
+) -> None:
+    bundle = copy_fixture(tmp_path, "bundles/exported_bundle")
+    path = bundle / ACTION_REQUESTS
+    text = path.read_text("utf-8")
+    at = text.index(edit[0])
+    path.write_text(text[:at] + edit[1] + text[at:], "utf-8")
+    built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
+    assert helped == built
+    assert used == len(COPIED_LISTS) - 1
+
+
+def test_a_file_changed_after_the_helper_read_it_is_built_here(tmp_path: Path) -> None:
+    bundle = copy_fixture(tmp_path, "bundles/exported_bundle")
+    helper = rowhelper.RowListHelper.start(bundle, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        assert len(helper.sections()) == len(COPIED_LISTS)  # it has read every file
+
+        def change(rows: list[dict[str, Any]]) -> None:  # as many rows, other bytes
+            rows[0]["risk_class"] = "changed_after_the_helper_read_it"
+
+        _edit_rows(bundle / ACTION_REQUESTS, "action_requests", change)
+        outcome = replay(ReplayConfig(bundle, InputMode.BUNDLE))
+        records = build_records(outcome)
+        helped, used = helper.attach(records, outcome)
+        written = _record(helped)  # read while the helper's file is open
+    finally:
+        helper.close()
+    assert used == len(COPIED_LISTS) - 1
+    assert written == _record(records)
+    assert b"changed_after_the_helper_read_it" in written
+
+
+def test_nothing_is_taken_from_the_helper_when_the_scan_matched(tmp_path: Path) -> None:
+    bundle = copy_fixture(tmp_path, "bundles/exported_bundle")
+    fake_key = "AK" + "IA" + "SRXFAKE" + "QWERTY789"  # matched: the record is redacted
+
+    def plant(rows: list[dict[str, Any]]) -> None:
+        rows[0]["agent_ref"] = fake_key
+
+    _edit_rows(bundle / ACTION_REQUESTS, "action_requests", plant)
+    built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
+    assert used == 0
+    assert helped == built
+    assert fake_key.encode() not in helped
+
+
+def test_the_hostile_bundle_gives_the_same_record(tmp_path: Path) -> None:
+    built, helped, _ = _with_helper(REPO / "tests/data/hostile_bundle", tmp_path, InputMode.BUNDLE)
+    assert helped == built
+
+
+def test_a_helper_that_died_leaves_every_list_to_this_process(tmp_path: Path) -> None:
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        assert helper._pid is not None
+        os.kill(helper._pid, signal.SIGKILL)
+        outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+        records = build_records(outcome)
+        helped, used = helper.attach(records, outcome)
+    finally:
+        helper.close()
+    assert used == 0
+    assert helped is records
+
+
+def test_small_runs_and_one_cpu_get_no_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rowhelper, "HELPER_MIN_BYTES", 10**9)
+    assert rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path) is None
+    monkeypatch.setattr(rowhelper, "HELPER_MIN_BYTES", 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path) is None
+    assert list(tmp_path.iterdir()) == []  # the spool is made only for a helper
+
+
+def _cli(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+def test_the_cli_writes_the_same_records_with_and_without_the_helper(tmp_path: Path) -> None:
+    alone = _cli("run", "-i", str(FIRST_WAVE), "-o", str(tmp_path / "alone"), "--jobs", "1")
+    helped = _cli("run", "-i", str(FIRST_WAVE), "-o", str(tmp_path / "helped"))
+    assert alone.exit_code == helped.exit_code == 0
+    assert "copied row lists came from a helper process" not in alone.output
+    assert "5 of 5 copied row lists came from a helper process" in helped.output
+    for name in (RESULT_FILE,):
+        assert (tmp_path / "alone" / name).read_bytes() == (tmp_path / "helped" / name).read_bytes()
+    # Only the records: the helper's temporary file is gone with it.
+    assert sorted(p.name for p in (tmp_path / "helped").iterdir()) == sorted(
+        p.name for p in (tmp_path / "alone").iterdir()
+    )
+
+
+def test_the_cli_refuses_jobs_below_one(tmp_path: Path) -> None:
+    result = _cli("run-sandbox-bundle", "-i", str(EXPORTED_BUNDLE), "-o", str(tmp_path), "-j", "0")
+    assert result.exit_code == 2
+    assert "--jobs must be at least 1" in result.output
+
+
+def _batched(items: list[Any], cuts: list[int]) -> Iterator[list[Any]]:
+    edges = [0, *sorted(c % (len(items) + 1) for c in cuts), len(items)]
+    return (items[a:b] for a, b in pairwise(edges))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from("abc"), st.integers() | st.text(max_size=3), max_size=3),
+        max_size=12,
+    ),
+    st.lists(st.integers(min_value=0, max_value=20), max_size=5),
+    st.integers(min_value=0, max_value=3),
+)
+def test_a_list_in_batches_reads_as_the_whole_list(
+    items: list[Any], cuts: list[int], depth: int
+) -> None:
+    whole = dump_json(_nest({"rows": items}, depth), may_hold_floats=False)
+    head, tail = dump_json(_nest({"rows": "@@"}, depth)).split(b'"@@"')
+    pieces = list_chunks(_batched(items, cuts), depth + 1, may_hold_floats=False)
+    assert head + b"".join(pieces) + tail == whole
+
+
+def _nest(value: Any, depth: int) -> Any:
+    for _ in range(depth):
+        value = {"in": value}
+    return value
