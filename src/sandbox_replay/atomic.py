@@ -68,6 +68,13 @@ def iter_json_chunks(
     yield b"\n"
 
 
+def json_chunks(
+    value: Any, depth: int, *, may_hold_floats: bool = True
+) -> Iterator[bytes | memoryview]:
+    """Yield ``value`` in pieces as it reads at ``depth`` of ``iter_json_chunks``' dump."""
+    return _chunks(value, depth, may_hold_floats, 4096)
+
+
 def list_chunks(
     batches: Iterable[Sequence[Any]], depth: int, *, may_hold_floats: bool = True
 ) -> Iterator[bytes | memoryview]:

@@ -201,11 +201,13 @@ def _execute(
         outcome = replay(ReplayConfig(input_dir, mode, limits, progress=progress))
         records = build_records(outcome)
         if helper is not None:
-            records, used = helper.attach(records, outcome)
-            progress(f"{used} of {len(COPIED_LISTS)} copied row lists came from a helper process")
+            records = helper.attach(records, outcome)
         try:
             started = time.perf_counter()
             written = write_records(records, mode, out_dir, acceptance_out)
+            if helper is not None:
+                lists = f"{helper.used} of {len(COPIED_LISTS)} copied row lists"
+                progress(f"{lists} came from the helper process")
             progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
             if targets.paths():
                 runs = [export_run(input_dir.resolve().name, outcome)]
