@@ -243,12 +243,40 @@ def test_lists_the_helper_has_not_reported_are_built_here(
         outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
         records = build_records(outcome)
         written = _record(helper.attach(records, outcome))
-        pid = helper._pid
     finally:
         helper.close()
     assert written == _record(records)
-    assert helper.used == 2  # the lists after the one it was late with were built here
-    assert pid is None  # and the helper was stopped then, not left to run
+    assert helper.used == 2  # the list it was late with, and the ones after, built here
+    assert helper._pid is None  # closing stopped the helper
+
+
+def test_lists_reported_after_a_late_one_are_still_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serialise = rowhelper._serialise
+    go_on = tmp_path / "go-on"
+
+    def late_with_requests(root: Path, name: str, *rest: Any) -> tuple[str, int]:
+        while name == ACTION_REQUESTS and not go_on.exists():  # in the helper
+            time.sleep(0.01)
+        return serialise(root, name, *rest)
+
+    monkeypatch.setattr(rowhelper, "_serialise", late_with_requests)
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+        records = build_records(outcome)
+        helped = helper.attach(records, outcome)
+        first = bytes(b"".join(helped.verbatim["request_rows"].pieces()))  # late: built here
+        go_on.touch()
+        _wait_for_reports(helper)
+        written = _record(helped)
+    finally:
+        helper.close()
+    assert written == _record(records)
+    assert first in written
+    assert helper.used == len(COPIED_LISTS) - 1
 
 
 def test_small_runs_and_one_cpu_get_no_helper(

@@ -9,8 +9,8 @@ lists, as the record holds them, to an unlinked temporary file, while this proce
 checks and traces. It reports each list as soon as it is written, in the record's order.
 When the record is written and comes to a list, it copies that list's bytes in if the
 helper reported it by then (``RowListHelper.attach``); a list not reported yet is built
-here, as are the ones after it, and the helper is stopped: waiting never makes a run
-slower than building.
+here while the helper goes on with the next. Nothing waits for the helper, so it never
+makes a run slower than building everything here would, bar the CPU time it takes.
 
 The helper is trusted with nothing. A list is used only when this process loaded its
 file by the fast path for plain list files (``loader._parse_list_file_fast``: flat rows,
@@ -62,6 +62,7 @@ from sandbox_replay.records import COPIED_LISTS, ProjectedRows, RunRecords, proj
 HELPER_MIN_BYTES = 8 * 1024 * 1024
 # The depth of the row lists in the record: values of its top-level keys.
 _LIST_DEPTH = 1
+# The helper reads its files this many bytes at a time.
 _READ_SIZE = 4 * 1024 * 1024
 # Each list starts at a multiple of this in the helper's file, as ``O_DIRECT`` needs.
 _ALIGN = 4096
@@ -310,8 +311,7 @@ class RowListHelper:
     def _usable(self, key: str, listed: ProjectedRows, loaded: LoadedFile) -> Section | None:
         """Return the helper's section for ``key`` if it reported it and it is usable."""
         self._read_reports()
-        if key not in self._reported:  # late: this list and the rest are built here
-            self._stop()
+        if key not in self._reported:  # late: built here, and the helper goes on
             return None
         section = self._reported[key]
         proven = (
