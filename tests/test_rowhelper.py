@@ -330,6 +330,7 @@ def test_the_cli_refuses_jobs_below_one(tmp_path: Path) -> None:
     result = _cli("run-sandbox-bundle", "-i", str(EXPORTED_BUNDLE), "-o", str(tmp_path), "-j", "0")
     assert result.exit_code == 2
     assert "--jobs must be at least 1" in result.output
+    assert "replaying" not in result.output  # refused before any work
 
 
 def _batched(items: list[Any], cuts: list[int]) -> Iterator[list[Any]]:

@@ -28,7 +28,7 @@ import mmap
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from types import TracebackType
 
 try:
@@ -54,7 +54,7 @@ def _aligned(size: int) -> memoryview:
 
 
 class _Output:
-    """An open file and whether its reads and writes go around the page cache now."""
+    """An open file and whether its writes go around the page cache (``O_DIRECT``) now."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -108,7 +108,6 @@ class BlockWriter:
         self._full: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
         self._free: queue.SimpleQueue[memoryview] = queue.SimpleQueue()
         self._error: BaseException | None = None
-        self.written = 0  # bytes given to ``write`` so far
 
     def __enter__(self) -> BlockWriter:
         return self
@@ -129,7 +128,6 @@ class BlockWriter:
     def write(self, piece: bytes | memoryview) -> None:
         """Add ``piece`` to the file; full blocks go to the writing thread."""
         data = memoryview(piece).cast("B")
-        self.written += len(data)
         while data:
             take = min(len(data), BLOCK_SIZE - self._fill)
             self._view[self._fill : self._fill + take] = data[:take]
@@ -205,34 +203,3 @@ def write_whole(fd: int, data: bytes) -> None:
     finally:
         out.end_direct()
     out.write_all(memoryview(data)[bulk:])
-
-
-def read_range(fd: int, offset: int, length: int) -> Iterator[bytes]:
-    """Yield the ``length`` bytes of ``fd`` from ``offset``, in pieces of at most a block.
-
-    For a file written with ``BlockWriter`` and read back once: the reads go around the
-    page cache (``O_DIRECT``, in aligned blocks) where the file system allows, through it
-    where not. Raises ``OSError`` if the file ends before ``offset + length``.
-    """
-    source = _Output(fd)
-    source.start_direct()
-    buffer = _aligned(BLOCK_SIZE)
-    at, end = offset - offset % _ALIGN, offset + length
-    try:
-        while at < end:
-            size = BLOCK_SIZE if source.direct else min(BLOCK_SIZE, end - at)
-            try:
-                got = os.preadv(fd, [buffer[:size]], at)
-            except OSError as error:
-                if not (source.direct and error.errno == errno.EINVAL):
-                    raise
-                source.end_direct()  # the file system took the flag but not the read
-                continue
-            if got <= 0:
-                raise OSError(errno.EIO, "the file ends before the range read")
-            if got % _ALIGN:  # what follows is no longer aligned
-                source.end_direct()
-            yield bytes(buffer[max(offset - at, 0) : min(end - at, got)])
-            at += got
-    finally:
-        source.end_direct()

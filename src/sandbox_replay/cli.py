@@ -167,8 +167,6 @@ def _row_helper(
     input_dir: Path, out_dir: Path, limits: LoadLimits, jobs: int | None
 ) -> Iterator[RowListHelper | None]:
     """Run a ``RowListHelper`` beside the replay, unless ``--jobs 1`` or not worth one."""
-    if jobs is not None and jobs < 1:
-        raise usage_error(f"--jobs must be at least 1, got {jobs}")
     helper = None
     if jobs != 1:
         with contextlib.suppress(OSError):  # a folder that cannot be made is reported later
@@ -196,6 +194,8 @@ def _execute(
     if acceptance_out is not None:
         check_out_file(acceptance_out, "acceptance path")
     check_export_targets(targets)
+    if jobs is not None and jobs < 1:
+        raise usage_error(f"--jobs must be at least 1, got {jobs}")
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
     with _row_helper(input_dir, out_dir, limits, jobs) as helper:
         outcome = replay(ReplayConfig(input_dir, mode, limits, progress=progress))

@@ -5,11 +5,11 @@ the format's order, and its line (``records.COPIED_LISTS``). Building and serial
 them holds the GIL for about a quarter of a 60,000-request validation, at its very end,
 while the machine's other core does little. They depend on nothing but their own file's
 bytes, so a helper process forked before the load reads those files itself and writes the
-lists, as the record holds them, to an unlinked temporary file, while this process loads,
-checks and traces. It reports each list as soon as it is written, in the record's order.
-When the record is written and comes to a list, it copies that list's bytes in if the
-helper reported it by then (``RowListHelper.attach``); a list not reported yet is built
-here while the helper goes on with the next. Nothing waits for the helper, so it never
+lists, as the record holds them, to an unlinked temporary file (read back from the page
+cache), while this process loads, checks and traces. It reports each list as soon as it
+is written, in the record's order. When the record is written and comes to a list, it
+copies that list's bytes in if the helper reported it by then (``RowListHelper.attach``);
+a list not reported yet is built here while the helper goes on with the next. Nothing waits for the helper, so it never
 makes a run slower than building everything here would, bar the CPU time it takes.
 
 The helper is trusted with nothing. A list is used only when this process loaded its
@@ -26,12 +26,13 @@ died or is late) leaves that list to be built here: the bytes are the same eithe
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import hashlib
 import os
 import signal
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate, repeat
@@ -42,7 +43,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from sandbox_replay.atomic import Verbatim, json_chunks, list_chunks
-from sandbox_replay.blockwrite import BlockWriter, read_range
 from sandbox_replay.forking import die_with_parent
 from sandbox_replay.inputs import RowRef
 from sandbox_replay.lazyrows import ROWS_PER_CHUNK
@@ -167,8 +167,24 @@ class _RowReader:
         return project_rows(refs, self.names)
 
 
+class _Spool:
+    """The helper's temporary file, written piece by piece, counting what was written."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.written = 0
+
+    def writelines(self, pieces: Iterable[bytes | memoryview]) -> None:
+        for piece in pieces:
+            view = memoryview(piece).cast("B")
+            while view:
+                done = os.write(self.fd, view)
+                self.written += done
+                view = view[done:]
+
+
 def _serialise(
-    root: Path, name: str, fields: Sequence[str], limits: LoadLimits, out: BlockWriter
+    root: Path, name: str, fields: Sequence[str], limits: LoadLimits, out: _Spool
 ) -> tuple[str, int]:
     """Write one file's list to ``out``; return the file's sha256 and its rows."""
     try:
@@ -185,21 +201,23 @@ def _serialise(
 def _helper_main(root: Path, limits: LoadLimits, spool: int, report: int) -> None:
     """The helper process: write each copied list into ``spool`` and report it on ``report``.
 
-    Each list starts at an aligned offset and is written around the page cache (it is
-    read back once); its report line (JSON: the key, then the file's sha256, the rows,
-    the offset and the length, or the key alone for a list it could not make) follows
-    once every byte of it is in the file.
+    Each list starts at an aligned offset and goes through the page cache, then is synced:
+    this process reads it back soon after, from memory, and the kernel is left no dirty
+    pages to write back meanwhile. Its report line (JSON: the key, then the file's sha256,
+    the rows, the offset and the length, or the key alone for a list it could not make)
+    follows once every byte of it is in the file.
     """
     for key, name, fields in COPIED_LISTS:
         end = os.lseek(spool, 0, os.SEEK_END)
         offset = os.lseek(spool, -end % _ALIGN + end, os.SEEK_SET)
+        out = _Spool(spool)
         entry: list[Any] = [key]
         try:
-            with BlockWriter(spool) as out:
-                sha256, rows = _serialise(root, name, fields, limits, out)
+            sha256, rows = _serialise(root, name, fields, limits, out)
         except _Unusable:
             pass
         else:
+            os.fdatasync(spool)
             entry += [sha256, rows, offset, out.written]
         os.write(report, orjson.dumps(entry) + b"\n")
 
@@ -217,6 +235,17 @@ def _run_when_idle() -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):  # not Linux
         os.nice(19)
+
+
+def _read(fd: int, offset: int, length: int) -> Iterator[bytes]:
+    """Yield the ``length`` bytes of ``fd`` from ``offset``, a piece at a time."""
+    end = offset + length
+    while offset < end:
+        piece = os.pread(fd, min(_READ_SIZE, end - offset), offset)
+        if not piece:
+            raise OSError(errno.EIO, "the helper's temporary file ends before its list")
+        offset += len(piece)
+        yield piece
 
 
 class RowListHelper:
@@ -239,10 +268,8 @@ class RowListHelper:
         """Fork a helper for the run in ``root`` and return it; None when not worth one.
 
         Not worth one: the copied files are small together, this process may use only one
-        CPU, or the system cannot fork or reopen a file by ``/proc/self/fd`` (Linux). The
-        helper's unlinked temporary file is in ``spool_dir`` (the record's own folder: it
-        has room for the record); this process reads it through a file description of its
-        own, which the helper's switching of ``O_DIRECT`` does not touch.
+        CPU, or the system cannot fork. The helper's unlinked temporary file is in
+        ``spool_dir`` (the record's own folder: it has room for the record).
         """
         if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
             return None
@@ -253,10 +280,7 @@ class RowListHelper:
         if size < HELPER_MIN_BYTES:
             return None
         with tempfile.TemporaryFile(dir=spool_dir) as spool:
-            try:
-                reader = os.open(f"/proc/self/fd/{spool.fileno()}", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return None
+            reader = os.dup(spool.fileno())  # read with ``pread``: the offset is the helper's
             read_end, write_end = os.pipe()
             try:
                 pid = os.fork()
@@ -306,7 +330,7 @@ class RowListHelper:
         section = self._taken[key]
         if section is None:
             return json_chunks(listed, _LIST_DEPTH, may_hold_floats=may_hold_floats)
-        return read_range(self._spool, section.offset, section.length)
+        return _read(self._spool, section.offset, section.length)
 
     def _usable(self, key: str, listed: ProjectedRows, loaded: LoadedFile) -> Section | None:
         """Return the helper's section for ``key`` if it reported it and it is usable."""
