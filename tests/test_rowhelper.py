@@ -279,6 +279,22 @@ def test_lists_reported_after_a_late_one_are_still_taken(
     assert helper.used == len(COPIED_LISTS) - 1
 
 
+def test_records_read_after_close_build_their_lists_here(tmp_path: Path) -> None:
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        _wait_for_reports(helper)
+        outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+        records = build_records(outcome)
+        helped = helper.attach(records, outcome)
+        first = _record(helped)
+    finally:
+        helper.close()
+    with open(tmp_path / "reuses-a-closed-fd", "wb"):  # may take the closed fd number
+        assert _record(helped) == first == _record(records)
+    assert helper.used == len(COPIED_LISTS)
+
+
 def test_small_runs_and_one_cpu_get_no_helper(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

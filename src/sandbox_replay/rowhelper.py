@@ -261,6 +261,7 @@ class RowListHelper:
         self._unread = b""
         self._reported: dict[str, Section | None] = {}  # None: it could not make the list
         self._taken: dict[str, Section | None] = {}  # what each list's writing decided
+        self._closed = False
         self.used = 0
 
     @classmethod
@@ -308,6 +309,7 @@ class RowListHelper:
         """Return ``records``, each copied list to be taken from the helper if usable then.
 
         Nothing is taken when the forbidden-material scan matched (the record is redacted).
+        Write the records before ``close``: a list read after it is built here.
         """
         if replay.scan.matched_texts:
             return records
@@ -328,7 +330,7 @@ class RowListHelper:
             self._taken[key] = self._usable(key, listed, loaded)
             self.used += self._taken[key] is not None
         section = self._taken[key]
-        if section is None:
+        if section is None or self._closed:  # after ``close`` its file may be another's
             return json_chunks(listed, _LIST_DEPTH, may_hold_floats=may_hold_floats)
         return _read(self._spool, section.offset, section.length)
 
@@ -376,6 +378,7 @@ class RowListHelper:
     def close(self) -> None:
         """Stop the helper if it still runs, and free its temporary file."""
         self._stop()
+        self._closed = True
         for fd in (self._report, self._spool):
             with contextlib.suppress(OSError):
                 os.close(fd)
