@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import sys
 
 _PR_SET_PDEATHSIG = 1
+
+
+def usable_cpus() -> int:
+    """Return how many CPUs this process may run on (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on every system
+        return max(1, os.cpu_count() or 1)
 
 
 def die_with_parent() -> None:

@@ -43,7 +43,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from sandbox_replay.atomic import Verbatim, json_chunks, list_chunks
-from sandbox_replay.forking import die_with_parent
+from sandbox_replay.forking import die_with_parent, usable_cpus
 from sandbox_replay.inputs import RowRef
 from sandbox_replay.lazyrows import ROWS_PER_CHUNK
 from sandbox_replay.loader import (
@@ -217,7 +217,7 @@ def _helper_main(root: Path, limits: LoadLimits, spool: int, report: int) -> Non
         except _Unusable:
             pass
         else:
-            os.fdatasync(spool)
+            getattr(os, "fdatasync", os.fsync)(spool)  # macOS has no fdatasync
             entry += [sha256, rows, offset, out.written]
         os.write(report, orjson.dumps(entry) + b"\n")
 
@@ -272,7 +272,7 @@ class RowListHelper:
         CPU, or the system cannot fork. The helper's unlinked temporary file is in
         ``spool_dir`` (the record's own folder: it has room for the record).
         """
-        if not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
+        if not hasattr(os, "fork") or usable_cpus() < 2:
             return None
         size = 0
         for _, name, _ in COPIED_LISTS:

@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sandbox_replay.atomic import dump_json
+from sandbox_replay.forking import usable_cpus
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, discover_runs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
@@ -187,10 +188,7 @@ class _Pages:
 
 def default_jobs() -> int:
     """Return the default number of build processes: the number of usable cores."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on every system
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def build_site(config: BuildConfig) -> BuildResult:
