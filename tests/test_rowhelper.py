@@ -7,6 +7,7 @@ Small read pieces and batches put every cut of the streaming reader to work.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -321,6 +322,18 @@ def test_the_helper_runs_only_on_idle_cpu_time() -> None:
     os.close(read_end)
     os.waitpid(pid, 0)
     assert int(policy) == os.SCHED_IDLE
+
+
+def test_the_reader_stops_at_the_size_the_file_had_when_opened() -> None:
+    text = b'{"rows": [\n  {"request_id": "a"},\n  {"request_id": "b"}\n]}\n'
+    fields = ("request_id",)
+    reader = rowhelper._RowReader(io.BytesIO(text), len(text), "f.json", fields)
+    rows = [row for batch in reader.batches() for row in batch]
+    assert rows == [{"request_id": "a", "line": 2}, {"request_id": "b", "line": 3}]
+    assert reader.rows == 2
+    grown = rowhelper._RowReader(io.BytesIO(text), len(text) - 1, "f.json", fields)
+    with pytest.raises(rowhelper._Unusable):
+        list(grown.batches())
 
 
 def _cli(*args: str) -> Any:

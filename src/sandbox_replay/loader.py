@@ -265,16 +265,18 @@ def open_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> 
         if exc.errno == errno.ELOOP:  # a symlink now stands where the file was
             raise FileChangedError("was replaced by a symlink before it was opened") from None
         raise
-    opened = os.fstat(handle.fileno())
-    if inspected is not None and (opened.st_dev, opened.st_ino) != (
-        inspected.st_dev,
-        inspected.st_ino,
-    ):
+    try:
+        opened = os.fstat(handle.fileno())
+        if inspected is not None and (opened.st_dev, opened.st_ino) != (
+            inspected.st_dev,
+            inspected.st_ino,
+        ):
+            raise FileChangedError("was replaced by another file before it was opened")
+        if opened.st_size > limit:
+            raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")
+    except BaseException:
         handle.close()
-        raise FileChangedError("was replaced by another file before it was opened")
-    if opened.st_size > limit:
-        handle.close()
-        raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")
+        raise
     return handle
 
 

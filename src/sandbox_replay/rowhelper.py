@@ -64,8 +64,6 @@ HELPER_MIN_BYTES = 8 * 1024 * 1024
 _LIST_DEPTH = 1
 # The helper reads its files this many bytes at a time.
 _READ_SIZE = 4 * 1024 * 1024
-# Each list starts at a multiple of this in the helper's file, as ``O_DIRECT`` needs.
-_ALIGN = 4096
 # Rows parsed, projected and serialised together: as many as the record's chunks hold.
 _BATCH_ROWS = ROWS_PER_CHUNK
 
@@ -86,7 +84,7 @@ class Section:
 
 
 def _cut(text: bytes, last: bool) -> list[Any]:
-    """Parse the rows in ``text``, which runs from one row's ``{`` to the next row's.
+    """Parse the rows in ``text``: from a row's ``{`` to the next batch's, or the file's end.
 
     Between two rows comes ","; after the last, the "]" and "}" closing the list and the
     file. A cut anywhere else leaves a string or an object open, so the batch does not
@@ -114,8 +112,9 @@ class _RowReader:
     once every batch was read, how many rows there were and the sha256 of every byte.
     """
 
-    def __init__(self, handle: BinaryIO, name: str, fields: Sequence[str]) -> None:
+    def __init__(self, handle: BinaryIO, size: int, name: str, fields: Sequence[str]) -> None:
         self.handle = handle
+        self.size = size  # the file's size when opened: it is read no further
         self.name = name
         self.names = tuple(dict.fromkeys(fields))  # as ``ProjectedRows`` keeps them
         self.rows = 0
@@ -132,7 +131,11 @@ class _RowReader:
         lines: list[int] = []  # and the line it is on
         line = 1  # the line the end of ``buf`` is on
         top = True  # whether the next "{" is the file's own
-        while piece := self.handle.read(_READ_SIZE):
+        left = self.size + 1  # one byte more would mean the file grew
+        while piece := self.handle.read(min(_READ_SIZE, left)):
+            left -= len(piece)
+            if not left:
+                raise _Unusable("the file grew while it was read")
             self.hash.update(piece)
             # Where each "{" of the piece is in ``buf``, and its line, in C: the piece
             # split at every "{", each part's length and line ends summed up to it.
@@ -193,7 +196,7 @@ def _serialise(
     except (InputRefused, FileChangedError):
         raise _Unusable("the file could not be opened") from None
     with handle:
-        reader = _RowReader(handle, name, fields)
+        reader = _RowReader(handle, os.fstat(handle.fileno()).st_size, name, fields)
         out.writelines(list_chunks(reader.batches(), _LIST_DEPTH, may_hold_floats=False))
     return reader.digest, reader.rows
 
@@ -201,20 +204,19 @@ def _serialise(
 def _helper_main(root: Path, limits: LoadLimits, spool: int, report: int) -> None:
     """The helper process: write each copied list into ``spool`` and report it on ``report``.
 
-    Each list starts at an aligned offset and goes through the page cache, then is synced:
+    Each list is written after the last one, through the page cache, then synced:
     this process reads it back soon after, from memory, and the kernel is left no dirty
     pages to write back meanwhile. Its report line (JSON: the key, then the file's sha256,
     the rows, the offset and the length, or the key alone for a list it could not make)
     follows once every byte of it is in the file.
     """
     for key, name, fields in COPIED_LISTS:
-        end = os.lseek(spool, 0, os.SEEK_END)
-        offset = os.lseek(spool, -end % _ALIGN + end, os.SEEK_SET)
+        offset = os.lseek(spool, 0, os.SEEK_END)  # after what any list before left
         out = _Spool(spool)
         entry: list[Any] = [key]
         try:
             sha256, rows = _serialise(root, name, fields, limits, out)
-        except _Unusable:
+        except (_Unusable, OSError):
             pass
         else:
             getattr(os, "fdatasync", os.fsync)(spool)  # macOS has no fdatasync
