@@ -44,12 +44,18 @@ def test_two_jobs_build_the_same_site_as_one(tmp_path: Path) -> None:
     assert len(sites[1]) > 15
 
 
-def test_a_large_run_shares_its_pages_between_processes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _large_run_built_alone(tmp_path: Path) -> tuple[Path, Path]:
+    """Generate a run with a few pages per listing; build its site in one process."""
     bundle = generate(tmp_path / "in" / "big", 1100, seed=5, failing_fraction=0.1)
     single = tmp_path / "single"
     build_site(BuildConfig((bundle.parent,), single, cwd=tmp_path, progress=quiet, jobs=1))
+    return bundle, single
+
+
+def test_a_large_run_shares_its_pages_between_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, single = _large_run_built_alone(tmp_path)
     forks: list[int] = []
 
     def counted_fork() -> int:
@@ -214,9 +220,7 @@ def test_pages_of_a_helper_that_dies_are_rendered_again(tmp_path: Path) -> None:
 def test_a_build_whose_page_helper_is_killed_writes_the_whole_site(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundle = generate(tmp_path / "in" / "big", 1100, seed=5, failing_fraction=0.1)
-    single = tmp_path / "single"
-    build_site(BuildConfig((bundle.parent,), single, cwd=tmp_path, progress=quiet, jobs=1))
+    bundle, single = _large_run_built_alone(tmp_path)
     parent = os.getpid()
     marker = tmp_path / "helper-took-a-page"
     real_put, real_stream = parallel.put_file, parallel._stream_result

@@ -226,17 +226,23 @@ def test_a_helper_that_died_leaves_every_list_to_this_process(tmp_path: Path) ->
     assert written == _record(records)
 
 
+def _hold_back(monkeypatch: pytest.MonkeyPatch, held: str, until: Path) -> None:
+    """Have the helper (forked after this) wait before the list of file ``held`` until
+    ``until`` exists."""
+    serialise = rowhelper._serialise
+
+    def held_back(root: Path, name: str, *rest: Any) -> tuple[str, int]:
+        while name == held and not until.exists():
+            time.sleep(0.01)
+        return serialise(root, name, *rest)
+
+    monkeypatch.setattr(rowhelper, "_serialise", held_back)
+
+
 def test_lists_the_helper_has_not_reported_are_built_here(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    serialise = rowhelper._serialise
-
-    def stuck_on_effects(root: Path, name: str, *rest: Any) -> tuple[str, int]:
-        if name == SIDE_EFFECT_RECEIPTS:  # in the helper: never reported
-            time.sleep(600)
-        return serialise(root, name, *rest)
-
-    monkeypatch.setattr(rowhelper, "_serialise", stuck_on_effects)
+    _hold_back(monkeypatch, SIDE_EFFECT_RECEIPTS, tmp_path / "never")  # never reported
     helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
     assert helper is not None
     try:
@@ -254,15 +260,8 @@ def test_lists_the_helper_has_not_reported_are_built_here(
 def test_lists_reported_after_a_late_one_are_still_taken(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    serialise = rowhelper._serialise
     go_on = tmp_path / "go-on"
-
-    def late_with_requests(root: Path, name: str, *rest: Any) -> tuple[str, int]:
-        while name == ACTION_REQUESTS and not go_on.exists():  # in the helper
-            time.sleep(0.01)
-        return serialise(root, name, *rest)
-
-    monkeypatch.setattr(rowhelper, "_serialise", late_with_requests)
+    _hold_back(monkeypatch, ACTION_REQUESTS, go_on)
     helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
     assert helper is not None
     try:
