@@ -17,14 +17,6 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
 from sandbox_replay.exports import ExportTargets, discovered_runs, export_run, write_exports
-from sandbox_replay.exports.markdown import check_site_url
-from sandbox_replay.exports.pack import (
-    PackConfig,
-    PackError,
-    default_archive,
-    pack_site,
-    source_date_epoch,
-)
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import Replay, ReplayConfig, replay
@@ -143,6 +135,8 @@ def check_export_targets(targets: ExportTargets) -> None:
         if path.is_dir():
             raise usage_error(f"export path {path} is a folder, not a file")
     if targets.site_url is not None:
+        from sandbox_replay.exports.markdown import check_site_url  # its chart code, only here
+
         try:
             check_site_url(targets.site_url)
         except ValueError as error:
@@ -481,6 +475,14 @@ def pack(
     Entries are sorted, owned by 0:0 with normalised modes, and dated SOURCE_DATE_EPOCH
     (0 when unset), so packing the same site twice gives the same bytes.
     """
+    from sandbox_replay.exports.pack import (
+        PackConfig,
+        PackError,
+        default_archive,
+        pack_site,
+        source_date_epoch,
+    )
+
     try:
         config = PackConfig(site_dir, out or default_archive(site_dir), source_date_epoch())
         written = pack_site(config)
