@@ -295,6 +295,21 @@ def test_records_read_after_close_build_their_lists_here(tmp_path: Path) -> None
     assert helper.used == len(COPIED_LISTS)
 
 
+def test_closing_twice_leaves_descriptors_now_used_by_other_files_open(tmp_path: Path) -> None:
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    helper.close()
+    # Opened after the first close, these take the helper's freed descriptor numbers.
+    others = [os.open(tmp_path / f"other-{n}", os.O_WRONLY | os.O_CREAT) for n in range(2)]
+    try:
+        helper.close()
+        for fd in others:
+            os.fstat(fd)  # still open
+    finally:
+        for fd in others:
+            os.close(fd)
+
+
 def test_small_runs_and_one_cpu_get_no_helper(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

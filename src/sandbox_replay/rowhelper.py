@@ -11,6 +11,8 @@ is written, in the record's order. When the record is written and comes to a lis
 copies that list's bytes in if the helper reported it by then (``RowListHelper.attach``);
 a list not reported yet is built here while the helper goes on with the next. Nothing waits for the helper, so it never
 makes a run slower than building everything here would, bar the CPU time it takes.
+``build`` uses one the same way for a lone run it builds with processes to spare
+(``report.parallel.build_run``).
 
 The helper is trusted with nothing. A list is used only when this process loaded its
 file by the fast path for plain list files (``loader._parse_list_file_fast``: flat rows,
@@ -378,7 +380,9 @@ class RowListHelper:
             self._pid = None
 
     def close(self) -> None:
-        """Stop the helper if it still runs, and free its temporary file."""
+        """Stop the helper if it still runs, and free its temporary file (once: no-op after)."""
+        if self._closed:  # its descriptors' numbers may belong to other files by now
+            return
         self._stop()
         self._closed = True
         for fd in (self._report, self._spool):

@@ -31,7 +31,7 @@ from typing import Any
 from sandbox_replay.blockwrite import BlockWriter, write_whole
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
-from sandbox_replay.records import RunRecords, build_records
+from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.views import (
@@ -42,6 +42,7 @@ from sandbox_replay.report.views import (
     subpage_paths,
     summarize_run,
 )
+from sandbox_replay.rowhelper import RowListHelper
 from sandbox_replay.version import __version__
 
 
@@ -140,14 +141,37 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     The result record is written first, then the run page, which shows the record's
     digest, then the sub-pages. With more than one process to use, processes forked once
     the replay is done build their own view-models and render sub-pages all along, and
-    this one joins them once its record and run page are done (``_render_shared``).
-    ``keep_alive``, if given, is handed the replay, its records and view-models instead
+    this one joins them once its record and run page are done (``_render_shared``); and
+    a ``RowListHelper`` forked before the replay serialises the record's copied row lists
+    (as for ``run-sandbox-bundle``). ``keep_alive``, if given, is handed the replay, its records and view-models instead
     of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
+    config = ReplayConfig(task.run.path, task.run.mode)
+    # A lone large run built with processes to spare: its copied row lists are serialised
+    # while it replays (the second core is then mostly idle), not after.
+    lists = None
+    if task.staging is not None and task.page_jobs > 1:
+        lists = RowListHelper.start(config.input_dir, config.limits, task.staging)
+    try:
+        return _build_run(task, config, lists, started, keep_alive)
+    finally:
+        if lists is not None:
+            lists.close()
+
+
+def _build_run(
+    task: RunTask,
+    config: ReplayConfig,
+    lists: RowListHelper | None,
+    started: float,
+    keep_alive: Callable[..., None] | None,
+) -> RunBuilt:
     run = task.run
-    outcome = replay(ReplayConfig(run.path, run.mode))
+    outcome = replay(config)
     records = build_records(outcome)
+    if lists is not None:
+        records = lists.attach(records, outcome)
     replayed = time.perf_counter()
     needles = needles_of(outcome.scan.matched_texts)
     result_path = f"runs/{run.name}/result.json"
@@ -164,7 +188,12 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
 
     def write_result() -> str:
         if task.staging is not None:
-            return "sha256:" + _stream_result(records, task.staging, result_path, needles)
+            digest = _stream_result(records, task.staging, result_path, needles)
+            if lists is not None:
+                used = f"{lists.used} of {len(COPIED_LISTS)} copied row lists"
+                notes.append(f"{used} came from the helper process")
+                lists.close()  # written: its process and temporary file are done with
+            return "sha256:" + digest
         result_bytes = records.result_bytes
         refuse_matched(result_path, result_bytes, needles)
         files[result_path] = result_bytes
