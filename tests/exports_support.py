@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, SCENARIOS, edit_json
 from sandbox_replay import InputMode, ReplayConfig, replay
-from sandbox_replay.exports import ExportRun, export_run
+from sandbox_replay.exports import ExportFacts, ExportRun, export_run
 
 # A request id built to break every format the exports write: XML structure and CDATA,
 # Markdown links, images, emphasis and tables, HTML, line breaks, a bidi override and
@@ -60,4 +60,4 @@ def hostile_run(tmp_path: Path) -> ExportRun:
         data["action_requests"][0]["request_id"] = HOSTILE
     outcome = replay(ReplayConfig(folder, InputMode.FIXTURE))
     assert any(HOSTILE in f.subject_id for f in outcome.findings)
-    return ExportRun(HOSTILE, outcome, "")
+    return ExportRun(HOSTILE, ExportFacts.of(outcome), "")

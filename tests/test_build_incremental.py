@@ -142,6 +142,50 @@ def test_a_damaged_status_file_means_a_full_build(
     assert len(replayed) == 2
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda facts, layer: facts.pop("layers"),
+        lambda facts, layer: facts.update(input_mode="neither"),
+        lambda facts, layer: layer.update(ran="yes"),
+        lambda facts, layer: layer["findings"][0].__setitem__(0, "NOT_A_CODE"),
+        lambda facts, layer: layer["findings"][0].__setitem__(6, "12"),
+    ],
+    ids=["no-layers", "unknown-mode", "ran-not-a-flag", "unknown-code", "line-not-a-number"],
+)
+def test_damaged_export_facts_in_the_status_file_mean_a_full_build(
+    inputs: Path, tmp_path: Path, replayed: list[Path], damage: Any
+) -> None:
+    out = tmp_path / "site"
+    build(inputs, out)
+    status = out / incremental.STATUS_FILE
+    data = json.loads(status.read_text("utf-8"))
+    # A run and one of its layers with findings (the fixture's planted cases have some).
+    facts, layer = next(
+        (run["exports"], layer)
+        for run in data["runs"]
+        for layer in run["exports"]["layers"]
+        if layer["findings"]
+    )
+    damage(facts, layer)
+    status.write_text(json.dumps(data))
+    replayed.clear()
+    build(inputs, out)
+    assert len(replayed) == 2
+
+
+def test_export_facts_read_back_from_the_status_file_are_those_made(
+    inputs: Path, tmp_path: Path
+) -> None:
+    first = build(inputs, tmp_path / "site")
+    again = build(inputs, tmp_path / "site")  # every run reused: its facts read back
+    assert again.reused == 2
+    assert again.exports == first.exports
+    assert {facts.headline for facts in again.exports.values()} == {
+        run.headline for run in first.runs
+    }
+
+
 def test_a_missing_page_of_a_reused_run_means_it_is_rebuilt(
     inputs: Path, tmp_path: Path, replayed: list[Path]
 ) -> None:

@@ -51,7 +51,7 @@ def check_junitparser(path: Path, runs: list[ExportRun]) -> None:
         assert suite.failures == sum(1 for c in cases if not c.is_passed)
         failure_types = {r.type for c in cases for r in c.result}
         assert failure_types <= set(REGISTRY_CODES) | {"not_run"}
-        if not run.replay.passed:
+        if not run.facts.passed:
             assert failure_types
 
 
@@ -70,10 +70,10 @@ def test_every_builtin_run_parses(name: str, tmp_path: Path) -> None:
     suite = root.find("testsuite")
     assert suite is not None and suite.get("name") == name
     failures = suite.findall("testcase/failure")
-    assert bool(failures) == (not run.replay.passed)
+    assert bool(failures) == (not run.facts.passed)
     # Every code the run raised is named in some failure (planted cases aside).
     text = " ".join((f.get("message") or "") + (f.text or "") for f in failures)
-    unexpected = {f.error_code for f in run.replay.findings if f.layer.value != "negative_cases"}
+    unexpected = {f.error_code for f in run.facts.findings if f.layer.value != "negative_cases"}
     for code in unexpected:
         assert code in text
 
@@ -93,7 +93,7 @@ def test_fixture_has_a_testcase_per_layer_and_per_negative_case() -> None:
     assert suite is not None
     classnames = [c.get("classname") for c in suite.findall("testcase")]
     layers = [
-        layer.layer.value for layer in run.replay.layers if layer.layer.value != "negative_cases"
+        layer.layer.value for layer in run.facts.layers if layer.layer.value != "negative_cases"
     ]
     assert [c for c in classnames if c != "negative_cases"] == layers
     negative = [c.get("name") for c in suite.findall("testcase[@classname='negative_cases']")]

@@ -57,11 +57,11 @@ def test_every_builtin_run_renders(name: str) -> None:
     for shape in table_shapes(text):
         assert len(set(shape)) == 1, "every row of a table has the header's cell count"
     assert "```mermaid\nflowchart LR\n" in text
-    assert ("✅ pass" if run.replay.passed else "❌ blocked") in text
-    shown = min(len(run.replay.findings), MAX_FINDINGS)
+    assert ("✅ pass" if run.facts.passed else "❌ blocked") in text
+    shown = min(len(run.facts.findings), MAX_FINDINGS)
     if shown:
-        assert f"### Findings ({shown} of {len(run.replay.findings)}" in text
-    for code in {f.error_code for f in run.replay.findings}:
+        assert f"### Findings ({shown} of {len(run.facts.findings)}" in text
+    for code in {f.error_code for f in run.facts.findings}:
         assert f"`{code}`" in text
 
 
@@ -74,9 +74,9 @@ def test_top_findings_are_capped_and_most_severe_first(tmp_path: Path) -> None:
         if case.name.startswith(("real_", "live_", "raw_", "unlogged_")):
             case.unlink()
     run = export_run("broken", replay(ReplayConfig(folder, InputMode.FIXTURE)), tmp_path)
-    assert len(run.replay.findings) > MAX_FINDINGS
+    assert len(run.facts.findings) > MAX_FINDINGS
     text = build_markdown([run])
-    assert f"### Findings ({MAX_FINDINGS} of {len(run.replay.findings)}" in text
+    assert f"### Findings ({MAX_FINDINGS} of {len(run.facts.findings)}" in text
     section = text.split("### Findings", 1)[1].split("```mermaid", 1)[0]
     rows = [
         line for line in section.splitlines() if line.startswith("| ") and "Severity" not in line

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIRST_WAVE, REPO, read_json, write_json
+from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, read_json, write_json
 from exports_support import BUILTIN_IDS, HOSTILE, all_builtin_runs, builtin_run, hostile_run
 from sandbox_replay import InputMode, ReplayConfig, replay
 from sandbox_replay.cli import app
@@ -81,7 +81,7 @@ def test_every_builtin_run_is_valid_sarif(name: str, validator: Any) -> None:
     log = json.loads(sarif_bytes([run]))
     validator.validate(log)
     check_github(log)
-    assert len(log["runs"][0]["results"]) == len(run.replay.findings)
+    assert len(log["runs"][0]["results"]) == len(run.facts.findings)
     assert log["runs"][0]["automationDetails"]["id"] == f"sandbox-replay/{name}/"
 
 
@@ -121,7 +121,7 @@ def test_passing_fixture_gives_no_gating_result() -> None:
 def test_blocked_scenarios_raise_error_results() -> None:
     for name in BUILTIN_IDS:
         run = builtin_run(name)
-        if run.replay.passed:
+        if run.facts.passed:
             continue
         results = build_sarif([run])["runs"][0]["results"]
         assert any(r["level"] == "error" for r in results), name
@@ -234,7 +234,7 @@ def test_cli_bundle_sarif_exit_code_follows_the_run(
 
 def test_hostile_name_in_sarif_does_not_break_json() -> None:
     run = builtin_run("first_wave")
-    renamed = type(run)(HOSTILE, run.replay, run.source_root)
+    renamed = type(run)(HOSTILE, run.facts, run.source_root)
     log = json.loads(sarif_bytes([renamed]))
     assert log["runs"][0]["automationDetails"]["id"].startswith("sandbox-replay/req_")
 
@@ -270,24 +270,28 @@ def test_build_exports_one_sarif_run_per_site_run(
     assert summary.read_text("utf-8").count("\n## ") == len(pages)
 
 
-def test_build_of_one_run_exports_its_own_replay(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_build_exports_without_replaying_a_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: str
 ) -> None:
-    # A lone run is replayed once, by the build; the exports reuse that replay, and their
-    # bytes are those of exports that replay the run again.
-    from sandbox_replay import cli, pipeline
+    # The build replays each run once, here or in a worker, and reuses unchanged runs
+    # from its status file; the exports take what it made of each run, and their bytes
+    # are those of exports that replay every run again.
+    from sandbox_replay import exports, pipeline
+    from sandbox_replay.exports import render_exports
 
     monkeypatch.chdir(REPO)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    shutil.copytree(EXPORTED_BUNDLE, runs / "exported")
+    shutil.copytree(FIRST_WAVE, runs / "fixture")
+    options = ["--sarif", "--junit", "--markdown"]
 
-    def build(name: str, reuse: bool) -> list[bytes]:
+    def build(name: str) -> list[bytes]:
         outputs = [tmp_path / f"{name}.sarif", tmp_path / f"{name}.xml", tmp_path / f"{name}.md"]
-        options = ["--sarif", "--junit", "--markdown"]
         arguments = [item for pair in zip(options, map(str, outputs), strict=True) for item in pair]
-        site = ["build", "fixtures/bundles/exported_bundle", "--out", str(tmp_path / name)]
-        with monkeypatch.context() as patch:
-            if not reuse:
-                patch.setattr(cli._KeptReplays, "keep", lambda self, *objects: None)
-            result = CliRunner().invoke(app, [*site, *arguments])
+        site = ["build", str(runs), "--out", str(tmp_path / "site"), "--jobs", jobs]
+        result = CliRunner().invoke(app, [*site, *arguments])
         assert result.exit_code == 0, result.output
         return [path.read_bytes() for path in outputs]
 
@@ -298,12 +302,14 @@ def test_build_of_one_run_exports_its_own_replay(
         replays.append(config.input_dir)
         return counted(config)
 
-    monkeypatch.setattr(pipeline, "replay", counting)  # the exports' replays only
-    reused = build("reused", reuse=True)
+    monkeypatch.setattr(pipeline, "replay", counting)  # the exports' own replays only
+    built = build("built")
+    rebuilt = build("rebuilt")  # every run reused
     assert replays == []
-    again = build("again", reuse=False)
-    assert len(replays) == 1
-    assert reused == again
+    targets = exports.ExportTargets(*(tmp_path / f"again{suffix}" for suffix in (".s", ".x", ".m")))
+    again = [data for _, data in render_exports(targets, exports.discovered_runs([runs]))]
+    assert len(replays) == 2
+    assert built == rebuilt == again
 
 
 def test_results_beyond_the_github_limit_keep_the_most_severe(

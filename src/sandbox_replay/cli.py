@@ -19,7 +19,7 @@ from sandbox_replay.codes import REGISTRY, Layer, lookup
 from sandbox_replay.exports import ExportTargets, discovered_runs, export_run, write_exports
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
-from sandbox_replay.pipeline import Replay, ReplayConfig, replay
+from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records, write_records
 from sandbox_replay.rowhelper import RowListHelper
 from sandbox_replay.version import __version__
@@ -143,19 +143,6 @@ def check_export_targets(targets: ExportTargets) -> None:
             raise usage_error(str(error)) from None
 
 
-class _KeptReplays:
-    """What ``build`` hands back of a run it replayed here: reused by the exports, if any."""
-
-    def __init__(self, for_exports: bool) -> None:
-        self.for_exports = for_exports
-        self.replays: list[Replay] = []
-
-    def keep(self, outcome: Replay, *rest: object) -> None:
-        if self.for_exports:
-            self.replays.append(outcome)
-        leave_to_exit(outcome, *rest)
-
-
 @contextlib.contextmanager
 def _row_helper(
     input_dir: Path, out_dir: Path, limits: LoadLimits, jobs: int | None
@@ -204,7 +191,9 @@ def _execute(
                 progress(f"{lists} came from the helper process")
             progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
             if targets.paths():
-                runs = [export_run(input_dir.resolve().name, outcome)]
+                summary = targets.markdown is not None  # only it shows headline and chart
+                name = input_dir.resolve().name
+                runs = [export_run(name, outcome, None, records.result, summary=summary)]
                 written += write_exports(targets, runs)
         except OSError as error:
             where = f" {error.filename}" if error.filename else ""
@@ -583,7 +572,6 @@ def build(
         raise usage_error(f"templates folder {templates} does not exist")
     targets = ExportTargets(sarif, junit, markdown, site_url)
     check_export_targets(targets)
-    kept = _KeptReplays(bool(targets.paths()))
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
     try:
@@ -597,13 +585,14 @@ def build(
             scheduler=scheduler,
             single_file=single_file,
             rebuild=rebuild,
-            keep_alive=kept.keep,
+            keep_alive=leave_to_exit,
         )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.
         exported = []
         if targets.paths():
-            runs = discovered_runs(config.paths, replayed=kept.replays)
+            summary = targets.markdown is not None
+            runs = discovered_runs(config.paths, known=result.exports, summary=summary)
             exported = write_exports(targets, runs)
     except (BuildError, DiscoveryError, SchedulerError) as error:
         raise usage_error(str(error)) from None

@@ -1,10 +1,16 @@
 """Exports for CI: SARIF 2.1.0, JUnit XML and a Markdown summary of one or more runs.
 
-Each exporter takes a list of ``ExportRun`` (a replay plus the name and repository-relative
-folder it is reported under) and returns the bytes to write; none of them reads or writes
-files itself, so the CLI writes every output only after every run is in memory.
+Each exporter takes a list of ``ExportRun`` (what the exports show of a replay, its
+``ExportFacts``, plus the name and repository-relative folder it is reported under) and
+returns the bytes to write; none of them reads or writes files itself, so the CLI writes
+every output only after every run is in memory.
 
-``export_run`` and ``discovered_runs`` hand the exporters a redacted replay: when the
+``ExportFacts`` are small next to the replay they come from (the findings and a few
+fields), so ``build`` makes them where it replays a run, in a worker process too, and
+keeps them in its status file: a run it reuses, or built in another process, is exported
+without being replayed again.
+
+``export_run`` and ``discovered_runs`` hand the exporters redacted facts: when the
 forbidden-material scan matched anything, every finding message, subject and path and the
 bundle id holding a matched text is replaced (``records.redact``), as in the records.
 """
@@ -12,16 +18,194 @@ bundle id holding a matched text is replaced (``records.redact``), as in the rec
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from sandbox_replay.atomic import write_bytes_atomic
 from sandbox_replay.codes import Layer
 from sandbox_replay.findings import Finding
 from sandbox_replay.inputs import InputMode
+from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.layers.negative_cases import NegativeCaseOutcome
 from sandbox_replay.pipeline import Replay
-from sandbox_replay.records import redact
+from sandbox_replay.records import build_result, redact
+
+
+@dataclass(frozen=True)
+class ExportFacts:
+    """What the exports show of one replayed run, already redacted.
+
+    ``layers`` are the replay's layers without their counts; ``headline`` and ``chart``
+    (the gap headline's text and the pipeline chart's Mermaid source, for the Markdown
+    summary) are None when the facts were made without them (``ExportFacts.of``).
+    """
+
+    status: str
+    input_mode: InputMode
+    bundle_id: str
+    request_count: int
+    layers: tuple[LayerResult, ...]
+    negative: NegativeCaseOutcome | None
+    headline: str | None = None
+    chart: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    @cached_property
+    def findings(self) -> list[Finding]:
+        """Every layer's findings in the result record's order (as ``Replay.findings``)."""
+        return sorted((f for layer in self.layers for f in layer.findings), key=Finding.sort_key)
+
+    def layer(self, layer: Layer) -> LayerResult | None:
+        return next((r for r in self.layers if r.layer is layer), None)
+
+    @classmethod
+    def of(
+        cls,
+        outcome: Replay,
+        record: Mapping[str, Any] | None = None,
+        headline: str | None = None,
+        *,
+        summary: bool = True,
+    ) -> ExportFacts:
+        """Return the facts of ``outcome``, redacted; with ``summary``, its headline and chart.
+
+        ``record`` and ``headline`` are the result record of ``outcome`` and its gap
+        headline's text if the caller has them already (a build does: its run page shows
+        both); they are taken only when nothing was redacted, which leaves them the very
+        ones the facts would be made from. Otherwise they are made here.
+        """
+        from sandbox_replay.exports.markdown import pipeline_mermaid  # it imports this module
+        from sandbox_replay.report.headline import gap_headline
+
+        shown = redacted(outcome)
+        if shown is not outcome:
+            record, headline = None, None
+        text = chart = None
+        if summary:
+            record = record if record is not None else build_result(shown)
+            text = headline if headline is not None else gap_headline(record).text
+            chart = pipeline_mermaid(record)
+        return cls(
+            status=shown.status,
+            input_mode=shown.run.mode,
+            bundle_id=shown.bundle_id,
+            request_count=len(shown.run.requests),
+            layers=tuple(LayerResult(r.layer, list(r.findings), {}, r.ran) for r in shown.layers),
+            negative=shown.negative,
+            headline=text,
+            chart=chart,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the facts as JSON values (``from_json`` reads them back)."""
+        negative = self.negative
+        return {
+            "status": self.status,
+            "input_mode": self.input_mode.value,
+            "bundle_id": self.bundle_id,
+            "request_count": self.request_count,
+            "layers": [
+                {
+                    "layer": layer.layer.value,
+                    "ran": layer.ran,
+                    "findings": [_finding_fields(f) for f in layer.findings],
+                }
+                for layer in self.layers
+            ],
+            "negative": (
+                None
+                if negative is None
+                else {"observed": negative.observed, "missing": negative.missing}
+            ),
+            "headline": self.headline,
+            "chart": self.chart,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExportFacts:
+        """Read ``to_json``'s values back; raise ValueError, KeyError or TypeError if malformed."""
+        negative = data["negative"]
+        return cls(
+            status=_text(data["status"]),
+            input_mode=InputMode(data["input_mode"]),
+            bundle_id=_text(data["bundle_id"]),
+            request_count=_number(data["request_count"]),
+            layers=tuple(
+                LayerResult(
+                    Layer(layer["layer"]),
+                    [_finding(fields) for fields in layer["findings"]],
+                    {},
+                    _flag(layer["ran"]),
+                )
+                for layer in data["layers"]
+            ),
+            negative=(
+                None
+                if negative is None
+                else NegativeCaseOutcome(
+                    {
+                        _text(case): [_text(code) for code in codes]
+                        for case, codes in negative["observed"].items()
+                    },
+                    [_text(case) for case in negative["missing"]],
+                )
+            ),
+            headline=_optional_text(data["headline"]),
+            chart=_optional_text(data["chart"]),
+        )
+
+
+def _finding_fields(finding: Finding) -> list[Any]:
+    return [
+        finding.error_code,
+        finding.message,
+        finding.negative_case_id,
+        finding.subject_id,
+        finding.subject_kind,
+        finding.path,
+        finding.line,
+    ]
+
+
+def _finding(fields: Sequence[Any]) -> Finding:
+    code, message, case, subject, kind, path, line = fields
+    return Finding(
+        _text(code),
+        _text(message),
+        _text(case),
+        _text(subject),
+        _text(kind),
+        _optional_text(path),
+        None if line is None else _number(line),
+    )
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _number(value: Any) -> int:
+    if type(value) is not int:
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _flag(value: Any) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -34,7 +218,7 @@ class ExportRun:
     """
 
     name: str
-    replay: Replay
+    facts: ExportFacts
     source_root: str
 
     def artifact_path(self, path: str) -> str:
@@ -75,9 +259,20 @@ def _redact_finding(finding: Finding, matched: frozenset[bytes]) -> Finding:
     return dataclasses.replace(finding, message=message, subject_id=subject_id, path=path)
 
 
-def export_run(name: str, outcome: Replay, base: Path | None = None) -> ExportRun:
-    """Wrap a replay for the exports (redacted), naming its folder relative to ``base``."""
-    return ExportRun(name, redacted(outcome), source_root_of(outcome.config.input_dir, base))
+def export_run(
+    name: str,
+    outcome: Replay,
+    base: Path | None = None,
+    record: Mapping[str, Any] | None = None,
+    *,
+    summary: bool = True,
+) -> ExportRun:
+    """Wrap a replay for the exports (redacted), naming its folder relative to ``base``.
+
+    ``record`` and ``summary`` are as for ``ExportFacts.of``.
+    """
+    facts = ExportFacts.of(outcome, record, summary=summary)
+    return ExportRun(name, facts, source_root_of(outcome.config.input_dir, base))
 
 
 def is_expected(run: ExportRun, finding: Finding) -> bool:
@@ -86,9 +281,9 @@ def is_expected(run: ExportRun, finding: Finding) -> bool:
     In fixture mode such a finding is the proof an alarm works, not a defect: the exports
     keep it visible but out of any gate.
     """
-    negative = run.replay.negative
+    negative = run.facts.negative
     return (
-        run.replay.run.mode is InputMode.FIXTURE
+        run.facts.input_mode is InputMode.FIXTURE
         and finding.layer is Layer.NEGATIVE_CASES
         and negative is not None
         and finding.error_code in negative.observed.get(finding.negative_case_id, [])
@@ -109,25 +304,30 @@ class ExportTargets:
 
 
 def discovered_runs(
-    paths: Sequence[Path], cwd: Path | None = None, replayed: Sequence[Replay] = ()
+    paths: Sequence[Path],
+    cwd: Path | None = None,
+    known: Mapping[str, ExportFacts] | None = None,
+    *,
+    summary: bool = True,
 ) -> list[ExportRun]:
-    """Replay every run ``build`` finds under ``paths``, named as the site names them.
+    """Return every run ``build`` finds under ``paths`` for the exports, named as the site
+    names them.
 
-    A run with a replay of the same config in ``replayed`` (one the build made and kept) is
-    not replayed again: a replay depends only on its config and the input files, which the
-    build has just read (at 600,000 requests a second replay is about a minute).
+    A run whose facts are ``known`` by that name (``BuildResult.exports``: the build made or
+    reused them from these very inputs) is not replayed again; any other run is.
     """
     from sandbox_replay.pipeline import ReplayConfig, replay
     from sandbox_replay.report.discover import discover_runs
 
-    def replay_of(config: ReplayConfig) -> Replay:
-        kept = (outcome for outcome in replayed if outcome.config == config)
-        return next(kept, None) or replay(config)
-
-    return [
-        export_run(run.name, replay_of(ReplayConfig(run.path, run.mode)), cwd)
-        for run in discover_runs(paths, cwd)
-    ]
+    runs = []
+    for run in discover_runs(paths, cwd):
+        facts = (known or {}).get(run.name)
+        if facts is None:
+            outcome = replay(ReplayConfig(run.path, run.mode))
+            runs.append(export_run(run.name, outcome, cwd, summary=summary))
+        else:
+            runs.append(ExportRun(run.name, facts, source_root_of(run.path, cwd)))
+    return runs
 
 
 def render_exports(targets: ExportTargets, runs: Sequence[ExportRun]) -> list[tuple[Path, bytes]]:

@@ -59,10 +59,10 @@ class CheckCase:
 
 def check_cases(run: ExportRun) -> list[CheckCase]:
     """Return the testcases of one run, in pipeline order."""
-    outcome = run.replay
-    fixture = outcome.run.mode is InputMode.FIXTURE
+    facts = run.facts
+    fixture = facts.input_mode is InputMode.FIXTURE
     cases: list[CheckCase] = []
-    for layer in outcome.layers:
+    for layer in facts.layers:
         if fixture and layer.layer is Layer.NEGATIVE_CASES:
             cases += _negative_cases(run)
             continue
@@ -72,9 +72,9 @@ def check_cases(run: ExportRun) -> list[CheckCase]:
 
 
 def _negative_cases(run: ExportRun) -> list[CheckCase]:
-    outcome = run.replay
-    layer = outcome.layer(Layer.NEGATIVE_CASES)
-    missing = set(outcome.negative.missing) if outcome.negative else set()
+    facts = run.facts
+    layer = facts.layer(Layer.NEGATIVE_CASES)
+    missing = set(facts.negative.missing) if facts.negative else set()
     findings = layer.findings if layer else []
     cases = []
     for case in NEGATIVE_CASES:
@@ -130,11 +130,11 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
         },
     )
     props = ET.SubElement(suite, "properties")
-    outcome = run.replay
+    facts = run.facts
     for name, value in (
-        ("status", outcome.status),
-        ("input_mode", outcome.run.mode.value),
-        ("bundle_id", outcome.bundle_id),
+        ("status", facts.status),
+        ("input_mode", facts.input_mode.value),
+        ("bundle_id", facts.bundle_id),
         ("source_root", run.source_root),
     ):
         ET.SubElement(props, "property", {"name": name, "value": one_line(value)})

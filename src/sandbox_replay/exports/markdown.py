@@ -16,18 +16,19 @@ layer titles, counts) are written unescaped, and the Mermaid block holds no inpu
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from sandbox_replay.codes import REGISTRY, Layer, Severity
-from sandbox_replay.exports import ExportRun, is_expected
+from sandbox_replay.exports import ExportFacts, ExportRun, is_expected
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
-from sandbox_replay.records import build_result
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.report.flowchart import FlowEdge, FlowNode, draw_flowchart
-from sandbox_replay.report.headline import gap_headline
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
@@ -78,7 +79,7 @@ class PipelineStep:
     status: str
 
 
-def _layer_status(result: dict[str, Any], *layers: Layer) -> str:
+def _layer_status(result: Mapping[str, Any], *layers: Layer) -> str:
     statuses = {row["layer"]: row["status"] for row in result["layers"]}
     found = [statuses[layer.value] for layer in layers if layer.value in statuses]
     if not found:
@@ -89,7 +90,7 @@ def _layer_status(result: dict[str, Any], *layers: Layer) -> str:
     return "pass"
 
 
-def pipeline_steps(result: dict[str, Any]) -> tuple[list[PipelineStep], list[tuple[str, str]]]:
+def pipeline_steps(result: Mapping[str, Any]) -> tuple[list[PipelineStep], list[tuple[str, str]]]:
     """Return the pipeline's steps with this run's counts, and the arrows between them."""
     trace = result["public_agent_execution_trace"]
     steps = [
@@ -157,7 +158,7 @@ def pipeline_steps(result: dict[str, Any]) -> tuple[list[PipelineStep], list[tup
     return steps, edges
 
 
-def pipeline_mermaid(result: dict[str, Any]) -> str:
+def pipeline_mermaid(result: Mapping[str, Any]) -> str:
     """Return the pipeline chart as Mermaid source; it holds only the tool's own text."""
     steps, edges = pipeline_steps(result)
     chart = draw_flowchart(
@@ -171,7 +172,7 @@ def pipeline_mermaid(result: dict[str, Any]) -> str:
 def top_findings(run: ExportRun) -> list[Finding]:
     """Return the findings to show: unexpected ones first, most severe first, then by order."""
     ranked = sorted(
-        run.replay.findings,
+        run.facts.findings,
         key=lambda f: (is_expected(run, f), _SEVERITY_RANK[REGISTRY[f.error_code].severity]),
     )
     return ranked[:MAX_FINDINGS]
@@ -183,35 +184,39 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _layer_mark(row: dict[str, Any], result: dict[str, Any]) -> str:
+def _layer_mark(layer: LayerResult, facts: ExportFacts) -> str:
     """Return a layer's status mark; planted negative cases that all fired read as a pass."""
-    expected = len(result["expected_negative_cases"])
-    if row["layer"] == Layer.NEGATIVE_CASES.value and expected and row["status"] != "not_run":
-        fired = expected - len(result["missing_negative_cases"])
+    fixture = facts.input_mode is InputMode.FIXTURE
+    expected = len(NEGATIVE_CASES) if fixture else 0
+    if layer.layer is Layer.NEGATIVE_CASES and expected and layer.status != "not_run":
+        missing = facts.negative.missing if facts.negative else []
+        fired = expected - len(missing)
         status = "pass" if fired == expected else "blocked"
         return f"{STATUS_MARK[status]} ({fired}/{expected} fired as expected)"
-    return STATUS_MARK.get(row["status"], md_text(row["status"]))
+    return STATUS_MARK.get(layer.status, md_text(layer.status))
 
 
 def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
-    result = build_result(run.replay)
+    facts = run.facts
+    if facts.headline is None or facts.chart is None:
+        raise ValueError(f"run {run.name!r}: its export facts were made without the summary")
     lines = [
-        f"## {md_text(run.name)}: {STATUS_MARK[result['status']]}",
+        f"## {md_text(run.name)}: {STATUS_MARK[facts.status]}",
         "",
-        md_text(gap_headline(result).text, limit=2000),
+        md_text(facts.headline, limit=2000),
         "",
-        f"Input `{result['input_mode']}`, bundle {md_text(result['bundle_id'])}, "
+        f"Input `{facts.input_mode.value}`, bundle {md_text(facts.bundle_id)}, "
         f"folder {md_text(run.source_root or '.')}.",
         "",
     ]
     layer_rows = [
-        [row["title"], _layer_mark(row, result), str(row["finding_count"])]
-        for row in result["layers"]
+        [layer.layer.label, _layer_mark(layer, facts), str(len(layer.findings))]
+        for layer in facts.layers
     ]
     lines += _table(["Layer", "Status", "Findings"], layer_rows)
     findings = top_findings(run)
     if findings:
-        total = len(run.replay.findings)
+        total = len(facts.findings)
         lines += ["", f"### Findings ({len(findings)} of {total}, most severe first)", ""]
         rows = []
         for f in findings:
@@ -228,7 +233,7 @@ def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
                 ]
             )
         lines += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
-    lines += ["", "```mermaid", pipeline_mermaid(result).rstrip("\n"), "```", ""]
+    lines += ["", "```mermaid", facts.chart.rstrip("\n"), "```", ""]
     return lines
 
 
@@ -236,7 +241,7 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
     """Return the Markdown summary of ``runs``."""
     if site_url is not None:
         check_site_url(site_url)
-    passed = sum(1 for run in runs if run.replay.passed)
+    passed = sum(1 for run in runs if run.facts.passed)
     lines = [
         f"# {TOOL_NAME} {__version__}: {passed}/{len(runs)} runs pass",
         "",
@@ -244,9 +249,9 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
     summary_rows = [
         [
             md_text(run.name),
-            STATUS_MARK[run.replay.status],
-            str(len(run.replay.run.requests)),
-            str(len(run.replay.findings)),
+            STATUS_MARK[run.facts.status],
+            str(run.facts.request_count),
+            str(len(run.facts.findings)),
         ]
         for run in runs
     ]

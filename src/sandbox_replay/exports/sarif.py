@@ -216,9 +216,9 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
     """Return the SARIF run of one replay."""
     rule_index = {rule["id"]: i for i, rule in enumerate(rules)}
     seen: Counter[str] = Counter()
-    outcome = run.replay
+    facts = run.facts
     # Built for every finding before any is dropped, so fingerprint numbering never shifts.
-    results = [build_result(run, f, rule_index, seen) for f in outcome.findings]
+    results = [build_result(run, f, rule_index, seen) for f in facts.findings]
     kept = most_severe(results, rules, MAX_RESULTS_PER_RUN)
     return {
         "tool": {
@@ -236,9 +236,9 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
         "results": kept,
         "columnKind": "unicodeCodePoints",
         "properties": {
-            "status": outcome.status,
-            "inputMode": outcome.run.mode.value,
-            "bundleId": visible(outcome.bundle_id),
+            "status": facts.status,
+            "inputMode": facts.input_mode.value,
+            "bundleId": visible(facts.bundle_id),
             "findingCount": len(results),
             "omittedResultCount": len(results) - len(kept),
         },

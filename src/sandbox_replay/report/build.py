@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sandbox_replay.atomic import dump_json
+from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import usable_cpus
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, discover_runs
@@ -138,6 +139,8 @@ class BuildResult:
     file_count: int
     unchanged: bool
     reused: int = 0
+    # What the exports show of each run, by name: replayed or reused, none replays again.
+    exports: Mapping[str, ExportFacts] = field(default_factory=dict)
 
     @property
     def any_blocked(self) -> bool:
@@ -224,6 +227,7 @@ def build_site(config: BuildConfig) -> BuildResult:
         pages = _Pages()
         summaries: dict[str, RunSummary] = {}
         run_files: dict[str, list[str]] = {}
+        exports: dict[str, ExportFacts] = {}
         needles: set[bytes] = set()
 
         # Phase 1 and 2 for reused runs: copy last build's pages of each unchanged run.
@@ -246,6 +250,7 @@ def build_site(config: BuildConfig) -> BuildResult:
                 pages.add_staged(path)
             summaries[run.name] = old.summary
             run_files[run.name] = list(old.files)
+            exports[run.name] = old.exports
             reused += 1
             progress(
                 f"reused {run.display_path} as runs/{run.name}: {old.summary.status} "
@@ -283,6 +288,8 @@ def build_site(config: BuildConfig) -> BuildResult:
                 pages.add_staged(path)
             summaries[task.run.name] = built.summary
             run_files[task.run.name] = sorted([*built.files, *built.written])
+            assert built.exports is not None  # build_run always makes them
+            exports[task.run.name] = built.exports
             needles.update(built.needles)
 
         # Phase 2 and 3 for the pages that span runs.
@@ -322,7 +329,8 @@ def build_site(config: BuildConfig) -> BuildResult:
                     "replays it again"
                 )
         status = incremental.status_record(
-            settings, [(keys[r.name], summaries[r.name], run_files[r.name]) for r in runs]
+            settings,
+            [(keys[r.name], summaries[r.name], run_files[r.name], exports[r.name]) for r in runs],
         )
         pages.add(incremental.STATUS_FILE, dump_json(status))
         for path, data in pages.files.items():
@@ -348,6 +356,7 @@ def build_site(config: BuildConfig) -> BuildResult:
         file_count=len(pages.files) + len(pages.staged),
         unchanged=unchanged,
         reused=reused,
+        exports=exports,
     )
 
 

@@ -14,7 +14,8 @@ The status file ``build-status.json`` at the root of the site records this (writ
      "runs": [{"name", "source_path", "mode",
                "inputs_sha256": "<hex over each file's relative path and bytes>",
                "files": [<site-relative paths of this run's pages, sorted>],
-               "summary": {<what the index, catalog and manifest need of the run>}}]}
+               "summary": {<what the index, catalog and manifest need of the run>},
+               "exports": {<what the exports show of the run: exports.ExportFacts>}}]}
 
 A status file that is missing, unreadable or of another format is ignored (a full build).
 """
@@ -31,6 +32,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from sandbox_replay.exports import ExportFacts
 from sandbox_replay.loader import open_regular
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
@@ -38,7 +40,7 @@ from sandbox_replay.report.views import RunSummary
 from sandbox_replay.version import __version__
 
 STATUS_FILE = "build-status.json"
-STATUS_FORMAT = 1
+STATUS_FORMAT = 2  # 2: each run's export facts
 _CHUNK = 1 << 20
 
 
@@ -48,6 +50,7 @@ class ReusableRun:
 
     summary: RunSummary
     files: tuple[str, ...]
+    exports: ExportFacts
 
 
 def _walk_package(node: Traversable, prefix: str) -> Iterable[tuple[str, bytes]]:
@@ -169,7 +172,8 @@ def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], Re
             key = tuple(str(entry[k]) for k in ("name", "source_path", "mode", "inputs_sha256"))
             files = tuple(str(f) for f in entry["files"])
             if all(_own_page(f, key[0], out_dir) for f in files):
-                found[key] = ReusableRun(RunSummary.from_json(entry["summary"]), files)
+                summary = RunSummary.from_json(entry["summary"])
+                found[key] = ReusableRun(summary, files, ExportFacts.from_json(entry["exports"]))
         return found
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
@@ -199,7 +203,8 @@ def _own_page(path: str, name: str, out_dir: Path) -> bool:
 
 
 def status_record(
-    settings_sha256: str, runs: Iterable[tuple[Mapping[str, str], RunSummary, list[str]]]
+    settings_sha256: str,
+    runs: Iterable[tuple[Mapping[str, str], RunSummary, list[str], ExportFacts]],
 ) -> dict[str, Any]:
     """Return the status file's content for the runs of this build."""
     return {
@@ -207,7 +212,12 @@ def status_record(
         "tool_version": __version__,
         "settings_sha256": settings_sha256,
         "runs": [
-            {**key, "files": sorted(files), "summary": summary.to_json()}
-            for key, summary, files in runs
+            {
+                **key,
+                "files": sorted(files),
+                "summary": summary.to_json(),
+                "exports": exports.to_json(),
+            }
+            for key, summary, files, exports in runs
         ],
     }

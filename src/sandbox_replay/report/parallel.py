@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_replay.blockwrite import BlockWriter, write_whole
+from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
 from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records
@@ -78,6 +79,8 @@ class RunBuilt:
     notes: list[str] = field(default_factory=list)  # for the build's progress lines
     # The sha256 of each file the replay read, by path in the run folder.
     input_digests: dict[str, str] = field(default_factory=dict)
+    # What the exports show of the run, so that exporting it needs no second replay.
+    exports: ExportFacts | None = None
 
 
 def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
@@ -225,6 +228,7 @@ def _build_run(
             *(f"runs/{run.name}/{p}" for p in (*paths, "index.html")),
         ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
+    built.exports = ExportFacts.of(outcome, records.result, built.summary.headline)
     built.input_digests = {info.path: info.sha256 for info in outcome.inputs}
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started

@@ -1,0 +1,84 @@
+"""What the exports keep of a run (``ExportFacts``) gives the exports of the replay itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import EXPORTED_BUNDLE
+from exports_support import BUILTIN_IDS, builtin_run, hostile_run
+from sandbox_replay import InputMode
+from sandbox_replay.cli import app
+from sandbox_replay.exports import (
+    ExportFacts,
+    ExportRun,
+    ExportTargets,
+    export_run,
+    render_exports,
+)
+from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.records import build_records
+
+TARGETS = ExportTargets(Path("a.sarif"), Path("a.xml"), Path("a.md"), "https://example.org/r/")
+
+
+def _read_back(run: ExportRun) -> ExportRun:
+    """Return ``run`` with its facts written as JSON text and read back."""
+    text = json.dumps(run.facts.to_json())
+    return ExportRun(run.name, ExportFacts.from_json(json.loads(text)), run.source_root)
+
+
+@pytest.mark.parametrize("name", BUILTIN_IDS)
+def test_facts_read_back_from_json_export_the_same_bytes(name: str) -> None:
+    run = builtin_run(name)
+    again = _read_back(run)
+    assert again.facts == run.facts
+    assert render_exports(TARGETS, [again]) == render_exports(TARGETS, [run])
+
+
+def test_a_hostile_runs_facts_read_back_the_same(tmp_path: Path) -> None:
+    run = hostile_run(tmp_path)
+    again = _read_back(run)
+    assert again.facts == run.facts
+    assert render_exports(TARGETS, [again]) == render_exports(TARGETS, [run])
+
+
+def test_the_record_and_headline_given_are_those_the_facts_would_make() -> None:
+    outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+    record = build_records(outcome).result
+    made = ExportFacts.of(outcome)
+    assert ExportFacts.of(outcome, record) == made
+    # A headline handed in is taken as it is: the build hands in its run page's own.
+    assert ExportFacts.of(outcome, record, "the run page's headline").headline == (
+        "the run page's headline"
+    )
+
+
+def test_facts_made_without_the_summary_cannot_write_markdown() -> None:
+    outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+    run = export_run("bundle", outcome, summary=False)
+    assert run.facts.headline is None and run.facts.chart is None
+    only_sarif = ExportTargets(sarif=Path("a.sarif"))
+    assert render_exports(only_sarif, [run])  # SARIF needs neither
+    with pytest.raises(ValueError, match="without the summary"):
+        render_exports(ExportTargets(markdown=Path("a.md")), [run])
+
+
+def test_a_run_exporting_sarif_alone_makes_no_headline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_replay.report import headline
+
+    def refuse(result: Any) -> Any:
+        raise AssertionError("the headline was made for an export that does not show it")
+
+    monkeypatch.setattr(headline, "gap_headline", refuse)
+    sarif = tmp_path / "run.sarif"
+    arguments = ["run-sandbox-bundle", "-i", str(EXPORTED_BUNDLE), "-o", str(tmp_path / "out")]
+    result = CliRunner().invoke(app, [*arguments, "--sarif", str(sarif)])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(sarif.read_bytes())["runs"]
