@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
+import shutil
 import signal
 import sys
 import time
@@ -97,7 +99,7 @@ def test_a_large_run_built_with_two_jobs_takes_its_row_lists_from_a_helper(
     said: list[str] = []
     helped = tmp_path / "helped"
     build_site(BuildConfig((bundle.parent,), helped, cwd=tmp_path, progress=said.append, jobs=2))
-    assert "5 of 5 copied row lists came from the helper process" in said
+    assert "runs/big: 5 of 5 copied row lists came from the helper process" in said
     assert tree(helped) == tree(single)
     # One process: no helper of either kind.
     said.clear()
@@ -107,6 +109,28 @@ def test_a_large_run_built_with_two_jobs_takes_its_row_lists_from_a_helper(
         )
     )
     assert not [line for line in said if "helper" in line]
+
+
+def test_a_lone_run_says_each_phase_and_many_runs_one_line_each(tmp_path: Path) -> None:
+    bundle = generate(tmp_path / "in" / "big", 1100, seed=5, failing_fraction=0.1)
+    said: list[str] = []
+    build_site(BuildConfig((bundle.parent,), tmp_path / "one", progress=said.append, jobs=2))
+    phases = [
+        r"runs/big: loaded and scanned 11 files \([\d.]+ MB, \d+ rows\) in [\d.]+s",
+        r"runs/big: checked the rows against every layer in [\d.]+s",
+        r"runs/big: built the trace \(1100 spans\) in [\d.]+s",
+        r"runs/big: wrote result\.json \([\d.]+ MB\) in [\d.]+s",
+        r"runs/big: rendered the run page and \d+ listing pages \(2 processes\)",
+        r"replayed .* as runs/big: blocked \(replay [\d.]+s, pages [\d.]+s\)",
+    ]
+    lines = iter(said)
+    for phase in phases:  # in this order, other lines between them allowed
+        assert any(re.fullmatch(phase, line) for line in lines), (phase, said)
+    shutil.copytree(FIXTURES / "first_wave", tmp_path / "in" / "first_wave")
+    said.clear()
+    build_site(BuildConfig((bundle.parent,), tmp_path / "two", progress=said.append, jobs=2))
+    assert not [line for line in said if "loaded and scanned" in line]
+    assert len([line for line in said if line.startswith("replayed ")]) == 2
 
 
 @pytest.mark.parametrize("count", [1, 7, parallel._PageQueue.TOKENS, 5000])

@@ -275,8 +275,9 @@ def build_site(config: BuildConfig) -> BuildResult:
                 progress(fit.note)
             jobs = fit.jobs
         if len(tasks) == 1 and tasks[0].staging is not None:
-            # One run to build: its processes share out its listing pages instead.
-            tasks[0] = replace(tasks[0], page_jobs=jobs)
+            # One run to build: its processes share out its listing pages instead, and
+            # it says how far it got (a large one takes a minute).
+            tasks[0] = replace(tasks[0], page_jobs=jobs, progress=progress)
         try:
             results = run_all(tasks, jobs, config.scheduler, done, config.keep_alive)
         except MatchedTextError as error:

@@ -64,6 +64,9 @@ class RunTask:
     shown_time: str
     staging: Path | None
     page_jobs: int = 1
+    # Told each phase of the run as it ends, for a lone run built here (one that takes
+    # long enough to need it); never sent to another process.
+    progress: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -150,7 +153,7 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
-    config = ReplayConfig(task.run.path, task.run.mode)
+    config = ReplayConfig(task.run.path, task.run.mode, progress=_phases(task))
     # A lone large run built with processes to spare: its copied row lists are serialised
     # while it replays (the second core is then mostly idle), not after.
     lists = None
@@ -163,6 +166,14 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
             lists.close()
 
 
+def _phases(task: RunTask) -> Callable[[str], None] | None:
+    """Return what tells ``task.progress`` of a phase of this run, named by its folder."""
+    progress = task.progress
+    if progress is None:
+        return None
+    return lambda message: progress(f"runs/{task.run.name}: {message}")
+
+
 def _build_run(
     task: RunTask,
     config: ReplayConfig,
@@ -171,6 +182,7 @@ def _build_run(
     keep_alive: Callable[..., None] | None,
 ) -> RunBuilt:
     run = task.run
+    say = config.progress
     outcome = replay(config)
     records = build_records(outcome)
     if lists is not None:
@@ -191,10 +203,16 @@ def _build_run(
 
     def write_result() -> str:
         if task.staging is not None:
+            writing = time.perf_counter()
             digest = _stream_result(records, task.staging, result_path, needles)
+            if say is not None:
+                size = (task.staging / result_path).stat().st_size
+                say(
+                    f"wrote result.json ({size / 1e6:.1f} MB) in {time.perf_counter() - writing:.1f}s"
+                )
             if lists is not None:
                 used = f"{lists.used} of {len(COPIED_LISTS)} copied row lists"
-                notes.append(f"{used} came from the helper process")
+                notes.append(f"runs/{run.name}: {used} came from the helper process")
                 lists.close()  # written: its process and temporary file are done with
             return "sha256:" + digest
         result_bytes = records.result_bytes
@@ -222,6 +240,9 @@ def _build_run(
     digest, view, pages = _render_shared(
         make_pages, len(paths), renderer, helpers, emit, write_result, run_page, notes.append
     )
+    if say is not None:
+        shared = f" ({helpers + 1} processes)" if helpers else ""
+        say(f"rendered the run page and {len(paths)} listing pages{shared}")
     if task.staging is not None:
         written = [
             result_path,
