@@ -13,7 +13,9 @@ With ``--many``: ``--count`` bundles of ``--requests`` requests (seeds 1..count)
 into a fresh site with ``--jobs 1`` and with ``--jobs 2``; the two sites must be byte for
 byte equal (with ``--dask`` also built through a two-worker Dask ``LocalCluster`` on this
 machine, and compared). Then one bundle is regenerated with another seed and the site rebuilt in place
-(every other run is reused from the status file), and the bundle is put back.
+(every other run is reused from the status file), and the bundle is put back. With
+``--exports`` a fresh site is then built with SARIF, JUnit and Markdown exports and rebuilt
+unchanged with them (the exports of both must be equal).
 
 Each build is a fresh subprocess; its peak RSS is read from ``resource.getrusage
 (RUSAGE_CHILDREN)`` after it exits, which is the largest of any process waited for so
@@ -44,10 +46,15 @@ HERE = Path(__file__).resolve().parent
 
 
 def build(
-    paths: list[Path], out: Path, jobs: int, scheduler: str | None = None, watch: bool = False
+    paths: list[Path],
+    out: Path,
+    jobs: int,
+    scheduler: str | None = None,
+    watch: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> tuple[float, float, str, float | None]:
-    """Run one build subprocess; return wall seconds, peak RSS in MB, its last line and (with
-    ``watch``) the peak total PSS of its processes in MB."""
+    """Run one build subprocess (``extra``: more options); return wall seconds, peak RSS in
+    MB, its last line and (with ``watch``) the peak total PSS of its processes in MB."""
     command = [
         sys.executable,
         "-c",
@@ -59,6 +66,7 @@ def build(
         "--jobs",
         str(jobs),
         *(["--scheduler", scheduler] if scheduler else []),
+        *extra,
     ]
     env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
     wall, status, stderr, total = run_timed(command, env=env, watch=watch)
@@ -155,6 +163,20 @@ def many(args: argparse.Namespace) -> None:
         f"rebuild after changing 1 bundle of {args.count}: {rebuild:7.2f} s "
         f"= {100 * rebuild / walls[2]:.1f}% of the full build ({summary})"
     )
+    if args.exports:
+        exported = []
+        out = args.cache / "many_site_exports"
+        shutil.rmtree(out, ignore_errors=True)
+        for step in ("full build", "rebuild, nothing changed"):
+            files = [out.with_name(f"{out.name}.{suffix}") for suffix in ("sarif", "xml", "md")]
+            options = ("--sarif", "--junit", "--markdown")
+            extra = tuple(
+                item for pair in zip(options, map(str, files), strict=True) for item in pair
+            )
+            wall, _, summary, _ = build([root], out, 2, extra=extra)
+            exported.append([path.read_bytes() for path in files])
+            print(f"{step} with SARIF, JUnit and Markdown, --jobs 2: {wall:7.2f} s ({summary})")
+        print(f"exports byte-identical after the rebuild: {exported[0] == exported[1]}")
 
 
 def main() -> None:
@@ -163,6 +185,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--many", action="store_true")
     parser.add_argument("--dask", action="store_true", help="with --many: also on a LocalCluster")
+    parser.add_argument(
+        "--exports",
+        action="store_true",
+        help="with --many: also a build and an unchanged rebuild that write all three exports",
+    )
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--requests", type=int, default=600)
     parser.add_argument("--seed", type=int, default=7)
