@@ -160,36 +160,3 @@ def test_an_error_in_the_parse_waits_for_the_thread_and_loses_to_the_hooks(
         load_run(tainted, InputMode.BUNDLE, default_table(), LoadLimits(), None, hook)
     assert finished == ["action_requests.json"]
     assert threading.active_count() == threads
-
-
-def test_the_packaged_scanner_is_compiled_on_a_thread_with_the_same_report(
-    tainted: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sandbox_replay.scan import ForbiddenScanner
-
-    given = replay(ReplayConfig(tainted, InputMode.BUNDLE, scanner=ForbiddenScanner.default()))
-    real = ForbiddenScanner.default
-    threads: list[str] = []
-
-    def recorded() -> ForbiddenScanner:
-        threads.append(threading.current_thread().name)
-        return real()
-
-    monkeypatch.setattr(ForbiddenScanner, "default", staticmethod(recorded))
-    compiled = replay(ReplayConfig(tainted, InputMode.BUNDLE))
-    assert len(threads) == 1 and threads[0].startswith("sandbox-replay-re2")
-    assert compiled.scan == given.scan
-    assert len(compiled.scan.matched_texts) == 2  # the raw and the escaped planted token
-
-
-def test_an_error_compiling_the_scanner_reaches_the_caller(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from sandbox_replay.scan import ForbiddenClassesError, ForbiddenScanner
-
-    def broken() -> ForbiddenScanner:
-        raise ForbiddenClassesError("the forbidden-classes table has no classes")
-
-    monkeypatch.setattr(ForbiddenScanner, "default", staticmethod(broken))
-    with pytest.raises(ForbiddenClassesError, match="no classes"):
-        replay(ReplayConfig(HOSTILE, InputMode.BUNDLE))

@@ -9,10 +9,8 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -106,17 +104,13 @@ class _ScanCollector:
     go, so the scan costs the run little more than the parse.
     """
 
-    def __init__(self, scanner: Callable[[], ForbiddenScanner]) -> None:
-        self._scanner = scanner  # the first scan waits for it (see ``_replay``)
+    def __init__(self, scanner: ForbiddenScanner) -> None:
+        self.scanner = scanner
         self.counts: dict[str, dict[str, int]] = {}
         self.matched: set[bytes] = set()
         self.escaped: set[str] = set()
         self.files = 0
         self.bytes = 0
-
-    @cached_property
-    def scanner(self) -> ForbiddenScanner:
-        return self._scanner()
 
     def __call__(self, name: str, raw: bytes) -> None:
         counts, matched = self.scanner.scan_bytes(raw)
@@ -205,17 +199,8 @@ def replay(config: ReplayConfig) -> Replay:
 
 def _replay(config: ReplayConfig) -> Replay:
     table = config.table or default_table()
-    scanner = config.scanner
-    if scanner is not None:
-        collector = _ScanCollector(lambda: scanner)
-    else:
-        # Compiling the packaged table's RE2 pattern takes ~70 ms and lets go of the GIL:
-        # it runs on a thread while the first file is read and parsed, and the scan of
-        # that file, on the thread beside the parse, waits for it.
-        compiling = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-replay-re2")
-        compiled = compiling.submit(ForbiddenScanner.default)
-        compiling.shutdown(wait=False)
-        collector = _ScanCollector(compiled.result)
+    scanner = config.scanner or ForbiddenScanner.default()
+    collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
     started = time.perf_counter()
