@@ -794,8 +794,9 @@ class _RunBuilder:
         self.spans = self.result["public_agent_execution_trace"]["spans"]
         r = self.result
         # The lists a join row joins, and where in each the row of each id is: built once
-        # here, before any process is forked to share out the pages. A page builds only
-        # the rows it joins (``_joined_rows``), the whole lists are never held.
+        # per process (each process sharing out the pages builds its own once forked,
+        # ``parallel._render_shared``). A page builds only the rows it joins
+        # (``_joined_rows``), the whole lists are never held.
         self.joined_lists = (
             r["derived_policy_verdict_rows"],
             r["policy_verdict_rows"],
