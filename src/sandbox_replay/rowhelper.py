@@ -9,10 +9,10 @@ lists, as the record holds them, to an unlinked temporary file (read back from t
 cache), while this process loads, checks and traces. It reports each list as soon as it
 is written, in the record's order. When the record is written and comes to a list, it
 copies that list's bytes in if the helper reported it by then (``RowListHelper.attach``);
-a list not reported yet is built here while the helper goes on with the next. Nothing waits for the helper, so it never
-makes a run slower than building everything here would, bar the CPU time it takes.
-``build`` uses one the same way for a lone run it builds with processes to spare
-(``report.parallel.build_run``).
+a list not reported yet is built here while the helper goes on with the next. Nothing
+waits for the helper, so it never makes a run slower than building everything here would,
+bar the CPU time it takes. ``build`` uses one the same way for a lone run it builds with
+processes to spare (``report.parallel.build_run``).
 
 The helper is trusted with nothing. A list is used only when this process loaded its
 file by the fast path for plain list files (``loader._parse_list_file_fast``: flat rows,

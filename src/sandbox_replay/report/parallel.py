@@ -149,8 +149,8 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     the replay is done build their own view-models and render sub-pages all along, and
     this one joins them once its record and run page are done (``_render_shared``); and
     a ``RowListHelper`` forked before the replay serialises the record's copied row lists
-    (as for ``run-sandbox-bundle``). ``keep_alive``, if given, is handed the replay, its records and view-models instead
-    of letting them be freed on return (see ``run_all``).
+    (as for ``run-sandbox-bundle``). ``keep_alive``, if given, is handed the replay, its
+    records and view-models instead of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
     config = ReplayConfig(task.run.path, task.run.mode, progress=_phases(task))
