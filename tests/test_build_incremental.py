@@ -150,8 +150,20 @@ def test_a_damaged_status_file_means_a_full_build(
         lambda facts, layer: layer.update(ran="yes"),
         lambda facts, layer: layer["findings"][0].__setitem__(0, "NOT_A_CODE"),
         lambda facts, layer: layer["findings"][0].__setitem__(6, "12"),
+        lambda facts, layer: facts.update(status="passed, honestly"),
+        lambda facts, layer: facts["counts"].pop("span_count"),
+        lambda facts, layer: facts["counts"].update(cold_replay_count=-1),
     ],
-    ids=["no-layers", "unknown-mode", "ran-not-a-flag", "unknown-code", "line-not-a-number"],
+    ids=[
+        "no-layers",
+        "unknown-mode",
+        "ran-not-a-flag",
+        "unknown-code",
+        "line-not-a-number",
+        "unknown-status",
+        "a-count-missing",
+        "a-negative-count",
+    ],
 )
 def test_damaged_export_facts_in_the_status_file_mean_a_full_build(
     inputs: Path, tmp_path: Path, replayed: list[Path], damage: Any

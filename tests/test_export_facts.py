@@ -61,7 +61,7 @@ def test_the_record_and_headline_given_are_those_the_facts_would_make() -> None:
 def test_facts_made_without_the_summary_cannot_write_markdown() -> None:
     outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
     run = export_run("bundle", outcome, summary=False)
-    assert run.facts.headline is None and run.facts.chart is None
+    assert run.facts.headline is None
     only_sarif = ExportTargets(sarif=Path("a.sarif"))
     assert render_exports(only_sarif, [run])  # SARIF needs neither
     with pytest.raises(ValueError, match="without the summary"):
@@ -82,3 +82,25 @@ def test_a_run_exporting_sarif_alone_makes_no_headline(
     result = CliRunner().invoke(app, [*arguments, "--sarif", str(sarif)])
     assert result.exit_code in (0, 1), result.output
     assert json.loads(sarif.read_bytes())["runs"]
+
+
+def test_text_read_back_from_an_edited_status_file_is_escaped_in_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The status file lies in the output folder, which anyone may edit: a reused run's
+    # headline and finding texts come from it, and go through the exporters' escaping.
+    monkeypatch.chdir(tmp_path)
+    site, summary = tmp_path / "site", tmp_path / "summary.md"
+    arguments = ["build", str(EXPORTED_BUNDLE), "--out", str(site), "--markdown", str(summary)]
+    assert CliRunner().invoke(app, arguments).exit_code == 0
+    status = site / "build-status.json"
+    data = json.loads(status.read_bytes())
+    planted = "```\n[click](https://example.org/x) <img src=x>"
+    data["runs"][0]["exports"]["headline"] = planted
+    status.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    assert "1 reused" in result.output
+    text = summary.read_text("utf-8")
+    assert "click" in text  # the planted headline was read back
+    assert "[click](" not in text and "<img" not in text and "\n```\n[" not in text

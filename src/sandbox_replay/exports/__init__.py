@@ -31,26 +31,36 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.negative_cases import NegativeCaseOutcome
 from sandbox_replay.pipeline import Replay
-from sandbox_replay.records import build_result, redact
+from sandbox_replay.records import COUNT_KEYS, build_result, redact
+
+# The result record's counts the Markdown summary's pipeline chart shows, and the trace's.
+CHART_COUNTS = (*COUNT_KEYS, "span_count")
+STATUSES = ("pass", "blocked")
 
 
 @dataclass(frozen=True)
 class ExportFacts:
     """What the exports show of one replayed run, already redacted.
 
-    ``layers`` are the replay's layers without their counts; ``headline`` and ``chart``
-    (the gap headline's text and the pipeline chart's Mermaid source, for the Markdown
-    summary) are None when the facts were made without them (``ExportFacts.of``).
+    ``layers`` are the replay's layers without their counts; ``counts`` are the record's
+    ``CHART_COUNTS``; ``headline`` is the gap headline's text (for the Markdown summary),
+    None when the facts were made without it (``ExportFacts.of``). Nothing here but the
+    findings' texts, the bundle id and the headline comes from the inputs: read back from
+    a status file, which anyone may have edited, those are escaped by every exporter as
+    any input text is, and the rest is checked for type.
     """
 
     status: str
     input_mode: InputMode
     bundle_id: str
-    request_count: int
     layers: tuple[LayerResult, ...]
     negative: NegativeCaseOutcome | None
+    counts: Mapping[str, int]
     headline: str | None = None
-    chart: str | None = None
+
+    @property
+    def request_count(self) -> int:
+        return self.counts["action_request_count"]
 
     @property
     def passed(self) -> bool:
@@ -73,33 +83,31 @@ class ExportFacts:
         *,
         summary: bool = True,
     ) -> ExportFacts:
-        """Return the facts of ``outcome``, redacted; with ``summary``, its headline and chart.
+        """Return the facts of ``outcome``, redacted; with ``summary``, its headline.
 
         ``record`` and ``headline`` are the result record of ``outcome`` and its gap
         headline's text if the caller has them already (a build does: its run page shows
         both); they are taken only when nothing was redacted, which leaves them the very
         ones the facts would be made from. Otherwise they are made here.
         """
-        from sandbox_replay.exports.markdown import pipeline_mermaid  # it imports this module
         from sandbox_replay.report.headline import gap_headline
 
         shown = redacted(outcome)
         if shown is not outcome:
             record, headline = None, None
-        text = chart = None
-        if summary:
-            record = record if record is not None else build_result(shown)
-            text = headline if headline is not None else gap_headline(record).text
-            chart = pipeline_mermaid(record)
+        record = record if record is not None else build_result(shown)
+        counts = {key: record[key] for key in COUNT_KEYS}
+        counts["span_count"] = record["public_agent_execution_trace"]["span_count"]
+        if summary and headline is None:
+            headline = gap_headline(record).text
         return cls(
             status=shown.status,
             input_mode=shown.run.mode,
             bundle_id=shown.bundle_id,
-            request_count=len(shown.run.requests),
             layers=tuple(LayerResult(r.layer, list(r.findings), {}, r.ran) for r in shown.layers),
             negative=shown.negative,
-            headline=text,
-            chart=chart,
+            counts=counts,
+            headline=headline if summary else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -109,7 +117,6 @@ class ExportFacts:
             "status": self.status,
             "input_mode": self.input_mode.value,
             "bundle_id": self.bundle_id,
-            "request_count": self.request_count,
             "layers": [
                 {
                     "layer": layer.layer.value,
@@ -123,19 +130,23 @@ class ExportFacts:
                 if negative is None
                 else {"observed": negative.observed, "missing": negative.missing}
             ),
+            "counts": dict(self.counts),
             "headline": self.headline,
-            "chart": self.chart,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExportFacts:
         """Read ``to_json``'s values back; raise ValueError, KeyError or TypeError if malformed."""
         negative = data["negative"]
+        status, counts = data["status"], data["counts"]
+        if status not in STATUSES:
+            raise ValueError(f"status {status!r} is neither of {STATUSES}")
+        if sorted(counts) != sorted(CHART_COUNTS):
+            raise ValueError("the counts are not the chart's")
         return cls(
-            status=_text(data["status"]),
+            status=status,
             input_mode=InputMode(data["input_mode"]),
             bundle_id=_text(data["bundle_id"]),
-            request_count=_number(data["request_count"]),
             layers=tuple(
                 LayerResult(
                     Layer(layer["layer"]),
@@ -156,8 +167,8 @@ class ExportFacts:
                     [_text(case) for case in negative["missing"]],
                 )
             ),
+            counts={key: _number(counts[key]) for key in CHART_COUNTS},
             headline=_optional_text(data["headline"]),
-            chart=_optional_text(data["chart"]),
         )
 
 
@@ -197,8 +208,8 @@ def _optional_text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> int:
-    if type(value) is not int:
-        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    if type(value) is not int or value < 0:
+        raise TypeError(f"expected a count, got {value!r}")
     return value
 
 

@@ -169,6 +169,17 @@ def pipeline_mermaid(result: Mapping[str, Any]) -> str:
     return chart.mermaid
 
 
+def _chart_fields(facts: ExportFacts) -> dict[str, Any]:
+    """Return the result-record fields ``pipeline_steps`` reads, as the facts hold them."""
+    return {
+        **facts.counts,
+        "status": facts.status,
+        "finding_count": len(facts.findings),
+        "layers": [{"layer": layer.layer.value, "status": layer.status} for layer in facts.layers],
+        "public_agent_execution_trace": {"span_count": facts.counts["span_count"]},
+    }
+
+
 def top_findings(run: ExportRun) -> list[Finding]:
     """Return the findings to show: unexpected ones first, most severe first, then by order."""
     ranked = sorted(
@@ -198,7 +209,7 @@ def _layer_mark(layer: LayerResult, facts: ExportFacts) -> str:
 
 def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
     facts = run.facts
-    if facts.headline is None or facts.chart is None:
+    if facts.headline is None:
         raise ValueError(f"run {run.name!r}: its export facts were made without the summary")
     lines = [
         f"## {md_text(run.name)}: {STATUS_MARK[facts.status]}",
@@ -233,7 +244,7 @@ def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
                 ]
             )
         lines += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
-    lines += ["", "```mermaid", facts.chart.rstrip("\n"), "```", ""]
+    lines += ["", "```mermaid", pipeline_mermaid(_chart_fields(facts)).rstrip("\n"), "```", ""]
     return lines
 
 
