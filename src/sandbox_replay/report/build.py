@@ -88,12 +88,8 @@ from sandbox_replay.report.parallel import (
 )
 from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.single_file import single_file_pages
-from sandbox_replay.report.views import (
-    RunSummary,
-    build_catalog_view,
-    build_index_view,
-    plural,
-)
+from sandbox_replay.report.site_views import RunSummary, build_catalog_view, build_index_view
+from sandbox_replay.report.views import plural
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SITE_SCHEMA = "sandbox-replay.site/1"

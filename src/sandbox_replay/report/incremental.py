@@ -36,7 +36,7 @@ from sandbox_replay.exports import ExportFacts
 from sandbox_replay.loader import open_regular
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
-from sandbox_replay.report.views import RunSummary
+from sandbox_replay.report.site_views import RunSummary
 from sandbox_replay.version import __version__
 
 STATUS_FILE = "build-status.json"

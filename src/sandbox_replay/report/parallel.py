@@ -35,14 +35,8 @@ from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
 from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
-from sandbox_replay.report.views import (
-    RunPages,
-    RunSummary,
-    RunView,
-    build_run_pages,
-    subpage_paths,
-    summarize_run,
-)
+from sandbox_replay.report.site_views import RunSummary, summarize_run
+from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.rowhelper import RowListHelper
 from sandbox_replay.version import __version__
 

@@ -1,0 +1,294 @@
+"""View-models of the site-wide pages: the index and the finding-code catalog.
+
+They read each run only through its ``RunSummary`` (what ``summarize_run`` keeps of a run
+page's view-model), which the status file keeps between builds, so a run reused from the
+previous build is shown without being replayed. The run pages are ``views``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.records import RunRecords
+from sandbox_replay.report import charts
+from sandbox_replay.report.catalog import render_doc
+from sandbox_replay.report.views import (
+    Badge,
+    Chrome,
+    RunCounts,
+    RunView,
+    badge,
+    chrome,
+)
+
+# ---------------------------------------------------------------------------------------
+# Index page
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    name: str
+    href: str
+    mode_label: str
+    status: str
+    status_badge: Badge
+    headline: str
+    counts: RunCounts
+    findings_note: str
+    status_sort: str
+
+
+@dataclass(frozen=True)
+class TotalFact:
+    label: str
+    value: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class ChartView:
+    title: str
+    svg: Markup
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class IndexView:
+    chrome: Chrome
+    totals: tuple[TotalFact, ...]
+    charts: tuple[ChartView, ...]
+    rows: tuple[IndexRow, ...]
+    statuses: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the index, the catalog and the manifest need of one run (kept between builds)."""
+
+    name: str
+    mode: str
+    mode_label: str
+    status: str
+    headline: str
+    counts: RunCounts
+    findings_by_layer: tuple[tuple[str, int], ...]
+    error_codes: tuple[str, ...]
+    expected_codes: tuple[str, ...]
+    source_path: str
+    result_sha256: str
+    input_digests: tuple[tuple[str, str], ...]
+
+    @property
+    def status_badge(self) -> Badge:
+        return badge(self.status)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "mode_label": self.mode_label,
+            "status": self.status,
+            "headline": self.headline,
+            "counts": vars(self.counts),
+            "findings_by_layer": [list(pair) for pair in self.findings_by_layer],
+            "error_codes": list(self.error_codes),
+            "expected_codes": list(self.expected_codes),
+            "source_path": self.source_path,
+            "result_sha256": self.result_sha256,
+            "input_digests": [list(pair) for pair in self.input_digests],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        return cls(
+            name=str(data["name"]),
+            mode=str(data["mode"]),
+            mode_label=str(data["mode_label"]),
+            status=str(data["status"]),
+            headline=str(data["headline"]),
+            counts=RunCounts(**{k: int(v) for k, v in data["counts"].items()}),
+            findings_by_layer=tuple((str(a), int(b)) for a, b in data["findings_by_layer"]),
+            error_codes=tuple(str(c) for c in data["error_codes"]),
+            expected_codes=tuple(str(c) for c in data["expected_codes"]),
+            source_path=str(data["source_path"]),
+            result_sha256=str(data["result_sha256"]),
+            input_digests=tuple((str(a), str(b)) for a, b in data["input_digests"]),
+        )
+
+
+def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
+    """Return the summary of a run page's view-model and its result record's digest."""
+    return RunSummary(
+        name=view.name,
+        mode=view.mode,
+        mode_label=view.mode_label,
+        status=view.status,
+        headline=view.headline.text,
+        counts=view.counts,
+        findings_by_layer=view.findings_by_layer,
+        error_codes=view.error_codes,
+        expected_codes=view.expected_codes,
+        source_path=view.source_path,
+        result_sha256=result_sha256,
+        input_digests=tuple(
+            (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
+        ),
+    )
+
+
+def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) -> IndexView:
+    """Return the view-model of the index page."""
+    passed = sum(1 for r in runs if r.status == "pass")
+    blocked = len(runs) - passed
+    totals = (
+        TotalFact("Runs", str(len(runs))),
+        TotalFact("Passed", str(passed), "pass" if passed else ""),
+        TotalFact("Blocked", str(blocked), "blocked" if blocked else ""),
+        TotalFact("Requests replayed", str(sum(r.counts.requests for r in runs))),
+        TotalFact("Verdict mismatches", str(sum(r.counts.mismatches for r in runs))),
+        TotalFact("Findings", str(sum(r.counts.findings for r in runs))),
+    )
+    by_status = [
+        charts.BarDatum("pass", passed, "status-pass"),
+        charts.BarDatum("blocked", blocked, "status-blocked"),
+    ]
+    per_run = [
+        (
+            r.name,
+            [
+                charts.BarDatum("block", r.counts.derived_block, "verdict-block"),
+                charts.BarDatum("allow", r.counts.derived_allow, "verdict-allow"),
+                charts.BarDatum("review", r.counts.derived_review, "verdict-review"),
+            ],
+        )
+        for r in runs
+    ]
+    by_layer: dict[str, int] = {}
+    for run in runs:
+        for title, count in run.findings_by_layer:
+            by_layer[title] = by_layer.get(title, 0) + count
+    layer_data = [
+        charts.BarDatum(layer.label, by_layer[layer.label], "finding")
+        for layer in Layer
+        if layer.label in by_layer
+    ]
+    chart_list = (
+        ChartView(
+            "Runs by status",
+            charts.bar_chart(by_status, title="Runs by status", id_prefix="chart-status"),
+        ),
+        ChartView(
+            "Derived verdicts per run",
+            charts.stacked_bar_chart(
+                per_run, title="Derived verdicts per run", id_prefix="chart-verdicts"
+            ),
+        ),
+        ChartView(
+            "Findings by layer",
+            charts.bar_chart(
+                layer_data,
+                title="Findings by layer (expected negative-case alarms excluded)",
+                id_prefix="chart-layers",
+            ),
+            "expected negative-case alarms excluded",
+        ),
+    )
+    rows = tuple(
+        IndexRow(
+            name=r.name,
+            href=f"runs/{r.name}/index.html",
+            mode_label=r.mode_label,
+            status=r.status,
+            status_badge=r.status_badge,
+            headline=r.headline,
+            counts=r.counts,
+            findings_note=(
+                f"+{r.counts.expected_alarms} expected" if r.counts.expected_alarms else ""
+            ),
+            status_sort="0" if r.status == "blocked" else "1",
+        )
+        for r in sorted(runs, key=lambda r: (r.status != "blocked", r.name))
+    )
+    return IndexView(
+        chrome=chrome("sandbox-replay report", "", "index", build_time, version),
+        totals=totals,
+        charts=chart_list,
+        rows=rows,
+        statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Catalog page
+
+
+@dataclass(frozen=True)
+class RunLink:
+    name: str
+    href: str
+    note: str
+
+
+@dataclass(frozen=True)
+class CodeEntry:
+    code: str
+    anchor: str
+    severity: str
+    summary: str
+    doc: Markup
+    runs: tuple[RunLink, ...]
+
+
+@dataclass(frozen=True)
+class CatalogGroup:
+    layer_id: str
+    title: str
+    entries: tuple[CodeEntry, ...]
+
+
+@dataclass(frozen=True)
+class CatalogView:
+    chrome: Chrome
+    groups: tuple[CatalogGroup, ...]
+    code_count: int
+    toc: tuple[tuple[str, str, int], ...]
+
+
+def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str) -> CatalogView:
+    """Return the view-model of the finding-code catalog."""
+    groups = []
+    for layer in Layer:
+        entries = []
+        for entry in REGISTRY.by_layer(layer):
+            links = tuple(
+                RunLink(
+                    run.name,
+                    f"../runs/{run.name}/index.html",
+                    "expected alarm" if entry.code in run.expected_codes else "",
+                )
+                for run in runs
+                if entry.code in run.error_codes
+            )
+            entries.append(
+                CodeEntry(
+                    code=entry.code,
+                    anchor=entry.anchor,
+                    severity=entry.severity.value,
+                    summary=entry.summary,
+                    doc=render_doc(entry.doc),
+                    runs=links,
+                )
+            )
+        if entries:
+            groups.append(CatalogGroup(f"layer-{layer.value}", layer.label, tuple(entries)))
+    return CatalogView(
+        chrome=chrome("Finding codes — sandbox-replay", "../", "codes", build_time, version),
+        groups=tuple(groups),
+        code_count=len(REGISTRY),
+        toc=tuple((g.layer_id, g.title, len(g.entries)) for g in groups),
+    )
