@@ -19,14 +19,15 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, SCENARIOS, copy_fixture
 from sandbox_replay import rowhelper
-from sandbox_replay.atomic import dump_json, list_chunks
+from sandbox_replay.atomic import dump_json, encoded_list_chunks, json_chunks, list_chunks
 from sandbox_replay.cli import app
 from sandbox_replay.inputs import (
     ACTION_REQUESTS,
@@ -36,11 +37,20 @@ from sandbox_replay.inputs import (
 )
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import COPIED_LISTS, RESULT_FILE, RunRecords, build_records
+from sandbox_replay.policy import default_table, parse_table
+from sandbox_replay.records import (
+    COPIED_LISTS,
+    MAX_TEXT,
+    RESULT_FILE,
+    RunRecords,
+    build_records,
+)
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from generate_bundle import generate
+
+HELPED = rowhelper.HELPED_LISTS  # the record's lists the helper can make
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +80,7 @@ def _with_helper(root: Path, tmp_path: Path, mode: InputMode) -> tuple[bytes, by
         helper.close()
 
 
-def _wait_for_reports(helper: rowhelper.RowListHelper, lists: int = len(COPIED_LISTS)) -> None:
+def _wait_for_reports(helper: rowhelper.RowListHelper, lists: int = len(HELPED)) -> None:
     """Wait until the helper reported its first ``lists`` lists (or 60 s pass)."""
     deadline = time.monotonic() + 60
     while len(helper._reported) < lists and time.monotonic() < deadline:
@@ -92,7 +102,7 @@ def test_the_helpers_lists_are_the_records_own_bytes(
 ) -> None:
     built, helped, used = _with_helper(folder, tmp_path, mode)
     assert helped == built
-    assert used == len(COPIED_LISTS)
+    assert used == len(HELPED)
 
 
 def test_a_generated_bundle_with_failing_rows_is_copied_whole(tmp_path: Path) -> None:
@@ -100,7 +110,7 @@ def test_a_generated_bundle_with_failing_rows_is_copied_whole(tmp_path: Path) ->
     generate(bundle, 300, seed=3, failing_fraction=0.3)
     built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
     assert helped == built
-    assert used == len(COPIED_LISTS)
+    assert used == len(HELPED)
 
 
 def _restyle(path: Path, **dump: Any) -> None:
@@ -123,7 +133,7 @@ def test_any_layout_of_a_plain_file_gives_the_same_lines_and_rows(
     (bundle / ACTION_REQUESTS).write_text(text, "utf-8", newline="")
     built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
     assert helped == built
-    assert used == len(COPIED_LISTS)
+    assert used == len(HELPED)
 
 
 def _edit_rows(path: Path, key: str, edit: Any) -> None:
@@ -147,7 +157,7 @@ def test_rows_this_process_cannot_prove_are_built_here(tmp_path: Path) -> None:
     _edit_rows(bundle / POLICY_VERDICTS, "policy_verdicts", a_float)
     built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
     assert helped == built
-    assert used == len(COPIED_LISTS) - 2
+    assert used == len(HELPED) - 3  # the request and verdict rows, and the derived rows
 
 
 @pytest.mark.parametrize(
@@ -168,7 +178,7 @@ def test_a_file_not_loaded_by_the_fast_path_is_built_here(
     path.write_text(text[:at] + edit[1] + text[at:], "utf-8")
     built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
     assert helped == built
-    assert used == len(COPIED_LISTS) - 1
+    assert used == len(HELPED) - 2  # the request rows, and the rows derived of them
 
 
 def test_a_file_changed_after_the_helper_read_it_is_built_here(tmp_path: Path) -> None:
@@ -187,7 +197,7 @@ def test_a_file_changed_after_the_helper_read_it_is_built_here(tmp_path: Path) -
         written = _record(helper.attach(records, outcome))
     finally:
         helper.close()
-    assert helper.used == len(COPIED_LISTS) - 1
+    assert helper.used == len(HELPED) - 2  # the request rows, and the rows derived of them
     assert written == _record(records)
     assert b"changed_after_the_helper_read_it" in written
 
@@ -231,10 +241,10 @@ def _hold_back(monkeypatch: pytest.MonkeyPatch, held: str, until: Path) -> None:
     ``until`` exists."""
     serialise = rowhelper._serialise
 
-    def held_back(root: Path, name: str, *rest: Any) -> tuple[str, int]:
+    def held_back(root: Path, name: str, *rest: Any, **named: Any) -> tuple[str, int]:
         while name == held and not until.exists():
             time.sleep(0.01)
-        return serialise(root, name, *rest)
+        return serialise(root, name, *rest, **named)
 
     monkeypatch.setattr(rowhelper, "_serialise", held_back)
 
@@ -246,14 +256,14 @@ def test_lists_the_helper_has_not_reported_are_built_here(
     helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
     assert helper is not None
     try:
-        _wait_for_reports(helper, 2)  # request and verdict rows
+        _wait_for_reports(helper, 3)  # request, verdict and derived rows
         outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
         records = build_records(outcome)
         written = _record(helper.attach(records, outcome))
     finally:
         helper.close()
     assert written == _record(records)
-    assert helper.used == 2  # the list it was late with, and the ones after, built here
+    assert helper.used == 3  # the list it was late with, and the ones after, built here
     assert helper._pid is None  # closing stopped the helper
 
 
@@ -276,7 +286,7 @@ def test_lists_reported_after_a_late_one_are_still_taken(
         helper.close()
     assert written == _record(records)
     assert first in written
-    assert helper.used == len(COPIED_LISTS) - 1
+    assert helper.used == len(HELPED) - 1
 
 
 def test_records_read_after_close_build_their_lists_here(tmp_path: Path) -> None:
@@ -292,7 +302,7 @@ def test_records_read_after_close_build_their_lists_here(tmp_path: Path) -> None
         helper.close()
     with open(tmp_path / "reuses-a-closed-fd", "wb"):  # may take the closed fd number
         assert _record(helped) == first == _record(records)
-    assert helper.used == len(COPIED_LISTS)
+    assert helper.used == len(HELPED)
 
 
 def test_closing_twice_leaves_descriptors_now_used_by_other_files_open(tmp_path: Path) -> None:
@@ -342,7 +352,7 @@ def test_the_reader_stops_at_the_size_the_file_had_when_opened() -> None:
     text = b'{"rows": [\n  {"request_id": "a"},\n  {"request_id": "b"}\n]}\n'
     fields = ("request_id",)
     reader = rowhelper._RowReader(io.BytesIO(text), len(text), "f.json", fields)
-    rows = [row for batch in reader.batches() for row in batch]
+    rows = [row for batch in reader.batches() for row in json.loads(batch)]
     assert rows == [{"request_id": "a", "line": 2}, {"request_id": "b", "line": 3}]
     assert reader.rows == 2
     grown = rowhelper._RowReader(io.BytesIO(text), len(text) - 1, "f.json", fields)
@@ -360,7 +370,7 @@ def test_the_cli_writes_the_same_records_with_and_without_the_helper(tmp_path: P
     assert alone.exit_code == helped.exit_code == 0
     assert "came from the helper process" not in alone.output
     # How many lists the helper had ready in time varies; the records do not.
-    assert re.search(r"[0-5] of 5 copied row lists came from the helper process", helped.output)
+    assert re.search(r"[0-6] of 6 row lists came from the helper process", helped.output)
     for name in (RESULT_FILE,):
         assert (tmp_path / "alone" / name).read_bytes() == (tmp_path / "helped" / name).read_bytes()
     # Only the records: the helper's temporary file is gone with it.
@@ -399,7 +409,178 @@ def test_a_list_in_batches_reads_as_the_whole_list(
     assert head + b"".join(pieces) + tail == whole
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from("abc"),
+            st.integers()
+            | st.booleans()
+            | st.none()
+            | st.text(st.characters(max_codepoint=126))
+            | st.lists(st.text(st.characters(max_codepoint=126), max_size=3), max_size=3),
+            max_size=3,
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(min_value=0, max_value=20), max_size=5),
+    st.integers(min_value=0, max_value=3),
+)
+def test_a_list_in_serialised_batches_reads_as_the_whole_list(
+    items: list[Any], cuts: list[int], depth: int
+) -> None:
+    """The helper's layout of compact batches gives the record's dump (ASCII but DEL)."""
+    whole = dump_json(_nest({"rows": items}, depth), may_hold_floats=False)
+    head, tail = dump_json(_nest({"rows": "@@"}, depth)).split(b'"@@"')
+    batches = (msgspec.json.encode(batch) for batch in _batched(items, cuts))
+    pieces = encoded_list_chunks(batches, depth + 1)
+    assert head + b"".join(pieces) + tail == whole
+
+
+def test_a_serialised_batch_with_text_the_record_escapes_is_refused() -> None:
+    for text in ("caf\u00e9", "\x7f"):
+        with pytest.raises(ValueError, match="escapes"):
+            list(encoded_list_chunks([msgspec.json.encode([{"a": text}])], 1))
+
+
+def _read_rows(text: bytes, fields: tuple[str, ...]) -> list[Any]:
+    reader = rowhelper._RowReader(io.BytesIO(text), len(text), "f.json", fields)
+    return [row for batch in reader.batches() for row in json.loads(batch)]
+
+
+@pytest.mark.parametrize(
+    ("value", "copied"),
+    [
+        ("x" * MAX_TEXT, True),
+        ("x" * (MAX_TEXT + 1), False),  # the record truncates it
+        ("\n" * MAX_TEXT, True),  # escaped, longer than the limit in bytes only
+        (["x"] * 64, True),
+        (["x"] * 65, False),  # the record shows "<list>"
+        (["x" * (MAX_TEXT + 1)], False),
+        ([1], False),
+        (1.5, False),  # a float: the record's own dump writes it
+        (2**70, True),
+        (-0, True),
+        ([], True),
+        (None, True),
+        (False, True),
+        ("caf\u00e9", False),  # the record escapes non-ASCII
+        ("\x7f", False),
+    ],
+    ids=lambda value: repr(value)[:24],
+)
+def test_the_reader_copies_a_value_only_as_the_record_keeps_it(value: Any, copied: bool) -> None:
+    """A value ``records._scalar`` changes, or the record writes escaped, is left to the record."""
+    row = {"request_id": "a", "extra": [1, [True, "x" * 600]], "line": "own"}  # both skipped
+    text = json.dumps({"rows": [{**row, "v": value}]}, indent=2).encode()
+    fields = ("v", "request_id", "absent")
+    if copied:
+        assert _read_rows(text, fields) == [{"v": value, "request_id": "a", "line": 3}]
+    else:
+        with pytest.raises(rowhelper._Unusable):
+            _read_rows(text, fields)
+
+
 def _nest(value: Any, depth: int) -> Any:
     for _ in range(depth):
         value = {"in": value}
     return value
+
+
+_RULES = list(default_table().rules.values())[:2]
+_MISSING = object()  # a field the row leaves out
+
+
+def _pool(*values: Any) -> st.SearchStrategy[Any]:
+    return st.sampled_from([*values, _MISSING, None, True, 1, ["x", "y"]])
+
+
+_REQUEST_ROWS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "request_id": _pool("r1", "r2", "r3"),
+            "risk_class": _pool(*(rule.risk_class for rule in _RULES), "unknown"),
+            "action_kind": _pool(*(rule.action_kind for rule in _RULES)),
+            "requested_capability": _pool(*(rule.requested_capability for rule in _RULES)),
+            "source_trust_label": _pool(*(rule.source_trust_label for rule in _RULES)),
+        }
+    ),
+    min_size=1,
+    max_size=8,
+)
+_VERDICT_ROWS = st.lists(
+    st.fixed_dictionaries(
+        {
+            "request_id": _pool("r1", "r2", "r3", "r4"),
+            "verdict": _pool("allow", "block", "review"),
+            "rule_refs": _pool(*([rule.rule_ref] for rule in _RULES), []),
+        }
+    ),
+    max_size=8,
+)
+
+
+def _write_rows(path: Path, key: str, rows: list[dict[str, Any]]) -> None:
+    present = [{k: v for k, v in row.items() if v is not _MISSING} for row in rows]
+    path.write_text(json.dumps({key: present}, indent=2), "utf-8")
+
+
+def _request(request_id: Any, rule: Any, **changed: Any) -> dict[str, Any]:
+    fields = ("risk_class", "action_kind", "requested_capability", "source_trust_label")
+    return {"request_id": request_id, **{f: getattr(rule, f) for f in fields}, **changed}
+
+
+@settings(max_examples=60, deadline=None)
+@given(requests=_REQUEST_ROWS, verdicts=_VERDICT_ROWS)
+@example(  # the cases that matter, whatever the search draws
+    requests=[
+        _request("r1", _RULES[0]),
+        _request("r1", _RULES[1]),  # a later row of the same id: not derived
+        _request("r2", _RULES[0], action_kind=True),
+        _request("r3", _RULES[0], action_kind=1),  # equal to True as a key, not as a row
+        _request(7, _RULES[0]),
+        _request("r4", _RULES[1], risk_class=["x"], source_trust_label=_MISSING),
+    ],
+    verdicts=[
+        {"request_id": "r1", "verdict": "block", "rule_refs": []},
+        {"request_id": "r1", "verdict": "allow", "rule_refs": [_RULES[0].rule_ref]},  # later
+        {"request_id": "r3", "verdict": _MISSING, "rule_refs": None},
+        {"request_id": "r9", "verdict": "allow", "rule_refs": []},  # no such request
+    ],
+)
+def test_the_helpers_derived_rows_are_the_records_own(
+    requests: list[dict[str, Any]], verdicts: list[dict[str, Any]], tmp_path_factory: Any
+) -> None:
+    """Duplicate, missing and non-string ids, missing fields, True against 1, lists: the
+    derived rows the helper makes of the two files are the bytes the record builds."""
+    bundle = tmp_path_factory.mktemp("bundle")
+    generate(bundle, 6, seed=1)
+    _write_rows(bundle / ACTION_REQUESTS, "action_requests", requests)
+    _write_rows(bundle / POLICY_VERDICTS, "policy_verdicts", verdicts)
+    derived = rowhelper._DerivedRows(default_table())
+    with open(os.devnull, "wb") as sink:
+        spool = rowhelper._Spool(sink.fileno())
+        for key, name, fields in COPIED_LISTS[:2]:
+            seen = derived.take_requests if key == "request_rows" else derived.take_verdicts
+            rowhelper._serialise(bundle, name, fields, LoadLimits(), spool, seen=seen)
+    pieces = rowhelper.encoded_list_chunks(derived._batches(), 1)
+    records = build_records(replay(ReplayConfig(bundle, InputMode.BUNDLE)))
+    listed = records.result["derived_policy_verdict_rows"]
+    assert b"".join(pieces) == b"".join(json_chunks(listed, 1, may_hold_floats=False))
+
+
+def test_derived_rows_under_another_table_are_built_here(tmp_path: Path) -> None:
+    table = parse_table(
+        json.loads((REPO / "src/sandbox_replay/data/policy_table.json").read_text())
+    )
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        _wait_for_reports(helper)
+        outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE, table=table))
+        records = build_records(outcome)
+        written = _record(helper.attach(records, outcome))
+    finally:
+        helper.close()
+    assert written == _record(records)
+    assert helper.used == len(HELPED) - 1

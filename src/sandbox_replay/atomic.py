@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from sandbox_replay.blockwrite import BlockWriter
@@ -93,8 +94,45 @@ def list_chunks(
     yield b"[]" if opening == b"[" else _indent(depth) + b"]"
 
 
+def encoded_list_chunks(batches: Iterable[bytes], depth: int) -> Iterator[bytes | memoryview]:
+    """Yield what ``list_chunks`` yields for the same items, each batch given serialised.
+
+    A batch is a JSON list as ``msgspec.json.encode`` writes it: no whitespace, text as
+    the standard library escapes it for ASCII with ensure_ascii (control characters
+    included), but non-ASCII and DEL left raw. So every batch must be plain ASCII without
+    DEL; ``msgspec.json.format`` then lays it out with the indented dump's very bytes, and
+    does so many times faster than decoding and dumping it again.
+    """
+    opening = b"["
+    for batch in batches:
+        if batch != b"[]":
+            if not batch.isascii() or b"\x7f" in batch:
+                raise ValueError("a serialised batch holds text the record escapes")
+            yield opening + _indent(depth + 1)
+            wrapped = b"[" * depth + batch + b"]" * depth
+            head, tail = _wrapper_lengths(depth, inner=True)
+            laid_out = msgspec.json.format(wrapped, indent=2)
+            yield memoryview(laid_out)[head : len(laid_out) - tail]
+            opening = b","
+    yield b"[]" if opening == b"[" else _indent(depth) + b"]"
+
+
 def _indent(depth: int) -> bytes:
     return b"\n" + b"  " * depth
+
+
+def _wrapper_lengths(depth: int, inner: bool) -> tuple[int, int]:
+    """Return the bytes that ``depth`` one-item list wrappers add before and after a value.
+
+    Each wrapper adds "[" + indent(level) before and indent(level - 1) + "]" after. With
+    ``inner``, the value's own brackets and the indents around its items count too.
+    """
+    head = sum(2 + 2 * level for level in range(1, depth + 1))
+    tail = sum(2 + 2 * level for level in range(depth))
+    if inner:
+        head += 2 + 2 * (depth + 1)
+        tail += 2 + 2 * depth
+    return head, tail
 
 
 def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False) -> memoryview:
@@ -106,13 +144,9 @@ def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False
     wrapped = value
     for _ in range(depth):
         wrapped = [wrapped]
-    # Each wrapper adds "[" + indent(level) before and indent(level - 1) + "]" after.
-    head = sum(2 + 2 * level for level in range(1, depth + 1))
-    tail = sum(2 + 2 * level for level in range(depth)) + 1
-    if inner:
-        head += 2 + 2 * (depth + 1)
-        tail += 2 + 2 * depth
-    return memoryview(dump_json(wrapped, may_hold_floats=may_hold_floats))[head:-tail]
+    head, tail = _wrapper_lengths(depth, inner)
+    dumped = dump_json(wrapped, may_hold_floats=may_hold_floats)
+    return memoryview(dumped)[head : len(dumped) - tail - 1]  # and the dump's newline
 
 
 def _is_sequence(value: Any) -> bool:

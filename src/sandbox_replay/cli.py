@@ -20,8 +20,8 @@ from sandbox_replay.exports import ExportTargets, discovered_runs, export_run, w
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records, write_records
-from sandbox_replay.rowhelper import RowListHelper
+from sandbox_replay.records import RunRecords, build_records, write_records
+from sandbox_replay.rowhelper import HELPED_LISTS, RowListHelper
 from sandbox_replay.version import __version__
 
 app = typer.Typer(
@@ -187,7 +187,7 @@ def _execute(
             started = time.perf_counter()
             written = write_records(records, mode, out_dir, acceptance_out)
             if helper is not None:
-                lists = f"{helper.used} of {len(COPIED_LISTS)} copied row lists"
+                lists = f"{helper.used} of {len(HELPED_LISTS)} row lists"
                 progress(f"{lists} came from the helper process")
             progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
             if targets.paths():

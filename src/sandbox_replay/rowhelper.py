@@ -34,19 +34,22 @@ import hashlib
 import os
 import signal
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from itertools import accumulate, repeat
 from operator import add, sub
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
+import msgspec
 import orjson
 
-from sandbox_replay.atomic import Verbatim, json_chunks, list_chunks
+from sandbox_replay.atomic import Verbatim, encoded_list_chunks, json_chunks
 from sandbox_replay.forking import die_with_parent, usable_cpus
-from sandbox_replay.inputs import RowRef
+from sandbox_replay.inputs import RunInputs
+from sandbox_replay.layers.verdicts import derivation_passes
 from sandbox_replay.lazyrows import ROWS_PER_CHUNK
 from sandbox_replay.loader import (
     FileChangedError,
@@ -57,7 +60,23 @@ from sandbox_replay.loader import (
     open_same_file,
 )
 from sandbox_replay.pipeline import Replay
-from sandbox_replay.records import COPIED_LISTS, ProjectedRows, RunRecords, project_rows
+from sandbox_replay.policy import DERIVATION_FIELDS, PolicyTable, default_table
+from sandbox_replay.records import (
+    COPIED_LISTS,
+    MAX_TEXT,
+    DerivedRows,
+    ProjectedRows,
+    RunRecords,
+)
+
+# The record's lists the helper makes, in the record's order: the copied lists, and the
+# derived rows (made of the request and verdict files) after the verdict rows.
+REQUEST_LIST, VERDICT_LIST, DERIVED_LIST = (
+    "request_rows",
+    "policy_verdict_rows",
+    "derived_policy_verdict_rows",
+)
+HELPED_LISTS = (REQUEST_LIST, VERDICT_LIST, DERIVED_LIST, *(key for key, _, _ in COPIED_LISTS[2:]))
 
 # Below this many bytes in the copied files together, the lists take well under 50 ms to
 # build: not worth a process.
@@ -85,8 +104,29 @@ class Section:
     length: int
 
 
-def _cut(text: bytes, last: bool) -> list[Any]:
-    """Parse the rows in ``text``: from a row's ``{`` to the next batch's, or the file's end.
+# A value ``records._scalar`` keeps as it is, and as the standard library dumps it; any
+# other value (a float, an object, a longer text or list) fails its batch's decoding, which
+# leaves the list to the record. A field a row lacks stays UNSET, which is not written.
+_Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
+_Kept = _Text | int | bool | None | Annotated[list[_Text], msgspec.Meta(max_length=64)]
+
+
+@cache
+def _row_codec(names: tuple[str, ...]) -> tuple[msgspec.json.Decoder[Any], msgspec.json.Encoder]:
+    """Return the decoder of a batch of rows as ``records.project_rows`` has them, and an encoder.
+
+    A row decodes to a struct of the known fields in ``names`` order, then ``line`` (set
+    once the row's line is known); fields it does not know are skipped unread, and a
+    ``line`` of its own is overwritten. Encoded, a struct writes its fields in that order
+    and leaves out the UNSET ones: the projected row, in the record's compact JSON.
+    """
+    fields = [(name, _Kept | msgspec.UnsetType, msgspec.UNSET) for name in names]
+    row: Any = msgspec.defstruct("CopiedRow", [*fields, ("line", Any, None)], gc=False)
+    return msgspec.json.Decoder(list[row]), msgspec.json.Encoder()
+
+
+def _cut(text: bytes, last: bool, decoder: msgspec.json.Decoder[Any]) -> list[Any]:
+    """Decode the rows in ``text``: from a row's ``{`` to the next batch's, or the file's end.
 
     Between two rows comes ","; after the last, the "]" and "}" closing the list and the
     file. A cut anywhere else leaves a string or an object open, so the batch does not
@@ -98,12 +138,12 @@ def _cut(text: bytes, last: bool) -> list[Any]:
             raise _Unusable("rows are not cut where they end")
         text = text[: -len(closer)].rstrip()
     try:
-        rows = orjson.loads(b"[" + text + b"]")
-    except orjson.JSONDecodeError:
+        rows: list[Any] = decoder.decode(b"[" + text + b"]")
+    except msgspec.ValidationError:
+        raise _Unusable("a row holds a value the record does not copy as it is") from None
+    except msgspec.DecodeError:
         raise _Unusable("a batch of rows does not parse") from None
-    if any(type(row) is not dict for row in rows):
-        raise _Unusable("a batch of rows is not one object per cut")
-    return list(rows)
+    return rows
 
 
 class _RowReader:
@@ -114,11 +154,20 @@ class _RowReader:
     once every batch was read, how many rows there were and the sha256 of every byte.
     """
 
-    def __init__(self, handle: BinaryIO, size: int, name: str, fields: Sequence[str]) -> None:
+    def __init__(
+        self,
+        handle: BinaryIO,
+        size: int,
+        name: str,
+        fields: Sequence[str],
+        seen: Callable[[list[Any]], None] | None = None,
+    ) -> None:
         self.handle = handle
         self.size = size  # the file's size when opened: it is read no further
         self.name = name
         self.names = tuple(dict.fromkeys(fields))  # as ``ProjectedRows`` keeps them
+        self.decoder, self.encoder = _row_codec(self.names)
+        self.seen = seen  # shown each batch of decoded rows, before it is serialised
         self.rows = 0
         self.hash = hashlib.sha256()
 
@@ -126,8 +175,11 @@ class _RowReader:
     def digest(self) -> str:
         return "sha256:" + self.hash.hexdigest()
 
-    def batches(self) -> Iterator[list[dict[str, Any]]]:
-        """Yield the rows as the record shows them (``project_rows``), a batch at a time."""
+    def batches(self) -> Iterator[bytes]:
+        """Yield the rows as the record shows them (``project_rows``), a batch at a time.
+
+        Each batch is a compact JSON list, plain ASCII (``atomic.encoded_list_chunks``).
+        """
         buf = b""
         starts: list[int] = []  # in ``buf``: the "{" of each row not yet given
         lines: list[int] = []  # and the line it is on
@@ -154,22 +206,26 @@ class _RowReader:
             lines += found_lines
             buf += piece
             while len(starts) > _BATCH_ROWS:
-                rows = _cut(buf[starts[0] : starts[_BATCH_ROWS]], False)
+                rows = _cut(buf[starts[0] : starts[_BATCH_ROWS]], False, self.decoder)
                 yield self._project(rows, lines[:_BATCH_ROWS])
                 del starts[:_BATCH_ROWS], lines[:_BATCH_ROWS]
             keep = starts[0] if starts else len(buf)  # only the rows not yet given
             buf = buf[keep:]
             starts = list(map(sub, starts, repeat(keep)))
         if starts:
-            yield self._project(_cut(buf[starts[0] :], True), lines)
+            yield self._project(_cut(buf[starts[0] :], True, self.decoder), lines)
 
-    def _project(self, rows: list[Any], lines: list[int]) -> list[dict[str, Any]]:
+    def _project(self, rows: list[Any], lines: list[int]) -> bytes:
         if len(rows) != len(lines):
             raise _Unusable("a batch does not hold one row per cut")
-        first = self.rows
         self.rows += len(rows)
-        refs = list(map(RowRef, repeat(self.name), range(first, self.rows), lines, rows))
-        return project_rows(refs, self.names)
+        if self.seen is not None:
+            self.seen(rows)
+        deque(map(setattr, rows, repeat("line"), lines), maxlen=0)
+        encoded = self.encoder.encode(rows)
+        if not encoded.isascii() or b"\x7f" in encoded:  # the record escapes those
+            raise _Unusable("a row holds text the record writes escaped")
+        return encoded
 
 
 class _Spool:
@@ -189,41 +245,164 @@ class _Spool:
 
 
 def _serialise(
-    root: Path, name: str, fields: Sequence[str], limits: LoadLimits, out: _Spool
+    root: Path,
+    name: str,
+    fields: Sequence[str],
+    limits: LoadLimits,
+    out: _Spool,
+    seen: Callable[[list[Any]], None] | None = None,
 ) -> tuple[str, int]:
-    """Write one file's list to ``out``; return the file's sha256 and its rows."""
+    """Write one file's list to ``out``; return the file's sha256 and its rows.
+
+    ``seen``, if given, is shown each batch of the file's rows as decoded.
+    """
     try:
         path, info = inspect_input(root, name, limits)
         handle = open_same_file(path, info, limits.max_file_bytes)
     except (InputRefused, FileChangedError):
         raise _Unusable("the file could not be opened") from None
     with handle:
-        reader = _RowReader(handle, os.fstat(handle.fileno()).st_size, name, fields)
-        out.writelines(list_chunks(reader.batches(), _LIST_DEPTH, may_hold_floats=False))
+        reader = _RowReader(handle, os.fstat(handle.fileno()).st_size, name, fields, seen)
+        out.writelines(encoded_list_chunks(reader.batches(), _LIST_DEPTH))
     return reader.digest, reader.rows
 
 
 def _helper_main(root: Path, limits: LoadLimits, spool: int, report: int) -> None:
-    """The helper process: write each copied list into ``spool`` and report it on ``report``.
+    """The helper process: write each list into ``spool`` and report it on ``report``.
 
     Each list is written after the last one, through the page cache, then synced:
     this process reads it back soon after, from memory, and the kernel is left no dirty
     pages to write back meanwhile. Its report line (JSON: the key, then the file's sha256,
     the rows, the offset and the length, or the key alone for a list it could not make)
-    follows once every byte of it is in the file.
+    follows once every byte of it is in the file. The derived rows follow the verdict
+    rows, as in the record; their line names no file (its sha256 is empty).
     """
+    derived = _DerivedRows(default_table())
+    seen = {REQUEST_LIST: derived.take_requests, VERDICT_LIST: derived.take_verdicts}
     for key, name, fields in COPIED_LISTS:
-        offset = os.lseek(spool, 0, os.SEEK_END)  # after what any list before left
-        out = _Spool(spool)
-        entry: list[Any] = [key]
-        try:
-            sha256, rows = _serialise(root, name, fields, limits, out)
-        except (_Unusable, OSError):
-            pass
-        else:
-            getattr(os, "fdatasync", os.fsync)(spool)  # macOS has no fdatasync
-            entry += [sha256, rows, offset, out.written]
-        os.write(report, orjson.dumps(entry) + b"\n")
+        serialise = partial(_serialise, root, name, fields, limits, seen=seen.get(key))
+        made = _write_list(spool, report, key, serialise)
+        if key in seen and not made:  # decoded in part, or not at all: no derived rows
+            derived.broken = True
+        if key == VERDICT_LIST:
+            _write_list(spool, report, DERIVED_LIST, derived.serialise)
+
+
+def _write_list(spool: int, report: int, key: str, write: Callable[..., tuple[str, int]]) -> bool:
+    """Write one list with ``write(out, ...)`` at the end of ``spool``; report it. Say if made."""
+    offset = os.lseek(spool, 0, os.SEEK_END)  # after what any list before left
+    out = _Spool(spool)
+    entry: list[Any] = [key]
+    try:
+        sha256, rows = write(out)
+    except (_Unusable, OSError):
+        pass
+    else:
+        getattr(os, "fdatasync", os.fsync)(spool)  # macOS has no fdatasync
+        entry += [sha256, rows, offset, out.written]
+    os.write(report, orjson.dumps(entry) + b"\n")
+    return len(entry) > 1
+
+
+class _DerivedRows:
+    """The record's derived rows (``records.DerivedRows``), made from what the helper read.
+
+    ``take_requests`` is shown every batch of the request file, then ``take_verdicts``
+    every batch of the verdict file, as the helper decodes them; each keeps only what the
+    derived rows show. As ``inputs.load_run`` indexes them, the first row of each string
+    request id counts, in the order of those first rows; so does the first verdict row of
+    each request id. Requests that agree on what a derivation reads share one.
+    """
+
+    def __init__(self, table: PolicyTable) -> None:
+        self.table = table
+        self.broken = False  # a file it needs was not decoded whole
+        self.places: dict[str, int] = {}  # each request id's place among the rows
+        self.shown: list[tuple[Any, ...]] = []  # what each row shows of its request
+        self.declared: list[tuple[Any, Any] | None] = []  # its verdict row's fields, if any
+        self._by_shape: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def take_requests(self, rows: list[Any]) -> None:
+        for row in rows:
+            request_id = row.request_id
+            if type(request_id) is str and request_id not in self.places:
+                self.places[request_id] = len(self.shown)
+                self.shown.append(self._shown(row))
+                self.declared.append(None)
+
+    def take_verdicts(self, rows: list[Any]) -> None:
+        for row in rows:
+            place = self.places.get(row.request_id) if type(row.request_id) is str else None
+            if place is not None and self.declared[place] is None:
+                self.declared[place] = (_value(row.verdict), _value(row.rule_refs))
+
+    def _shown(self, row: Any) -> tuple[Any, ...]:
+        """Return the row's shown fields and derivation, made once per distinct shape."""
+        values = tuple(_value(getattr(row, name)) for name in DERIVATION_FIELDS)
+        shown = self._by_shape.get(values) if all(type(v) is str for v in values) else None
+        if shown is None:  # kept for strings only: True and 1 are equal keys, not equal rows
+            shown = self._show(values)
+            if all(type(v) is str for v in values):
+                self._by_shape[values] = shown
+        return shown
+
+    def _show(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        request = dict(zip(DERIVATION_FIELDS, values, strict=True))
+        derivation = self.table.derive(request)
+        return (
+            request["action_kind"],
+            request["requested_capability"],
+            request["risk_class"],
+            derivation,
+        )
+
+    def serialise(self, out: _Spool) -> tuple[str, int]:
+        """Write the derived rows to ``out`` as the record holds them; return "" and their count."""
+        if self.broken:
+            raise _Unusable("the request or verdict file was not decoded whole")
+        out.writelines(encoded_list_chunks(self._batches(), _LIST_DEPTH))
+        return "", len(self.shown)
+
+    def _batches(self) -> Iterator[bytes]:
+        ids = list(self.places)
+        for start in range(0, len(ids), _BATCH_ROWS):
+            stop = start + _BATCH_ROWS
+            rows = list(
+                map(
+                    _derived_row, ids[start:stop], self.shown[start:stop], self.declared[start:stop]
+                )
+            )
+            encoded = msgspec.json.encode(rows)
+            if not encoded.isascii() or b"\x7f" in encoded:
+                raise _Unusable("a derived row holds text the record writes escaped")
+            yield encoded
+
+
+def _value(value: Any) -> Any:
+    """Return a decoded field's value as ``dict.get`` gives it: None where the row lacks it."""
+    return None if value is msgspec.UNSET else value
+
+
+def _derived_row(
+    request_id: str, shown: tuple[Any, ...], declared: tuple[Any, Any] | None
+) -> dict[str, Any]:
+    """Return one derived row as ``records.DerivedRows`` builds it."""
+    action_kind, capability, risk_class, derivation = shown
+    verdict, rule_refs = declared if declared is not None else (None, None)
+    row = None if declared is None else {"verdict": verdict, "rule_refs": rule_refs}
+    return {
+        "request_id": request_id,
+        "action_kind": action_kind,
+        "requested_capability": capability,
+        "risk_class": risk_class,
+        "derived_verdict": derivation.verdict,
+        "derived_rule_ref": derivation.rule_ref,
+        "fail_closed": derivation.fail_closed,
+        "mismatched_fields": list(derivation.mismatched_fields),
+        "declared_verdict": verdict,
+        "declared_rule_refs": rule_refs,
+        "policy_derivation_passed": derivation_passes(derivation, row),
+    }
 
 
 def _run_when_idle() -> None:
@@ -310,47 +489,82 @@ class RowListHelper:
         return cls(pid, read_end, reader)
 
     def attach(self, records: RunRecords, replay: Replay) -> RunRecords:
-        """Return ``records``, each copied list to be taken from the helper if usable then.
+        """Return ``records``, each of its lists to be taken from the helper if usable then.
 
         Nothing is taken when the forbidden-material scan matched (the record is redacted).
         Write the records before ``close``: a list read after it is built here.
         """
         if replay.scan.matched_texts:
             return records
+        run = replay.run
         verbatim = {}
         for key, name, _ in COPIED_LISTS:
             listed = records.result.get(key)
-            loaded = replay.run.files.get(name)
+            loaded = run.files.get(name)
             if isinstance(listed, ProjectedRows) and loaded is not None:
-                pieces = partial(self._pieces, key, listed, loaded, records.may_hold_floats)
-                verbatim[key] = Verbatim(pieces)
+                usable = partial(self._copied, key, len(listed), loaded)
+                verbatim[key] = self._verbatim(key, listed, usable, records.may_hold_floats)
+        derived = records.result.get(DERIVED_LIST)
+        if isinstance(derived, DerivedRows) and run.table is default_table():
+            usable = partial(self._derived, len(derived), run)
+            verbatim[DERIVED_LIST] = self._verbatim(
+                DERIVED_LIST, derived, usable, records.may_hold_floats
+            )
         return replace(records, verbatim=verbatim)
 
-    def _pieces(
-        self, key: str, listed: ProjectedRows, loaded: LoadedFile, may_hold_floats: bool
-    ) -> Iterator[bytes | memoryview]:
-        """Yield the list ``key`` as the record holds it: the helper's bytes, or built here."""
-        if key not in self._taken:
-            self._taken[key] = self._usable(key, listed, loaded)
-            self.used += self._taken[key] is not None
-        section = self._taken[key]
-        if section is None or self._closed:  # after ``close`` its file may be another's
-            return json_chunks(listed, _LIST_DEPTH, may_hold_floats=may_hold_floats)
-        return _read(self._spool, section.offset, section.length)
+    def _verbatim(
+        self,
+        key: str,
+        listed: Sequence[Any],
+        usable: Callable[[], Section | None],
+        may_hold_floats: bool,
+    ) -> Verbatim:
+        """Return the list ``key`` as the record holds it: the helper's bytes, or built here.
 
-    def _usable(self, key: str, listed: ProjectedRows, loaded: LoadedFile) -> Section | None:
-        """Return the helper's section for ``key`` if it reported it and it is usable."""
+        Whether the helper's are used is decided once, when the list is first written.
+        """
+
+        def pieces() -> Iterable[bytes | memoryview]:
+            if key not in self._taken:
+                self._taken[key] = usable()
+                self.used += self._taken[key] is not None
+            section = self._taken[key]
+            if section is None or self._closed:  # after ``close`` its file may be another's
+                return json_chunks(listed, _LIST_DEPTH, may_hold_floats=may_hold_floats)
+            return _read(self._spool, section.offset, section.length)
+
+        return Verbatim(pieces)
+
+    def _copied(self, key: str, rows: int, loaded: LoadedFile) -> Section | None:
+        """Return the helper's section for the copied list ``key`` if it is usable now."""
+        self._read_reports()  # a list not reported yet is late: built here, the helper goes on
+        return self._proven(self._reported.get(key), loaded, rows)
+
+    def _derived(self, rows: int, run: RunInputs) -> Section | None:
+        """Return the helper's derived rows if usable now: made of the very files loaded here.
+
+        They are when both files they are made of are, as copied lists, and the helper
+        made as many rows as this process derived (with the packaged table, as it did).
+        """
         self._read_reports()
-        if key not in self._reported:  # late: built here, and the helper goes on
-            return None
-        section = self._reported[key]
+        section = self._reported.get(DERIVED_LIST)
+        for key, name, _ in COPIED_LISTS:
+            if key in (REQUEST_LIST, VERDICT_LIST):
+                loaded = run.files[name]
+                if self._proven(self._reported.get(key), loaded, len(loaded.rows)) is None:
+                    return None
+        return section if section is not None and section.rows == rows else None
+
+    @staticmethod
+    def _proven(section: Section | None, loaded: LoadedFile, rows: int) -> Section | None:
+        """Return ``section`` if it is of the very bytes ``loaded`` was parsed from, and fast."""
         proven = (
             section is not None
             and loaded.ok
             and loaded.rows_are_flat
             and not loaded.may_hold_floats
             and loaded.sha256 == section.sha256
-            and len(loaded.rows) == section.rows == len(listed)
+            and len(loaded.rows) == section.rows == rows
         )
         return section if proven else None
 

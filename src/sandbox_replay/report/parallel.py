@@ -32,12 +32,12 @@ from sandbox_replay.blockwrite import BlockWriter, write_whole
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
-from sandbox_replay.records import COPIED_LISTS, RunRecords, build_records
+from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
-from sandbox_replay.rowhelper import RowListHelper
+from sandbox_replay.rowhelper import HELPED_LISTS, RowListHelper
 from sandbox_replay.version import __version__
 
 
@@ -205,7 +205,7 @@ def _build_run(
                     f"wrote result.json ({size / 1e6:.1f} MB) in {time.perf_counter() - writing:.1f}s"
                 )
             if lists is not None:
-                used = f"{lists.used} of {len(COPIED_LISTS)} copied row lists"
+                used = f"{lists.used} of {len(HELPED_LISTS)} row lists"
                 notes.append(f"runs/{run.name}: {used} came from the helper process")
                 lists.close()  # written: its process and temporary file are done with
             return "sha256:" + digest
