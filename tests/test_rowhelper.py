@@ -544,6 +544,7 @@ def _request(request_id: Any, rule: Any, **changed: Any) -> dict[str, Any]:
     verdicts=[
         {"request_id": "r1", "verdict": "block", "rule_refs": []},
         {"request_id": "r1", "verdict": "allow", "rule_refs": [_RULES[0].rule_ref]},  # later
+        {"request_id": "r2", "verdict": "block", "rule_refs": [_RULES[0].rule_ref]},
         {"request_id": "r3", "verdict": _MISSING, "rule_refs": None},
         {"request_id": "r9", "verdict": "allow", "rule_refs": []},  # no such request
     ],

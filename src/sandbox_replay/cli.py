@@ -284,7 +284,7 @@ ReplayJobsOpt = Annotated[
     typer.Option(
         "--jobs",
         "-j",
-        help="Processes to use. By default a large run's copied row lists are serialised "
+        help="Processes to use. By default a large run's record row lists are serialised "
         "by a helper process while the replay runs, when a second CPU is free; 1 keeps "
         "all work in this process. The records are the same either way.",
         show_default=False,

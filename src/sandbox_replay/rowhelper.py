@@ -1,24 +1,34 @@
-"""The result record's copied row lists, serialised by a helper process during the replay.
+"""The result record's row lists, serialised by a helper process during the replay.
 
 Five of the record's row lists copy one input file each: every row's known fields, in
-the format's order, and its line (``records.COPIED_LISTS``). Building and serialising
+the format's order, and its line (``records.COPIED_LISTS``); a sixth, the derived rows,
+is made of two of those files, the requests and their verdicts. Building and serialising
 them holds the GIL for about a quarter of a 60,000-request validation, at its very end,
-while the machine's other core does little. They depend on nothing but their own file's
-bytes, so a helper process forked before the load reads those files itself and writes the
-lists, as the record holds them, to an unlinked temporary file (read back from the page
-cache), while this process loads, checks and traces. It reports each list as soon as it
-is written, in the record's order. When the record is written and comes to a list, it
-copies that list's bytes in if the helper reported it by then (``RowListHelper.attach``);
-a list not reported yet is built here while the helper goes on with the next. Nothing
-waits for the helper, so it never makes a run slower than building everything here would,
-bar the CPU time it takes. ``build`` uses one the same way for a lone run it builds with
-processes to spare (``report.parallel.build_run``).
+while the machine's other core does little. They depend on nothing but those files'
+bytes and the packaged policy table, so a helper process forked before the load reads
+the files itself and writes the lists, as the record holds them, to an unlinked
+temporary file (read back from the page cache), while this process loads, checks and
+traces. It reports each list as soon as it is written, in the record's order. When the
+record is written and comes to a list, it copies that list's bytes in if the helper
+reported it by then (``RowListHelper.attach``); a list not reported yet is built here
+while the helper goes on with the next. Nothing waits for the helper, so it never makes
+a run slower than building everything here would, bar the CPU time it takes. ``build``
+uses one the same way for a lone run it builds with processes to spare
+(``report.parallel.build_run``).
 
-The helper is trusted with nothing. A list is used only when this process loaded its
-file by the fast path for plain list files (``loader._parse_list_file_fast``: flat rows,
-no float), from bytes of the same sha256 as the helper read, with the same number of rows
-as the helper found, and when the forbidden-material scan matched nothing (a match
-rewrites the record). The helper parses a file a batch of rows at a time: it cuts the
+The helper decodes each batch of rows with msgspec into a struct of the fields the
+record keeps: a value the record would change (a long text or list, an object, a float)
+fails the batch, and so leaves the list to be built here. Encoded compact and laid out
+by ``msgspec.json.format``, the structs give the record's own bytes for ASCII text
+(``atomic.encoded_list_chunks``); other text leaves the list to be built here too.
+
+The helper is trusted with nothing. A copied list is used only when this process loaded
+its file by the fast path for plain list files (``loader._parse_list_file_fast``: flat
+rows, no float), from bytes of the same sha256 as the helper read, with the same number
+of rows as the helper found, and when the forbidden-material scan matched nothing (a
+match rewrites the record). The derived rows are used only when both their files are so
+proven, this run derives with the packaged table, and the helper made as many rows as
+this process derived. The helper parses a file a batch of rows at a time: it cuts the
 file before each ``{``, and with as many of those as this process found rows, each
 ``{`` opens a row, so the cuts fall exactly between rows and each row parses as it does
 in the whole file. Any other case (a file the helper could not read or cut, a helper that
@@ -321,6 +331,7 @@ class _DerivedRows:
         self.shown: list[tuple[Any, ...]] = []  # what each row shows of its request
         self.declared: list[tuple[Any, Any] | None] = []  # its verdict row's fields, if any
         self._by_shape: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._by_declared: dict[tuple[str, ...], tuple[Any, Any]] = {}
 
     def take_requests(self, rows: list[Any]) -> None:
         for row in rows:
@@ -334,7 +345,20 @@ class _DerivedRows:
         for row in rows:
             place = self.places.get(row.request_id) if type(row.request_id) is str else None
             if place is not None and self.declared[place] is None:
-                self.declared[place] = (_value(row.verdict), _value(row.rule_refs))
+                self.declared[place] = self._declared(_value(row.verdict), _value(row.rule_refs))
+
+    def _declared(self, verdict: Any, rule_refs: Any) -> tuple[Any, Any]:
+        """Return ``(verdict, rule_refs)``, one tuple for all rows that declare the same.
+
+        Most rows declare one of a few verdicts and rule lists: shared, 600,000 verdict
+        rows hold about 150 MB less. Only texts are shared (True and 1 are equal keys).
+        """
+        declared = (verdict, rule_refs)
+        if type(verdict) is not str or type(rule_refs) is not list:
+            return declared
+        if not all(type(ref) is str for ref in rule_refs):
+            return declared
+        return self._by_declared.setdefault((verdict, *rule_refs), declared)
 
     def _shown(self, row: Any) -> tuple[Any, ...]:
         """Return the row's shown fields and derivation, made once per distinct shape."""
