@@ -62,7 +62,10 @@ PLAIN = {
 }
 PLAIN["brace_in_string"] = _file(_with(1, '{"request_id": "{a}", "m": ["{", "}{"]}'))
 PLAIN["brace_in_key"] = _file(_with(1, '{"{": "a", "request_id": "b"}'))
+PLAIN["integer_at_digit_limit"] = _file(_with(3, '{"request_id": "a", "n": %s}' % ("9" * 4300)))
 FLOATS = {"float_value", "negative_zero", "float_in_list", "exponent_is_float", "tiny_float"}
+# Not of the plain types (a float, a list in a list): parsed by orjson instead of msgspec.
+NOT_PLAIN_TYPES = FLOATS | {"nested_lists"}
 HANDED_ON = {
     "duplicate_key": _file(_with(2, '{"request_id": "a", "request_id": "b"}')),
     "duplicate_key_spaced": _file(_with(2, '{"request_id": "a", "request_id" : "b"}')),
@@ -163,6 +166,11 @@ def test_plain_files_take_one_pass_and_load_the_same(
     assert _outcome(fast) == _outcome(slow)
     assert fast.rows_are_flat
     assert fast.may_hold_floats == (case in FLOATS)
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN))
+def test_plain_types_are_decoded_by_msgspec_and_the_rest_by_orjson(case: str) -> None:
+    assert (loader._decode_plain(PLAIN[case]) is None) == (case in NOT_PLAIN_TYPES)
 
 
 @pytest.mark.parametrize("case", sorted(HANDED_ON))

@@ -7,10 +7,12 @@ an error inside a row name the row's line. Strictness beyond the JSON grammar: d
 keys, NaN/Infinity and numbers that overflow to infinity are errors, as are invalid
 UTF-8 and a byte-order mark.
 
-A plain list file, as exporters write it, is first parsed whole by orjson and proved
-to be what that parser would have loaded (``_parse_list_file_fast``); any other file,
-and any error, goes the row-by-row way, which alone words the findings. orjson refuses
-nesting deeper than 1,024 levels on its own, so that first parse needs no depth check.
+A plain list file, as exporters write it, is first parsed whole (by msgspec, else
+orjson) and proved to be what that parser would have loaded (``_parse_list_file_fast``);
+any other file, and any error, goes the row-by-row way, which alone words the findings.
+msgspec's typed decoding stops at the first value nested deeper than a list in a row, and
+orjson refuses nesting deeper than 1,024 levels on its own, so that first parse needs no
+depth check.
 
 Limits (``LoadLimits``) are checked before the costly step they guard: the file size
 before reading, the nesting depth on the raw bytes before parsing (so the C scanner never
@@ -35,6 +37,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
+import msgspec
 import orjson
 import re2
 
@@ -421,13 +424,17 @@ def _parse_list_file_fast(
     exporters write, and for it the strictness of the row-by-row parser is proved with
     whole-buffer counts and C-level passes instead of a Python hook per object:
 
-    - orjson refuses invalid UTF-8, NaN/Infinity, numbers that overflow to infinity and
-      lone surrogate escapes, as the strict parser does. It parses an integer too big for
-      64 bits into a float, so a file in which orjson finds any float is decoded again by
-      the standard library's scanner, whose numbers are the strict parser's.
+    - The file is decoded by msgspec into the plain types (``_decode_plain``), else by
+      orjson. Both refuse invalid UTF-8, NaN/Infinity, numbers that overflow to infinity
+      and lone surrogate escapes, as the strict parser does. msgspec reads an integer of
+      up to 4,300 digits exactly and refuses a longer one, as the standard library does;
+      orjson parses an integer too big for 64 bits into a float, so a file in which any
+      float is found is decoded again by the standard library's scanner, whose numbers
+      are the strict parser's.
     - Every ``{`` outside strings opens the top object or a row: so no row nests an
       object, and the rows' start lines are those of the second such ``{`` on.
-    - No key was a duplicate (orjson, like a dict, keeps the last): ``_no_key_dropped``.
+    - No key was a duplicate (both decoders, like a dict, keep the last):
+      ``_no_key_dropped``.
     - Nesting depth is read off the parsed values, and string lengths are measured only
       if ``_strings_may_exceed`` the limit.
 
@@ -436,16 +443,19 @@ def _parse_list_file_fast(
     """
     if rows_key is None or len(rows_key) > limits.max_string_chars:
         return None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
+    data = _decode_plain(raw)
+    plain = data is not None
+    if data is None:
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
     if type(data) is not dict or list(data) != [rows_key]:
         return None
     rows = data[rows_key]
     if type(rows) is not list or len(rows) > limits.max_rows:
         return None
-    if rows and set(map(type, rows)) != {dict}:
+    if not plain and rows and set(map(type, rows)) != {dict}:
         return None
     layout = raw.translate(None, _ALL_BUT_LAYOUT)
     # Between one `{` and the next, only line ends count: their number gives the lines.
@@ -479,6 +489,29 @@ def _parse_list_file_fast(
     loaded.may_hold_floats = may_hold_floats
     loaded.rows_are_flat = True
     return data, rows
+
+
+# A list file as exporters write it: a top object of lists of objects, each value a
+# string, integer, boolean, null or a list of those. msgspec decodes such a file into
+# the same dicts and lists as orjson, checking the types as it parses, and faster;
+# any other file fails this decoding at once and is parsed by orjson.
+_PlainScalar = str | int | bool | None
+_PLAIN_DECODER = msgspec.json.Decoder(dict[str, list[dict[str, _PlainScalar | list[_PlainScalar]]]])
+
+
+def _decode_plain(raw: bytes) -> dict[str, Any] | None:
+    """Decode a plain list file; None if ``raw`` is not one (or not JSON at all).
+
+    msgspec refuses what orjson refuses here (invalid UTF-8, NaN, Infinity, overflowing
+    numbers, lone surrogate escapes) and reads an integer of any length up to the
+    standard library's 4,300 digits exactly, as the standard library does. Like orjson
+    and a dict, it keeps a duplicate key's last value: ``_no_key_dropped`` catches that.
+    """
+    try:
+        data: dict[str, Any] = _PLAIN_DECODER.decode(raw)
+    except msgspec.DecodeError:  # msgspec.ValidationError included
+        return None
+    return data
 
 
 class _RowValues(NamedTuple):
