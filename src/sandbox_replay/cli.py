@@ -284,8 +284,8 @@ ReplayJobsOpt = Annotated[
     typer.Option(
         "--jobs",
         "-j",
-        help="Processes to use. By default a large run's record row lists are serialised "
-        "by a helper process while the replay runs, when a second CPU is free; 1 keeps "
+        help="Processes to use. By default a helper process serialises a large run's "
+        "record row lists while the replay runs, when a second CPU is free; 1 keeps "
         "all work in this process. The records are the same either way.",
         show_default=False,
     ),

@@ -493,8 +493,9 @@ def _parse_list_file_fast(
 
 # A list file as exporters write it: a top object of lists of objects, each value a
 # string, integer, boolean, null or a list of those. msgspec decodes such a file into
-# the same dicts and lists as orjson, checking the types as it parses, and faster;
-# any other file fails this decoding at once and is parsed by orjson.
+# the same dicts and lists as orjson, checking the types as it parses, and faster. Any
+# other file fails this decoding at its first other value (a float, a nested list or
+# object), and is parsed by orjson: a plain file but for its last row is decoded twice.
 _PlainScalar = str | int | bool | None
 _PLAIN_DECODER = msgspec.json.Decoder(dict[str, list[dict[str, _PlainScalar | list[_PlainScalar]]]])
 
