@@ -564,7 +564,7 @@ def test_the_helpers_derived_rows_are_the_records_own(
         for key, name, fields in COPIED_LISTS[:2]:
             seen = derived.take_requests if key == "request_rows" else derived.take_verdicts
             rowhelper._serialise(bundle, name, fields, LoadLimits(), spool, seen=seen)
-    pieces = rowhelper.encoded_list_chunks(derived._batches(), 1)
+    pieces = encoded_list_chunks(derived._batches(), 1)
     records = build_records(replay(ReplayConfig(bundle, InputMode.BUNDLE)))
     listed = records.result["derived_policy_verdict_rows"]
     assert b"".join(pieces) == b"".join(json_chunks(listed, 1, may_hold_floats=False))
