@@ -363,10 +363,11 @@ class _DerivedRows:
     def _shown(self, row: Any) -> tuple[Any, ...]:
         """Return the row's shown fields and derivation, made once per distinct shape."""
         values = tuple(_value(getattr(row, name)) for name in DERIVATION_FIELDS)
-        shown = self._by_shape.get(values) if all(type(v) is str for v in values) else None
-        if shown is None:  # kept for strings only: True and 1 are equal keys, not equal rows
+        texts = all(type(v) is str for v in values)  # True and 1 are equal keys, not rows
+        shown = self._by_shape.get(values) if texts else None
+        if shown is None:
             shown = self._show(values)
-            if all(type(v) is str for v in values):
+            if texts:
                 self._by_shape[values] = shown
         return shown
 
