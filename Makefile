@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m compileall -q src/sandbox_replay
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -21,7 +22,10 @@ venv: $(STAMP)
 # and a rebuild from unchanged fixtures and templates gives the same bytes.
 run: site
 
+# Bytecode is written first, as a wheel's install does: with PYTHONDONTWRITEBYTECODE set,
+# an editable install would otherwise compile every edited module on every run.
 site: $(STAMP)
+	$(BIN)/python -m compileall -q src/sandbox_replay
 	env -u SOURCE_DATE_EPOCH $(BIN)/sandbox-replay build fixtures --out site --rebuild
 
 lint: $(STAMP)

@@ -204,6 +204,7 @@ def main() -> None:
     if args.total_memory and not memwatch.available():
         raise SystemExit("--total-memory needs /proc/<pid>/smaps_rollup (Linux)")
     print(f"machine: {machine()}")
+    print(memwatch.compile_package())
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.many:
         many(args)

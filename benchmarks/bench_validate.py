@@ -111,6 +111,7 @@ def main() -> None:
         raise SystemExit("--total-memory needs /proc/<pid>/smaps_rollup (Linux)")
 
     print(f"machine: {machine()}")
+    print(memwatch.compile_package())
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     header = (
         f"{'requests':>9} {'MB':>7} {'wall s':>8} {'req/s':>9} {'peak RSS MB':>12} {'status':>8}"

@@ -35,3 +35,25 @@ def test_the_watch_sums_a_process_and_what_it_forks() -> None:
 def test_without_watch_nothing_is_polled() -> None:
     _, status, _, total = memwatch.run_timed([sys.executable, "-c", "pass"])
     assert (status, total) == (0, None)
+
+
+def test_compile_package_leaves_every_module_current_bytecode() -> None:
+    """What a benchmarked run imports is read compiled, as from a wheel's install."""
+    import importlib.util
+    from pathlib import Path
+
+    import sandbox_replay
+
+    assert memwatch.compile_package().endswith("(ok)")
+    sources = sorted(Path(sandbox_replay.__file__).parent.rglob("*.py"))
+    assert len(sources) > 40
+    for source in sources:
+        cached = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+        assert cached[:4] == importlib.util.MAGIC_NUMBER
+        flags = int.from_bytes(cached[4:8], "little")
+        if flags == 0:  # stamped with the source's time and size
+            stat = source.stat()
+            assert int.from_bytes(cached[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            assert int.from_bytes(cached[12:16], "little") == stat.st_size & 0xFFFFFFFF
+        else:  # stamped with the source's hash (SOURCE_DATE_EPOCH set)
+            assert cached[8:16] == importlib.util.source_hash(source.read_bytes())
