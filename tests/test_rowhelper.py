@@ -113,6 +113,24 @@ def test_a_generated_bundle_with_failing_rows_is_copied_whole(tmp_path: Path) ->
     assert used == len(HELPED)
 
 
+@pytest.mark.parametrize(
+    ("read_size", "batch_rows"),
+    [(1 << 20, 3), (1 << 20, 64), (1 << 20, 1 << 20), (4096, 7), (333, 2)],
+)
+def test_batches_of_any_size_cut_from_pieces_of_any_size_give_the_same_record(
+    read_size: int, batch_rows: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a piece read holds a few rows' ends or hundreds (cut ``_BATCH_ROWS`` at a
+    time, at the n-th "{"), or a batch is every row the pieces have ended so far."""
+    monkeypatch.setattr(rowhelper, "_READ_SIZE", read_size)
+    monkeypatch.setattr(rowhelper, "_BATCH_ROWS", batch_rows)
+    bundle = tmp_path / "bundle"
+    generate(bundle, 200, seed=9, failing_fraction=0.2)
+    built, helped, used = _with_helper(bundle, tmp_path, InputMode.BUNDLE)
+    assert helped == built
+    assert used == len(HELPED)
+
+
 def _restyle(path: Path, **dump: Any) -> None:
     path.write_text(json.dumps(json.loads(path.read_text("utf-8")), **dump), "utf-8")
 

@@ -49,7 +49,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from itertools import accumulate, repeat
-from operator import add, sub
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
@@ -156,6 +155,18 @@ def _cut(text: bytes, last: bool, decoder: msgspec.json.Decoder[Any]) -> list[An
     return rows
 
 
+# Deleting every byte but these leaves where rows may start and lines end.
+_ALL_BUT_BRACES_AND_LINES = bytes(b for b in range(256) if b not in b"{\n")
+
+
+def _nth_brace(text: bytes, n: int) -> int:
+    """Return where the ``n``-th ``{`` of ``text`` after its first is (there are more)."""
+    at = text.find(b"{")
+    for _ in range(n):
+        at = text.find(b"{", at + 1)
+    return at
+
+
 class _RowReader:
     """Read a plain list file a piece at a time and give its rows a batch at a time.
 
@@ -189,10 +200,11 @@ class _RowReader:
         """Yield the rows as the record shows them (``project_rows``), a batch at a time.
 
         Each batch is a compact JSON list, plain ASCII (``atomic.encoded_list_chunks``).
+        A batch is every row whose end was read, up to ``_BATCH_ROWS`` of them: the rows
+        from the first not given to the last ``{`` read so far.
         """
-        buf = b""
-        starts: list[int] = []  # in ``buf``: the "{" of each row not yet given
-        lines: list[int] = []  # and the line it is on
+        buf = b""  # from the "{" of the first row not yet given (or the file's start)
+        lines: list[int] = []  # the line of each row whose "{" is in ``buf``
         line = 1  # the line the end of ``buf`` is on
         top = True  # whether the next "{" is the file's own
         left = self.size + 1  # one byte more would mean the file grew
@@ -201,29 +213,27 @@ class _RowReader:
             if not left:
                 raise _Unusable("the file grew while it was read")
             self.hash.update(piece)
-            # Where each "{" of the piece is in ``buf``, and its line, in C: the piece
-            # split at every "{", each part's length and line ends summed up to it.
-            parts = piece.split(b"{")
-            spans = map(add, map(len, parts[:-1]), repeat(1))
-            found = list(accumulate(spans, initial=len(buf) - 1))[1:]
-            ends = list(map(bytes.count, parts, repeat(b"\n")))
+            # The line of each "{" of the piece, in C: the line ends between them counted
+            # on the piece cut down to its "{" and line ends.
+            ends = list(map(len, piece.translate(None, _ALL_BUT_BRACES_AND_LINES).split(b"{")))
             found_lines = list(accumulate(ends[:-1], initial=line))[1:]
             line += sum(ends)
-            if top and found:
-                del found[0], found_lines[0]
-                top = False
-            starts += found
-            lines += found_lines
             buf += piece
-            while len(starts) > _BATCH_ROWS:
-                rows = _cut(buf[starts[0] : starts[_BATCH_ROWS]], False, self.decoder)
-                yield self._project(rows, lines[:_BATCH_ROWS])
-                del starts[:_BATCH_ROWS], lines[:_BATCH_ROWS]
-            keep = starts[0] if starts else len(buf)  # only the rows not yet given
-            buf = buf[keep:]
-            starts = list(map(sub, starts, repeat(keep)))
-        if starts:
-            yield self._project(_cut(buf[starts[0] :], True, self.decoder), lines)
+            if top and found_lines:  # rows start at the "{" after the file's own
+                del found_lines[0]
+                buf = buf[buf.index(b"{") + 1 :]
+                top = False
+            lines += found_lines
+            while len(lines) > 1:  # every row but the last has ended
+                cut = _nth_brace(buf, _BATCH_ROWS) if len(lines) > _BATCH_ROWS else buf.rfind(b"{")
+                first = buf.find(b"{")
+                rows = _cut(buf[first:cut], False, self.decoder)
+                given = min(len(lines) - 1, _BATCH_ROWS)
+                yield self._project(rows, lines[:given])
+                del lines[:given]
+                buf = buf[cut:]
+        if lines:
+            yield self._project(_cut(buf[buf.find(b"{") :], True, self.decoder), lines)
 
     def _project(self, rows: list[Any], lines: list[int]) -> bytes:
         if len(rows) != len(lines):
