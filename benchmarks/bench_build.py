@@ -7,7 +7,7 @@ Run: .venv/bin/python benchmarks/bench_build.py [--sizes 6000 60000 600000] [--j
 Without ``--many``: for each size, a generated bundle (``generate_bundle.py``, cached
 under ``benchmarks/.cache/`` as ``bench_validate.py`` caches it) is built into a fresh
 site; printed are the wall time, peak RSS of the build's processes, the number of pages
-and the largest page.
+and the largest page, and the CPU steal during the build (as ``bench_validate.py``).
 
 With ``--many``: ``--count`` bundles of ``--requests`` requests (seeds 1..count) are built
 into a fresh site with ``--jobs 1`` and with ``--jobs 2``; the two sites must be byte for
@@ -97,7 +97,7 @@ def one_large(args: argparse.Namespace) -> None:
     header = (
         f"{'requests':>9} {'MB':>7} {'jobs':>4} {'wall s':>8} {'peak RSS MB':>12} "
         + (f"{'total PSS MB':>13} " if args.total_memory else "")
-        + f"{'pages':>6} {'largest page':>13}"
+        + f"{'steal %':>7} {'pages':>6} {'largest page':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -105,12 +105,14 @@ def one_large(args: argparse.Namespace) -> None:
         bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
         out = args.cache / f"site_{size}"
         shutil.rmtree(out, ignore_errors=True)
-        wall, peak, _, total = build([bundle], out, args.jobs, watch=args.total_memory)
+        with memwatch.StealWatch() as steal:
+            wall, peak, _, total = build([bundle], out, args.jobs, watch=args.total_memory)
         count, largest, where = pages(out)
+        stolen = f"{steal.percent:>7.1f}" if steal.percent is not None else f"{'n/a':>7}"
         print(
             f"{size:>9} {folder_mb(bundle):>7.1f} {args.jobs:>4} {wall:>8.2f} {peak:>12.0f} "
             + (f"{total or 0:>13.0f} " if args.total_memory else "")
-            + f"{count:>6} {largest / 1e6:>10.2f} MB  ({where})",
+            + f"{stolen} {count:>6} {largest / 1e6:>10.2f} MB  ({where})",
             flush=True,
         )
 

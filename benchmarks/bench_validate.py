@@ -9,8 +9,11 @@ Each validation is a fresh subprocess; its wall time is measured around it and i
 RSS read from ``resource.getrusage(RUSAGE_CHILDREN)`` after it exits (children are
 waited for one at a time, so the maximum is the largest child so far, hence sizes run
 smallest first); with ``--total-memory`` the peak total PSS of the validation's
-processes is polled too (``memwatch.py``). The table is printed with the machine it ran
-on. This is a script, not a timed test: compare its figures, do not assert on them.
+processes is polled too (``memwatch.py``). Each row also gives the CPU steal during the
+run it shows (time this VM's host gave its CPUs to other guests, ``/proc/stat``), and
+with ``--repeat`` every run's wall time, the best of which is shown. The table is printed
+with the machine it ran on. This is a script, not a timed test: compare its figures, do
+not assert on them.
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ def folder_mb(folder: Path) -> float:
 
 def validate(
     bundle: Path, out: Path, watch: bool, jobs: int | None = None
-) -> tuple[float, float, int, float | None]:
-    """Run one validation subprocess; return wall seconds, peak RSS in MB, exit status and
-    (with ``watch``) the peak total PSS of its processes in MB."""
+) -> tuple[float, float, int, float | None, float | None]:
+    """Run one validation subprocess; return wall seconds, peak RSS in MB, exit status,
+    (with ``watch``) the peak total PSS of its processes in MB, and the CPU steal in %."""
     command = [
         sys.executable,
         "-c",
@@ -84,11 +87,12 @@ def validate(
         str(out),
         *(["--jobs", str(jobs)] if jobs else []),
     ]
-    wall, status, stderr, total = run_timed(command, watch=watch)
+    with memwatch.StealWatch() as steal:
+        wall, status, stderr, total = run_timed(command, watch=watch)
     if status not in (0, 1):
         raise SystemExit(f"validation failed with exit {status}:\n{stderr}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return wall, peak, status, total
+    return wall, peak, status, total, steal.percent
 
 
 def main() -> None:
@@ -116,22 +120,28 @@ def main() -> None:
     header = (
         f"{'requests':>9} {'MB':>7} {'wall s':>8} {'req/s':>9} {'peak RSS MB':>12} {'status':>8}"
         + (f" {'total PSS MB':>13}" if args.total_memory else "")
+        + f" {'steal %':>7}"
+        + ("  every run's wall s" if args.repeat > 1 else "")
     )
     print(header)
     print("-" * len(header))
     for size in sorted(args.sizes):
         bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
         out = args.cache / f"out_{size}"
-        walls, totals = [], []
+        walls, totals, steals = [], [], []
         for _ in range(args.repeat):
-            wall, peak, status, total = validate(bundle, out, args.total_memory, args.jobs)
+            wall, peak, status, total, steal = validate(bundle, out, args.total_memory, args.jobs)
             walls.append(wall)
             totals.append(total or 0.0)
+            steals.append(steal)
         best = min(walls)
+        steal = steals[walls.index(best)]  # during the run shown
         print(
             f"{size:>9} {folder_mb(bundle):>7.1f} {best:>8.2f} {size / best:>9.0f} "
             f"{peak:>12.0f} {'pass' if status == 0 else 'blocked':>8}"
-            + (f" {max(totals):>13.0f}" if args.total_memory else ""),
+            + (f" {max(totals):>13.0f}" if args.total_memory else "")
+            + (f" {steal:>7.1f}" if steal is not None else f" {'n/a':>7}")
+            + ("  " + " ".join(f"{w:.2f}" for w in walls) if args.repeat > 1 else ""),
             flush=True,
         )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

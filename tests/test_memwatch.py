@@ -57,3 +57,25 @@ def test_compile_package_leaves_every_module_current_bytecode() -> None:
             assert int.from_bytes(cached[12:16], "little") == stat.st_size & 0xFFFFFFFF
         else:  # stamped with the source's hash (SOURCE_DATE_EPOCH set)
             assert cached[8:16] == importlib.util.source_hash(source.read_bytes())
+
+
+def test_steal_is_the_share_of_cpu_time_the_host_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    # user nice system idle iowait irq softirq steal guest guest_nice, in ticks
+    readings = iter([[100, 0, 50, 800, 10, 0, 0, 40, 5, 0], [160, 0, 70, 900, 10, 0, 0, 70, 9, 0]])
+    monkeypatch.setattr(memwatch, "cpu_times", lambda: next(readings))
+    with memwatch.StealWatch() as steal:
+        pass
+    # 60 + 20 + 100 + 30 ticks passed (guest time is counted in user already); 30 stolen
+    assert steal.percent == pytest.approx(100 * 30 / 210)
+
+
+def test_steal_is_unknown_without_proc_stat(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memwatch, "cpu_times", lambda: None)
+    with memwatch.StealWatch() as steal:
+        pass
+    assert steal.percent is None
+
+
+def test_cpu_times_reads_the_machine_line() -> None:
+    times = memwatch.cpu_times()
+    assert times is not None and len(times) >= 8 and sum(times) > 0
