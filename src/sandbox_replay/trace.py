@@ -20,8 +20,8 @@ import orjson
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RowRef, RunInputs
-from sandbox_replay.layers.base import LayerResult, column, row_dicts
-from sandbox_replay.layers.rollbacks import rollback_covers
+from sandbox_replay.layers.base import NO_ROW, LayerResult, column, joined, positions, row_dicts
+from sandbox_replay.layers.rollbacks import covered_each
 from sandbox_replay.lazyrows import ROWS_PER_CHUNK, LazyRows
 
 FLOOR = "public_trace_floor"
@@ -379,32 +379,40 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
             code, f"{span_id}: {message}", FLOOR, span_id, "trace_span", request.file, request.line
         )
 
-    # Each request's verdict and receipt fields, a column at a time in C; a request with
-    # no verdict row or no receipt reads its fields from an empty row.
-    no_row: dict[str, Any] = {}
-    verdicts = list(map(run.verdict_by_request.get, request_ids))
-    effects = list(map(run.effect_by_request.get, request_ids))
-    verdict_rows: list[Any] = list(map(getattr, verdicts, repeat("row"), repeat(no_row)))
-    effect_rows: list[Any] = list(map(getattr, effects, repeat("row"), repeat(no_row)))
+    # Each request's verdict row, receipt and cold-replay row (``NO_ROW`` where none, whose
+    # fields all read as absent), found by position where the files list them in span
+    # order, as exporters write them (``joined``); then their fields, a column at a time.
+    verdicts = joined(run.verdict_by_request, request_ids)
+    effects = joined(run.effect_by_request, request_ids)
+    replays = joined(run.replay_by_request, request_ids)
+    verdict_rows: list[Any] = row_dicts(verdicts)
+    effect_rows: list[Any] = row_dicts(effects)
     declared_verdicts = list(map(dict.get, verdict_rows, repeat("verdict")))
     attempted = map(dict.get, effect_rows, repeat("execution_attempted"))
     executions = list(map(is_, attempted, repeat(True)))
     rollback_refs = list(map(dict.get, effect_rows, repeat("rollback_receipt_ref")))
     pre_execution = map(is_, map(dict.get, verdict_rows, repeat("pre_execution")), repeat(True))
-    replayed = run.replay_by_request
+    # Whether each executed request's rollback ref finds a verified rollback naming it.
+    executed_at = list(positions(executions))
+    covered = [True] * len(request_ids)  # only an executed request needs a rollback
+    executed_ids = list(map(request_ids.__getitem__, executed_at))
+    executed_refs = list(map(rollback_refs.__getitem__, executed_at))
+    deque(map(covered.__setitem__, executed_at, covered_each(run, executed_ids, executed_refs)), 0)
+    del executed_at, executed_ids, executed_refs
     audited = zip(
         request_ids,
         requests,
         verdicts,
         effects,
+        replays,
         declared_verdicts,
         executions,
-        rollback_refs,
+        covered,
         pre_execution,
         strict=True,
     )
-    for request_id, request, verdict, effect, declared, executed, rollback_ref, pre in audited:
-        if verdict is None:
+    for request_id, request, verdict, effect, replay, declared, executed, ok, pre in audited:
+        if verdict is NO_ROW:
             flag(
                 codes.TRACE_VERDICT_REF_MISSING,
                 "no verdict row to use as authority",
@@ -418,7 +426,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
                 request_id,
                 request,
             )
-        if effect is None:
+        if effect is NO_ROW:
             flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt", request_id, request)
         elif declared == "block" and (
             executed or effect.row.get("side_effect_diff_count") not in (0, None)
@@ -436,14 +444,14 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
                 request_id,
                 request,
             )
-        if executed and not rollback_covers(run, request_id, rollback_ref):
+        if not ok:
             flag(
                 codes.TRACE_ROLLBACK_REF_MISSING,
                 "executed with no rollback receipt",
                 request_id,
                 request,
             )
-        if request_id not in replayed:
+        if replay is NO_ROW:
             flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row", request_id, request)
     outcomes = list(map(_outcome, declared_verdicts, executions))
     state_refs = [ref if isinstance(ref, str) else None for ref in rollback_refs]
@@ -452,7 +460,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         for declared, ref in zip(declared_verdicts, state_refs, strict=True)
     ]
     versions = list(map(dict.get, verdict_rows, repeat("policy_version")))
-    del verdicts, effects, verdict_rows, effect_rows, declared_verdicts, executions
+    del verdicts, effects, replays, verdict_rows, effect_rows, declared_verdicts, executions
     rows = row_dicts(requests)
     field = {name: column(rows, name) for name in _SPAN_FIELDS}
     capabilities = field["requested_capability"]

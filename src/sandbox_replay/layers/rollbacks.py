@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import deque
 from itertools import compress, repeat
 from operator import and_, eq, is_, itemgetter, not_
+from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RowRef, RunInputs
 from sandbox_replay.layers.base import (
+    NO_ROW,
     FloorScan,
     LayerResult,
     describe,
@@ -18,6 +20,7 @@ from sandbox_replay.layers.base import (
     not_text,
     positions,
     read_joined,
+    row_dicts,
     scan_floor,
     shared,
     wrong_flags,
@@ -116,6 +119,25 @@ def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bo
         and rollback.get("request_id") == request_id
         and rollback.get("rollback_verified") is True
     )
+
+
+def covered_each(run: RunInputs, request_ids: list[str], refs: list[Any]) -> list[bool]:
+    """Return ``rollback_covers(run, request_id, ref)`` for each request and its ref.
+
+    A ref that finds a verified rollback row naming its request is covered, which is
+    tested for every pair at once in C (by position where the rollback file lists the
+    refs in order: ``joined``); only the others are put to ``rollback_covers``.
+    """
+    try:
+        rows = row_dicts(joined(run.rollback_by_id, refs))
+    except TypeError:  # a ref that cannot be hashed: put every pair to the exact test
+        rows = row_dicts([NO_ROW] * len(refs))
+    names = map(eq, map(dict.get, rows, repeat("request_id")), request_ids)
+    verified = map(is_, map(dict.get, rows, repeat("rollback_verified")), repeat(True))
+    covered = list(map(and_, names, verified))
+    for at in positions(map(not_, covered)):
+        covered[at] = rollback_covers(run, request_ids[at], refs[at])
+    return covered
 
 
 def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], bool]:
