@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -61,10 +62,19 @@ class RowRef(NamedTuple):
 
 
 def _index_by(rows: list[RowRef], key: str) -> dict[str, RowRef]:
-    """Index rows by a string key; the first row wins, later ones are left to the layers."""
-    index: dict[str, RowRef] = {}
-    for ref in rows:
-        value = ref.row.get(key)
+    """Index rows by a string key; the first row wins, later ones are left to the layers.
+
+    Where every key is a distinct string (as in an exporter's file), the index is built
+    in C; otherwise row by row. The loader makes every row a dict.
+    """
+    values: list[Any] = list(map(dict.get, map(itemgetter(3), rows), repeat(key)))  # RowRef.row
+    index: dict[str, RowRef]
+    if set(map(type, values)) <= {str}:
+        index = dict(zip(values, rows, strict=True))
+        if len(index) == len(rows):  # no key repeated: each row is its key's first
+            return index
+    index = {}
+    for value, ref in zip(values, rows, strict=True):
         if isinstance(value, str) and value not in index:
             index[value] = ref
     return index
