@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from itertools import pairwise
@@ -31,6 +32,7 @@ from sandbox_replay.atomic import dump_json, encoded_list_chunks, json_chunks, l
 from sandbox_replay.cli import app
 from sandbox_replay.inputs import (
     ACTION_REQUESTS,
+    COLD_REPLAY,
     POLICY_VERDICTS,
     SIDE_EFFECT_RECEIPTS,
     InputMode,
@@ -305,6 +307,167 @@ def test_lists_reported_after_a_late_one_are_still_taken(
     assert written == _record(records)
     assert first in written
     assert helper.used == len(HELPED) - 1
+
+
+def _cold_replay_rows() -> int:
+    return len(json.loads((EXPORTED_BUNDLE / COLD_REPLAY).read_text())["cold_replay"])
+
+
+def test_a_list_the_helper_is_making_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper has begun the last list and finishes it 0.5 s after the record asks for
+    it, well within the time building it here is allowed: the record waits and takes it."""
+    go_on = tmp_path / "go-on"
+    _hold_back(monkeypatch, COLD_REPLAY, go_on)
+    monkeypatch.setattr(rowhelper, "_OWN_SECONDS_PER_ROW", 60 / _cold_replay_rows())
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        _wait_for_reports(helper, len(HELPED) - 1)  # all but the cold replay rows
+        outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+        records = build_records(outcome)
+        helped = helper.attach(records, outcome)
+        release = threading.Timer(0.5, go_on.touch)
+        started = time.monotonic()
+        release.start()
+        written = _record(helped)
+        waited = time.monotonic() - started
+    finally:
+        release.cancel()
+        helper.close()
+    assert written == _record(records)
+    assert helper.used == len(HELPED)
+    assert 0.4 < waited < 30
+
+
+def test_a_list_the_helper_is_stuck_on_is_waited_for_no_longer_than_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _hold_back(monkeypatch, COLD_REPLAY, tmp_path / "never")
+    monkeypatch.setattr(rowhelper, "_OWN_SECONDS_PER_ROW", 0.4 / _cold_replay_rows())
+    helper = rowhelper.RowListHelper.start(EXPORTED_BUNDLE, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        _wait_for_reports(helper, len(HELPED) - 1)
+        outcome = replay(ReplayConfig(EXPORTED_BUNDLE, InputMode.BUNDLE))
+        records = build_records(outcome)
+        started = time.monotonic()
+        written = _record(helper.attach(records, outcome))
+        waited = time.monotonic() - started
+    finally:
+        helper.close()
+    assert written == _record(records)
+    assert helper.used == len(HELPED) - 1  # the cold replay rows were built here
+    assert 0.35 < waited < 10
+
+
+def test_the_helper_shares_how_many_rows_of_each_list_it_has_made(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    generate(bundle, 40, seed=2)  # 3 rows a batch: many batches a list
+    helper = rowhelper.RowListHelper.start(bundle, LoadLimits(), tmp_path)
+    assert helper is not None and helper._progress is not None
+    try:
+        _wait_for_reports(helper)
+        made = {key: helper._progress.get(key) for key in HELPED}
+        reported = {key: getattr(helper._reported.get(key), "rows", None) for key in HELPED}
+    finally:
+        helper.close()
+    assert made == reported
+    assert all(rows and rows > 3 for rows in made.values())
+
+
+class _FakeProgress:
+    """Progress as the helper would share it: ``rows`` per look, None for not begun."""
+
+    def __init__(self, rows: list[int | None], step: int = 0) -> None:
+        self.rows = rows
+        self.step = step
+        self.looks = 0
+
+    def get(self, key: str) -> int | None:
+        self.looks += 1
+        made = self.rows[0]
+        return None if made is None else made + self.step * self.looks
+
+    def close(self) -> None:
+        pass
+
+
+def _pipe_helper(progress: _FakeProgress) -> tuple[rowhelper.RowListHelper, int]:
+    """Return a helper object whose reports come down a pipe this test writes, and its
+    write end: the helper is this test."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    spool = os.open(os.devnull, os.O_RDONLY)
+    helper = rowhelper.RowListHelper(os.getpid(), read_end, spool, progress)
+    helper._pid = None  # nothing to stop
+    return helper, write_end
+
+
+def _time_await(
+    helper: rowhelper.RowListHelper,
+    key: str,
+    rows: int,
+    bound: float,
+    monkeypatch: pytest.MonkeyPatch,
+) -> float:
+    """Return how long ``_await`` waits for ``key``, allowed ``bound`` seconds for its rows."""
+    monkeypatch.setattr(rowhelper, "_OWN_SECONDS_PER_ROW", bound / rows)
+    started = time.monotonic()
+    helper._await(key, rows)
+    return time.monotonic() - started
+
+
+def test_a_list_the_helper_has_not_begun_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    helper, write_end = _pipe_helper(_FakeProgress([None]))
+    try:
+        assert _time_await(helper, "cold_replay_rows", 1000, 100.0, monkeypatch) < 1
+    finally:
+        os.close(write_end)
+        helper.close()
+
+
+def test_a_helper_too_slow_to_beat_building_here_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One row per look (every 10 ms) leaves 9,999 rows: 100 s at that pace, against 2 s
+    allowed. The wait ends at the first look that shows the pace."""
+    progress = _FakeProgress([0], step=1)
+    helper, write_end = _pipe_helper(progress)
+    try:
+        assert _time_await(helper, "cold_replay_rows", 10_000, 2.0, monkeypatch) < 1
+    finally:
+        os.close(write_end)
+        helper.close()
+    assert progress.looks >= 2
+
+
+def test_the_wait_ends_when_the_list_is_reported_or_the_helper_exits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    helper, write_end = _pipe_helper(_FakeProgress([5]))  # begun, and stuck: no pace to read
+    line = json.dumps(["rollback_rows", "sha256:0", 10, 0, 0]).encode() + b"\n"
+    report = threading.Timer(0.3, os.write, (write_end, line))
+    exits = threading.Timer(0.3, os.close, (write_end,))
+    try:
+        report.start()
+        waited = _time_await(helper, "rollback_rows", 1000, 100.0, monkeypatch)
+        assert "rollback_rows" in helper._reported
+        assert 0.2 < waited < 10
+        report.join()
+        exits.start()
+        waited = _time_await(helper, "cold_replay_rows", 1000, 100.0, monkeypatch)
+        exits.join()
+        assert "cold_replay_rows" not in helper._reported
+        assert 0.2 < waited < 10
+    finally:
+        report.cancel()
+        if not exits.is_alive() and not exits.finished.is_set():
+            os.close(write_end)
+        helper.close()
 
 
 def test_records_read_after_close_build_their_lists_here(tmp_path: Path) -> None:
