@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import FIXTURES, REPO, SCENARIOS
 from sandbox_replay.codes import REGISTRY
-from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
+from sandbox_replay.report.build import BuildConfig, BuildResult, _same_tree, build_site
 
 RUN_SECTIONS = (
     "headline",
@@ -219,6 +220,26 @@ def test_unchanged_rebuild_rewrites_nothing(tmp_path: Path) -> None:
     stamp = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     assert build((FIXTURES / "first_wave",), out).unchanged
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == stamp
+
+
+def test_trees_are_the_same_only_with_the_same_bytes_in_every_file(tmp_path: Path) -> None:
+    """Files are compared by content, in pieces: a byte changed deep in a large file, at
+    the same size and modification time, makes the trees differ, however often asked."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    body = bytes(range(256)) * 4096  # 1 MiB: many of the comparison's pieces
+    for root in (a, b):
+        (root / "runs/x").mkdir(parents=True)
+        (root / "runs/x/result.json").write_bytes(body)
+        (root / "index.html").write_bytes(b"<p>same</p>")
+    assert _same_tree(a, b)
+    target = b / "runs/x/result.json"
+    times = target.stat().st_atime_ns, target.stat().st_mtime_ns
+    target.write_bytes(body[:-10] + b"0123456789")  # the same size
+    os.utime(target, ns=times)  # and the same modification time
+    assert not _same_tree(a, b)
+    assert not _same_tree(a, b)
+    (b / "extra.html").write_bytes(b"")
+    assert not _same_tree(a, b)
 
 
 def test_six_request_run_page_is_small(site: tuple[Path, BuildResult]) -> None:
