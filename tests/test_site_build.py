@@ -242,6 +242,26 @@ def test_trees_are_the_same_only_with_the_same_bytes_in_every_file(tmp_path: Pat
     assert not _same_tree(a, b)
 
 
+def test_a_hard_link_to_the_old_file_is_the_same_without_being_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (b / "result.json").write_bytes(b"{}" * 1000)
+    os.link(b / "result.json", a / "result.json")  # as a reused run's pages are staged
+
+    def unread(*args: object, **kwargs: object) -> bool:
+        raise AssertionError("a hard link was read")
+
+    monkeypatch.setattr("filecmp.cmp", unread)
+    assert _same_tree(a, b)
+    (a / "page.html").write_bytes(b"x")
+    (b / "page.html").write_bytes(b"x")
+    with pytest.raises(AssertionError, match="read"):  # a copy is compared by content
+        _same_tree(a, b)
+
+
 def test_six_request_run_page_is_small(site: tuple[Path, BuildResult]) -> None:
     out, _ = site
     assert (out / "runs/first_wave/index.html").stat().st_size < 200 * 1024
