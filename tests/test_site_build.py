@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import filecmp
+import hashlib
 import os
 import re
 import subprocess
@@ -260,6 +262,51 @@ def test_a_hard_link_to_the_old_file_is_the_same_without_being_read(
     (b / "page.html").write_bytes(b"x")
     with pytest.raises(AssertionError, match="read"):  # a copy is compared by content
         _same_tree(a, b)
+
+
+def test_a_staged_file_of_known_digest_is_compared_by_the_old_files_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staged record is not read back: the old file is hashed against its digest."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        root.mkdir()
+        (root / "result.json").write_bytes(b'{"a": 1}')
+    digest = "sha256:" + hashlib.sha256(b'{"a": 1}').hexdigest()
+
+    def unread(*args: object, **kwargs: object) -> bool:
+        raise AssertionError("compared byte for byte")
+
+    monkeypatch.setattr("filecmp.cmp", unread)
+    assert _same_tree(a, b, {"result.json": digest})
+    (b / "result.json").write_bytes(b'{"a": 2}')  # the old file differs from the digest
+    assert not _same_tree(a, b, {"result.json": digest})
+
+
+def test_a_rebuild_restores_an_old_record_changed_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rebuilt record is compared by its digest (never read back), and still found
+    to differ from an old one changed in place."""
+    out = tmp_path / "site"
+    config = BuildConfig((FIXTURES / "bundles",), out, cwd=REPO, progress=quiet, rebuild=True)
+    build_site(config)
+    compared: list[str] = []
+    real_cmp = filecmp.cmp
+
+    def cmp(staged: Path, old: Path, shallow: bool = True) -> bool:
+        compared.append(Path(staged).name)
+        return real_cmp(staged, old, shallow)
+
+    monkeypatch.setattr(filecmp, "cmp", cmp)
+    assert build_site(config).unchanged
+    assert "index.html" in compared
+    assert "result.json" not in compared
+    record = next(out.glob("runs/*/result.json"))
+    good = record.read_bytes()
+    record.write_bytes(good.replace(b'"status"', b'"STATUS"', 1))  # the same size
+    assert not build_site(config).unchanged
+    assert record.read_bytes() == good
 
 
 def test_six_request_run_page_is_small(site: tuple[Path, BuildResult]) -> None:
