@@ -16,7 +16,13 @@ import pytest
 
 from conftest import FIXTURES, REPO, SCENARIOS
 from sandbox_replay.codes import REGISTRY
-from sandbox_replay.report.build import BuildConfig, BuildResult, _same_tree, build_site
+from sandbox_replay.report.build import (
+    BuildConfig,
+    BuildResult,
+    _same_file,
+    _same_tree,
+    build_site,
+)
 
 RUN_SECTIONS = (
     "headline",
@@ -281,6 +287,15 @@ def test_a_staged_file_of_known_digest_is_compared_by_the_old_files_hash(
     assert _same_tree(a, b, {"result.json": digest})
     (b / "result.json").write_bytes(b'{"a": 2}')  # the old file differs from the digest
     assert not _same_tree(a, b, {"result.json": digest})
+
+
+def test_an_old_file_swapped_for_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
+    staged = tmp_path / "staged.json"
+    staged.write_bytes(b"{}")
+    old = tmp_path / "old.json"
+    os.mkfifo(old)  # no writer: opening it to read would wait for ever
+    digest = "sha256:" + hashlib.sha256(b"{}").hexdigest()
+    assert not _same_file(staged, old, digest)
 
 
 def test_a_rebuild_restores_an_old_record_changed_in_place(

@@ -61,6 +61,7 @@ from __future__ import annotations
 import ctypes
 import filecmp
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -72,11 +73,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import usable_cpus
+from sandbox_replay.loader import open_regular
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, discover_runs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
@@ -591,8 +593,13 @@ def _same_file(staged: Path, old: Path, digest: str | None) -> bool:
     if os.path.samefile(staged, old):
         return True
     if digest is not None:
-        with old.open("rb") as handle:
-            return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest() == digest
+        try:  # no symlink followed nor FIFO waited on, should one replace the old file
+            handle = open_regular(old)
+        except OSError:
+            return False  # not one to keep: the site is replaced
+        with handle:
+            reader = cast(io.BufferedReader, handle)  # what ``open_regular`` opens
+            return "sha256:" + hashlib.file_digest(reader, "sha256").hexdigest() == digest
     return filecmp.cmp(staged, old, shallow=False)
 
 
