@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -443,6 +444,36 @@ def test_a_helper_too_slow_to_beat_building_here_is_not_waited_for(
         os.close(write_end)
         helper.close()
     assert progress.looks >= 2
+
+
+def _loaded(rows: int, fast: bool) -> Any:
+    """A loaded file as ``_proven`` reads one: parsed by the fast path or not."""
+    return SimpleNamespace(
+        ok=True, rows_are_flat=fast, may_hold_floats=False, rows=[{}] * rows, sha256="x"
+    )
+
+
+def test_a_list_that_could_not_be_used_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file not parsed by the fast path cannot take the helper's list: the record does
+    not wait for it (nor for derived rows made of such a file), begun or not."""
+    helper, write_end = _pipe_helper(_FakeProgress([5]))  # begun, and stuck
+    monkeypatch.setattr(rowhelper, "_OWN_SECONDS_PER_ROW", 20.0 / 1000)  # 20 s allowed
+    try:
+        started = time.monotonic()
+        assert helper._copied("cold_replay_rows", 1000, _loaded(1000, fast=False)) is None
+        run = SimpleNamespace(
+            files={name: _loaded(1000, fast=False) for _, name, _ in COPIED_LISTS}
+        )
+        assert helper._derived(1000, run) is None  # type: ignore[arg-type]
+        assert time.monotonic() - started < 5
+        waited = threading.Timer(0.3, os.close, (write_end,))  # the helper exits in 0.3 s
+        waited.start()
+        started = time.monotonic()
+        assert helper._copied("cold_replay_rows", 1000, _loaded(1000, fast=True)) is None
+        waited.join()
+        assert 0.2 < time.monotonic() - started < 10  # a usable file's list is waited for
+    finally:
+        helper.close()
 
 
 def test_the_wait_ends_when_the_list_is_reported_or_the_helper_exits(

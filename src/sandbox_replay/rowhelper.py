@@ -646,7 +646,10 @@ class RowListHelper:
 
     def _copied(self, key: str, rows: int, loaded: LoadedFile) -> Section | None:
         """Return the helper's section for the copied list ``key`` if it is usable now."""
-        self._await(key, rows)  # a list still not reported is late: built here, the helper goes on
+        if self._may_prove(loaded, rows):
+            self._await(key, rows)  # still not reported, it is late: built here
+        else:
+            self._read_reports()  # it could not be used: nothing to wait for
         return self._proven(self._reported.get(key), loaded, rows)
 
     def _derived(self, rows: int, run: RunInputs) -> Section | None:
@@ -655,13 +658,14 @@ class RowListHelper:
         They are when both files they are made of are, as copied lists, and the helper
         made as many rows as this process derived (with the packaged table, as it did).
         """
-        self._await(DERIVED_LIST, rows)
-        section = self._reported.get(DERIVED_LIST)
+        self._read_reports()
         for key, name, _ in COPIED_LISTS:
             if key in (REQUEST_LIST, VERDICT_LIST):
                 loaded = run.files[name]
                 if self._proven(self._reported.get(key), loaded, len(loaded.rows)) is None:
-                    return None
+                    return None  # and so not worth waiting for
+        self._await(DERIVED_LIST, rows)
+        section = self._reported.get(DERIVED_LIST)
         return section if section is not None and section.rows == rows else None
 
     def _await(self, key: str, rows: int) -> None:
@@ -694,15 +698,23 @@ class RowListHelper:
                 self._read_reports()
 
     @staticmethod
-    def _proven(section: Section | None, loaded: LoadedFile, rows: int) -> Section | None:
+    def _may_prove(loaded: LoadedFile, rows: int) -> bool:
+        """Say whether a list of ``loaded`` could be proven: parsed fast, with ``rows`` rows."""
+        return (
+            loaded.ok
+            and loaded.rows_are_flat
+            and not loaded.may_hold_floats
+            and len(loaded.rows) == rows
+        )
+
+    @classmethod
+    def _proven(cls, section: Section | None, loaded: LoadedFile, rows: int) -> Section | None:
         """Return ``section`` if it is of the very bytes ``loaded`` was parsed from, and fast."""
         proven = (
             section is not None
-            and loaded.ok
-            and loaded.rows_are_flat
-            and not loaded.may_hold_floats
+            and cls._may_prove(loaded, rows)
             and loaded.sha256 == section.sha256
-            and len(loaded.rows) == section.rows == rows
+            and section.rows == rows
         )
         return section if proven else None
 
