@@ -379,17 +379,17 @@ def test_the_helper_shares_how_many_rows_of_each_list_it_has_made(tmp_path: Path
 
 
 class _FakeProgress:
-    """Progress as the helper would share it: ``rows`` per look, None for not begun."""
+    """Progress as the helper would share it: ``start`` rows (None: not begun), then
+    ``step`` more at each look."""
 
-    def __init__(self, rows: list[int | None], step: int = 0) -> None:
-        self.rows = rows
+    def __init__(self, start: int | None, step: int = 0) -> None:
+        self.start = start
         self.step = step
         self.looks = 0
 
     def get(self, key: str) -> int | None:
         self.looks += 1
-        made = self.rows[0]
-        return None if made is None else made + self.step * self.looks
+        return None if self.start is None else self.start + self.step * self.looks
 
     def close(self) -> None:
         pass
@@ -423,7 +423,7 @@ def _time_await(
 def test_a_list_the_helper_has_not_begun_is_not_waited_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    helper, write_end = _pipe_helper(_FakeProgress([None]))
+    helper, write_end = _pipe_helper(_FakeProgress(None))
     try:
         assert _time_await(helper, "cold_replay_rows", 1000, 100.0, monkeypatch) < 1
     finally:
@@ -436,7 +436,7 @@ def test_a_helper_too_slow_to_beat_building_here_is_not_waited_for(
 ) -> None:
     """One row per look (every 10 ms) leaves 9,999 rows: 100 s at that pace, against 2 s
     allowed. The wait ends at the first look that shows the pace."""
-    progress = _FakeProgress([0], step=1)
+    progress = _FakeProgress(0, step=1)
     helper, write_end = _pipe_helper(progress)
     try:
         assert _time_await(helper, "cold_replay_rows", 10_000, 2.0, monkeypatch) < 1
@@ -456,7 +456,7 @@ def _loaded(rows: int, fast: bool) -> Any:
 def test_a_list_that_could_not_be_used_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
     """A file not parsed by the fast path cannot take the helper's list: the record does
     not wait for it (nor for derived rows made of such a file), begun or not."""
-    helper, write_end = _pipe_helper(_FakeProgress([5]))  # begun, and stuck
+    helper, write_end = _pipe_helper(_FakeProgress(5))  # begun, and stuck
     monkeypatch.setattr(rowhelper, "_OWN_SECONDS_PER_ROW", 20.0 / 1000)  # 20 s allowed
     try:
         started = time.monotonic()
@@ -479,7 +479,7 @@ def test_a_list_that_could_not_be_used_is_not_waited_for(monkeypatch: pytest.Mon
 def test_the_wait_ends_when_the_list_is_reported_or_the_helper_exits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    helper, write_end = _pipe_helper(_FakeProgress([5]))  # begun, and stuck: no pace to read
+    helper, write_end = _pipe_helper(_FakeProgress(5))  # begun, and stuck: no pace to read
     line = json.dumps(["rollback_rows", "sha256:0", 10, 0, 0]).encode() + b"\n"
     report = threading.Timer(0.3, os.write, (write_end, line))
     exits = threading.Timer(0.3, os.close, (write_end,))
