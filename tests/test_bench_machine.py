@@ -1,0 +1,39 @@
+"""The benchmarks say which interpreter ran them, and how its libpython is linked."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from bench_validate import interpreter, machine
+
+SHARED_MAPS = """\
+55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1234 /root/.pyenv/versions/3.11.7/bin/python3.11
+7f0ade800000-7f0adea00000 r-xp 00200000 fe:01 5678 /root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0
+7f0adea00000-7f0adea10000 r--p 00400000 fe:01 5678 /root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0
+7f0adec00000-7f0adec20000 r-xp 00000000 fe:01 9012 /usr/lib/x86_64-linux-gnu/libc.so.6
+"""
+STATIC_MAPS = """\
+55d0c0a00000-55d0c0f00000 r-xp 00000000 fe:01 1234 /usr/bin/python3.11
+7f0adec00000-7f0adec20000 r-xp 00000000 fe:01 9012 /usr/lib/x86_64-linux-gnu/libc.so.6
+"""
+
+
+def test_a_shared_libpython_is_named_once() -> None:
+    said = interpreter(SHARED_MAPS)
+    assert said.endswith("(libpython shared (libpython3.11.so.1.0))")
+    assert said.startswith(str(Path(sys.executable).resolve()))
+
+
+def test_an_interpreter_with_libpython_linked_in_says_so() -> None:
+    assert interpreter(STATIC_MAPS).endswith("(libpython linked in)")
+
+
+def test_no_maps_to_read_is_unknown_not_linked_in() -> None:
+    assert interpreter("").endswith("(libpython linkage unknown)")
+
+
+def test_the_machine_line_names_this_interpreter() -> None:
+    assert f"interpreter: {Path(sys.executable).resolve()} (" in machine()
