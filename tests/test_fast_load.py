@@ -62,6 +62,11 @@ PLAIN = {
 }
 PLAIN["brace_in_string"] = _file(_with(1, '{"request_id": "{a}", "m": ["{", "}{"]}'))
 PLAIN["brace_in_key"] = _file(_with(1, '{"{": "a", "request_id": "b"}'))
+PLAIN["colon_in_key"] = _file(_with(1, '{"request_id": "a", "x:y": 1}'))
+PLAIN["comma_in_key"] = _file(_with(1, '{"a,b": "c", "request_id": "d"}'))
+PLAIN["colons_and_commas_in_listed_strings"] = _file(
+    _with(2, '{"request_id": "r", "rule_refs": ["a:b", ",c:", ":", ""], "e": ""}')
+)
 PLAIN["integer_at_digit_limit"] = _file(_with(3, '{"request_id": "a", "n": %s}' % ("9" * 4300)))
 FLOATS = {"float_value", "negative_zero", "float_in_list", "exponent_is_float", "tiny_float"}
 # Not of the plain types (a float, a list in a list): parsed by orjson instead of msgspec.
@@ -90,6 +95,13 @@ HANDED_ON = {
     "duplicate_key_escaped_file": _file(_with(2, '{"request_id": "a\\"", "request_id": "b"}')),
     "duplicate_key_minified": _file(_with(2, '{"request_id":"a","request_id":"b"}'), "minified"),
     "duplicate_key_list_value": _file(_with(2, '{"m": ["a"], "m": 1}')),
+    "duplicate_key_with_a_colon": _file(_with(2, '{"x:y": 1, "x:y": 2}')),
+    # A key whose name the layout count would miss, beside a dropped duplicate it would
+    # otherwise make up for: the names send the count to the quotes.
+    "duplicate_key_beside_a_key_with_a_colon": _file(_with(2, '{"a:b": 1, "c": 1, "c": 2}')),
+    "duplicate_key_beside_a_key_with_a_comma": _file(_with(2, '{"a,b": 1, "c": 1, "c": 2}')),
+    "duplicate_key_beside_a_key_with_a_brace": _file(_with(2, '{"{": 1, "c": 1, "c": 2}')),
+    "duplicate_key_after_listed_colons": _file(_with(2, '{"m": ["a", ":b"], "c": 1, "c": 2}')),
     "duplicate_top_key_same_value": b'{"action_requests": [], "action_requests": []}',
     "nested_object_in_list": _file(_with(1, '{"request_id": "a", "m": [[{"k": 1}]]}')),
     "negative_infinity_overflow": _file(_with(3, '{"request_id": "a", "n": -1e999}')),
@@ -180,6 +192,48 @@ def test_other_files_are_handed_to_the_row_parser(
     fast, slow, one_pass = _both(HANDED_ON[case], monkeypatch, LoadLimits())
     assert not one_pass
     assert _outcome(fast) == _outcome(slow)
+
+
+@pytest.mark.parametrize(
+    ("case", "limits", "walked", "taken"),
+    [
+        ("list_values", LoadLimits(), False, True),
+        ("colons_and_commas_in_listed_strings", LoadLimits(), False, True),
+        # Parsed by orjson: only the walk finds the float.
+        ("float_value", LoadLimits(), True, True),
+        # A depth limit under what plain rows may reach: the walk measures them.
+        ("indented", LoadLimits(max_depth=3), True, True),
+        ("list_values", LoadLimits(max_depth=3), True, False),
+        # A name the layout count cannot see: the quotes are counted against the strings.
+        ("comma_in_key", LoadLimits(), True, True),
+    ],
+)
+def test_plain_rows_are_walked_for_their_types_only_where_msgspec_did_not_tell(
+    case: str, limits: LoadLimits, walked: bool, taken: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """msgspec's types rule out floats and lists in lists, so plain rows need no walk."""
+    walks: list[int] = []
+    walk = loader._RowValues.of
+
+    def counted(rows: list[dict[str, Any]]) -> loader._RowValues:
+        walks.append(len(rows))
+        return walk(rows)
+
+    monkeypatch.setattr(loader._RowValues, "of", counted)
+    fast, slow, one_pass = _both(PLAIN[case], monkeypatch, limits)
+    assert bool(walks) == walked
+    assert one_pass == taken
+    assert _outcome(fast) == _outcome(slow)
+
+
+def test_the_keys_of_flat_rows_are_kept_for_the_forbidden_key_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast, _, _ = _both(PLAIN["comma_in_key"], monkeypatch, LoadLimits())
+    assert fast.row_keys == {"a,b", "request_id", "episode_id", "body_redacted", "n"}
+    fast, _, one_pass = _both(HANDED_ON["nested_object"], monkeypatch, LoadLimits())
+    assert not one_pass
+    assert fast.row_keys is None
 
 
 def test_duplicate_key_is_found_on_its_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,6 +330,8 @@ _TEXTS = st.sampled_from(
         "\\/",
         "\x7f",
         "\t",
+        ",",
+        ",:",
     ]
 )
 _STRINGS = st.lists(_TEXTS, max_size=4).map(lambda parts: '"' + "".join(parts) + '"')
@@ -313,7 +369,9 @@ _VALUES = st.recursive(
     ),
     max_leaves=6,
 )
-_KEYS = st.sampled_from(['"request_id"', '"n"', '"m"', '"\\u006e"', '"{"', '"a\\"b"'])
+_KEYS = st.sampled_from(
+    ['"request_id"', '"n"', '"m"', '"\\u006e"', '"{"', '"a\\"b"', '"x:y"', '","', '""']
+)
 _COLONS = st.sampled_from([":", ": ", " :", "\n:"])
 _ROWS = st.lists(
     st.lists(st.tuples(_KEYS, _COLONS, _VALUES), max_size=4).map(

@@ -76,6 +76,8 @@ class LoadedFile:
     may_hold_floats: bool = True
     # True when parsing proved that no row nests an object (so keys occur only at row level).
     rows_are_flat: bool = False
+    # Every key any row holds, where parsing collected them (with ``rows_are_flat``).
+    row_keys: frozenset[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -408,9 +410,14 @@ def _holds_lone_surrogate(value: Any) -> bool:
 
 
 _KEY_SPACE_COLON = re2.compile(rb'"[ \t\n\r]+:')
-# Deleting every byte but these leaves a file's layout: where objects open, lines end and
-# strings are delimited, and whether any escape occurs.
-_ALL_BUT_LAYOUT = bytes(b for b in range(256) if b not in b'{\n"\\')
+# A name holding one of the bytes a layout keeps (`"`, `\`, a raw line end: never unescaped).
+_HOLDS_LAYOUT = re.compile(r"[{:,]")
+# Deleting every byte but these leaves a file's layout: where objects open, lines end,
+# strings are delimited, colons and commas stand, and whether any escape occurs.
+_ALL_BUT_LAYOUT = bytes(b for b in range(256) if b not in b'{\n"\\:,')
+# Rows of a file msgspec decoded as plain nest no deeper than this: the top object, its
+# list, the rows and their lists.
+_PLAIN_DEPTH = 4
 
 
 def _parse_list_file_fast(
@@ -435,8 +442,9 @@ def _parse_list_file_fast(
       object, and the rows' start lines are those of the second such ``{`` on.
     - No key was a duplicate (both decoders, like a dict, keep the last):
       ``_no_key_dropped``.
-    - Nesting depth is read off the parsed values, and string lengths are measured only
-      if ``_strings_may_exceed`` the limit.
+    - Nesting depth is read off the parsed values (msgspec's plain rows nest at most
+      ``_PLAIN_DEPTH`` deep, by their type), and string lengths are measured only if
+      ``_strings_may_exceed`` the limit.
 
     Anything else, including any error, falls back to the row-by-row parser, which
     reports it exactly.
@@ -459,24 +467,28 @@ def _parse_list_file_fast(
         return None
     layout = raw.translate(None, _ALL_BUT_LAYOUT)
     # Between one `{` and the next, only line ends count: their number gives the lines.
-    between_braces = layout.translate(None, b'"\\').split(b"{")
+    between_braces = layout.translate(None, b'"\\:,').split(b"{")
     if len(between_braces) != 2 + len(rows) and b"\\" not in layout:
         # A `{` may sit in a string. Without escapes, strings are every other stretch
-        # between quotes; the rest holds only the `{` and line ends outside strings.
-        between_braces = b"".join(layout.split(b'"')[::2]).split(b"{")
+        # between quotes; the rest holds only the `{`, line ends, colons and commas outside
+        # strings.
+        outside = b"".join(layout.split(b'"')[::2])
+        between_braces = outside.translate(None, b":,").split(b"{")
     if len(between_braces) != 2 + len(rows):
         return None
-    values = _RowValues.of(rows)
-    if values.depth > limits.max_depth:
+    # msgspec's types leave no float and no deeper nesting to look for in plain rows.
+    values = None if plain and limits.max_depth >= _PLAIN_DEPTH else _RowValues.of(rows)
+    if values is not None and values.depth > limits.max_depth:
         return None
     if _strings_may_exceed(raw, layout, limits.max_string_chars) and _has_long_string(
         rows, limits.max_string_chars
     ):
         return None
-    if not _no_key_dropped(raw, layout, rows, values.strings):
+    row_keys = frozenset(set().union(*rows))
+    if not _no_key_dropped(raw, layout, rows, row_keys | {rows_key}, values):
         return None
     may_hold_floats = False
-    if float in values.kinds:
+    if values is not None and float in values.kinds:
         decoded = _decode_with_stdlib(raw)
         if decoded is None:
             return None
@@ -488,6 +500,7 @@ def _parse_list_file_fast(
     loaded.key_lines[rows_key] = raw.count(b"\n", 0, raw.index(b'"')) + 1
     loaded.may_hold_floats = may_hold_floats
     loaded.rows_are_flat = True
+    loaded.row_keys = row_keys
     return data, rows
 
 
@@ -583,21 +596,37 @@ def _decode_with_stdlib(raw: bytes) -> tuple[dict[str, Any], bool] | None:
     return data, seen_float
 
 
-def _no_key_dropped(raw: bytes, layout: bytes, rows: list[dict[str, Any]], strings: int) -> bool:
+def _no_key_dropped(
+    raw: bytes,
+    layout: bytes,
+    rows: list[dict[str, Any]],
+    names: frozenset[str],
+    values: _RowValues | None,
+) -> bool:
     """Return whether every key in ``raw`` survived parsing (so none was a duplicate).
 
-    Rows are flat, so keys occur only in the top object (its one key) and the rows.
-    Without a backslash, every ``"`` delimits a string, and each key and string value
-    spells two: a dropped duplicate would leave more quotes than the parsed strings
-    (``strings`` values, and the keys) account for. With a backslash, every ``"key":``
-    token is counted once no key is followed by whitespace before its colon: the count
-    equals the parsed keys only if none was dropped and no string holds an escaped quote
-    before a colon.
+    Rows are flat, so keys occur only in the top object (its one key) and the rows; a
+    dropped duplicate would leave more keys in the text than the parsed ``keys``. Each
+    count below is of the keys in the text plus, at worst, some that are not keys, so it
+    equals ``keys`` only if no key was dropped. ``names`` holds every parsed key (so
+    also the name of any dropped one).
+
+    - With a backslash, every ``"key":`` token is counted, once no key is followed by
+      whitespace before its colon (a string may add an escaped quote before a colon).
+    - Without one, no string holds a ``"``. Where no name holds a byte ``layout`` keeps,
+      each key reads ``"":`` there (its quotes, then its colon); nothing else does, as a
+      ``,`` or ``:`` parts any two strings, and string values are never followed by a
+      colon.
+    - Otherwise every ``"`` delimits a string, and each key and string value spells two:
+      the quotes are counted against the parsed keys and string values.
     """
     keys = 1 + sum(map(len, rows))
-    if b"\\" not in layout:
-        return layout.count(b'"') == 2 * (keys + strings)
-    return _KEY_SPACE_COLON.search(raw) is None and raw.count(b'":') == keys
+    if b"\\" in layout:
+        return _KEY_SPACE_COLON.search(raw) is None and raw.count(b'":') == keys
+    if not any(map(_HOLDS_LAYOUT.search, names)):
+        return layout.count(b'"":') == keys
+    strings = (values or _RowValues.of(rows)).strings
+    return layout.count(b'"') == 2 * (keys + strings)
 
 
 def _holds_float(value: Any) -> bool:
