@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import memwatch
-from bench_validate import bundle_for, folder_mb, machine
+from bench_validate import bundle_for, folder_mb, machine, speed_check
 from generate_bundle import generate
 from memwatch import run_timed
 
@@ -208,11 +208,13 @@ def main() -> None:
     print(f"machine: {machine()}")
     print(memwatch.compile_package())
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(speed_check(), flush=True)
     if args.many:
         many(args)
     else:
         one_large(args)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(speed_check())
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The benchmarks say which interpreter ran them, and how its libpython is linked."""
+"""The benchmarks say which interpreter ran them, how its libpython is linked, and how fast
+the machine was while they ran."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from bench_validate import interpreter, machine
+from bench_validate import interpreter, machine, speed_check
 
 SHARED_MAPS = """\
 55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1234 /root/.pyenv/versions/3.11.7/bin/python3.11
@@ -37,3 +38,10 @@ def test_no_maps_to_read_is_unknown_not_linked_in() -> None:
 
 def test_the_machine_line_names_this_interpreter() -> None:
     assert f"interpreter: {Path(sys.executable).resolve()} (" in machine()
+
+
+def test_the_speed_check_times_its_workload_in_milliseconds() -> None:
+    said = speed_check()
+    assert said.startswith("speed check: ")
+    milliseconds = int(said.removeprefix("speed check: ").split(" ms ", 1)[0])
+    assert 0 < milliseconds < 60_000
