@@ -6,8 +6,8 @@ Run: .venv/bin/python benchmarks/bench_build.py [--sizes 6000 60000 600000] [--j
 
 Without ``--many``: for each size, a generated bundle (``generate_bundle.py``, cached
 under ``benchmarks/.cache/`` as ``bench_validate.py`` caches it, and read once first as
-it does) is built into a fresh site; printed are the wall time, peak RSS of the build's processes, the number of pages
-and the largest page, and the CPU steal during the build (as ``bench_validate.py``).
+it does) is built into a fresh site; printed are the wall time, peak RSS of the build's
+processes, the number of pages and the largest page, and the CPU steal during the build (as ``bench_validate.py``).
 
 With ``--many``: ``--count`` bundles of ``--requests`` requests (seeds 1..count) are built
 into a fresh site with ``--jobs 1`` and with ``--jobs 2``; the two sites must be byte for

@@ -64,8 +64,8 @@ def interpreter(maps: str | None = None) -> str:
     """Say which Python runs the validations and how libpython is linked into it.
 
     The build matters as much as the version: on our machines pyenv's default build (libpython
-    as a shared library, no profile-guided or link-time optimisation) replays 13 to 16% slower
-    than Debian's python3.11 (built with both, libpython linked in). Read from
+    as a shared library, no profile-guided or link-time optimisation) took 16% longer on
+    average to replay than Debian's python3.11 (built with both, libpython linked in). Read from
     ``/proc/self/maps`` (``maps`` in tests): a shared libpython shows as a mapped file.
     """
     if maps is None:
@@ -121,8 +121,8 @@ def bundle_for(cache: Path, requests: int, seed: int, fraction: float) -> Path:
 def warm(folder: Path) -> None:
     """Read every file of ``folder`` once, so that the first timed run finds them in memory.
 
-    This VM's host reclaims page cache left idle for about a minute (DAMON), so the first
-    run after a pause otherwise also pays for reading the bundle from disk: 3.5 s against
+    This VM's kernel pages out file cache left idle for about a minute (a DAMON scheme), so
+    the first run after a pause otherwise also pays for reading the bundle from disk: 3.5 s against
     2.2 to 2.9 s for the next four at 60,000 requests, 36 s against 27 to 29 s at 600,000.
     Runs after the first find the files in memory either way.
     """

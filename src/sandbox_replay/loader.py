@@ -410,7 +410,8 @@ def _holds_lone_surrogate(value: Any) -> bool:
 
 
 _KEY_SPACE_COLON = re2.compile(rb'"[ \t\n\r]+:')
-# A name holding one of the bytes a layout keeps (`"`, `\`, a raw line end: never unescaped).
+# A key name holding a byte the layout keeps (the others it keeps, a quote, a backslash and
+# a line end, stand in a name only escaped, and a file with an escape is counted otherwise).
 _HOLDS_LAYOUT = re.compile(r"[{:,]")
 # Deleting every byte but these leaves a file's layout: where objects open, lines end,
 # strings are delimited, colons and commas stand, and whether any escape occurs.
@@ -625,7 +626,7 @@ def _no_key_dropped(
         return _KEY_SPACE_COLON.search(raw) is None and raw.count(b'":') == keys
     if not any(map(_HOLDS_LAYOUT.search, names)):
         return layout.count(b'"":') == keys
-    strings = (values or _RowValues.of(rows)).strings
+    strings = (values if values is not None else _RowValues.of(rows)).strings
     return layout.count(b'"') == 2 * (keys + strings)
 
 
