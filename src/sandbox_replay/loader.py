@@ -74,14 +74,18 @@ class LoadedFile:
     findings: list[Finding] = field(default_factory=list)
     # False only when parsing proved the file holds no float (records then serialise fast).
     may_hold_floats: bool = True
-    # True when parsing proved that no row nests an object (so keys occur only at row level).
-    rows_are_flat: bool = False
-    # Every key any row holds, where parsing collected them (with ``rows_are_flat``).
+    # Every key any row holds, where parsing proved that no row nests an object (so keys
+    # occur only at row level) and collected them; None where it did not.
     row_keys: frozenset[str] | None = None
 
     @property
     def ok(self) -> bool:
         return self.data is not None
+
+    @property
+    def rows_are_flat(self) -> bool:
+        """Whether parsing proved that no row nests an object (``row_keys`` are then known)."""
+        return self.row_keys is not None
 
     def line_of(self, index: int) -> int | None:
         return self.row_lines[index] if 0 <= index < len(self.row_lines) else None
@@ -500,7 +504,6 @@ def _parse_list_file_fast(
     loaded.row_lines = list(lines)[1:]
     loaded.key_lines[rows_key] = raw.count(b"\n", 0, raw.index(b'"')) + 1
     loaded.may_hold_floats = may_hold_floats
-    loaded.rows_are_flat = True
     loaded.row_keys = row_keys
     return data, rows
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Set
+from collections.abc import Iterator
 from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import LayerResult
-from sandbox_replay.loader import LoadedFile
 
 FORBIDDEN_KEYS = frozenset(
     {
@@ -40,13 +39,6 @@ def _forbidden_in(value: Any) -> Iterator[str]:
             stack.extend(v for v in item if isinstance(v, dict | list))
 
 
-def _row_keys(loaded: LoadedFile) -> Set[str]:
-    """Return every key of a file's rows, as parsing collected them where it did."""
-    if loaded.row_keys is not None:
-        return loaded.row_keys
-    return set().union(*loaded.rows)
-
-
 def check(run: RunInputs) -> LayerResult:
     """Report each file row (or object) that carries a forbidden key, naming the key only."""
     result = LayerResult(Layer.FORBIDDEN_MATERIAL)
@@ -59,7 +51,8 @@ def check(run: RunInputs) -> LayerResult:
             top = {k: v for k, v in loaded.data.items() if k not in row_keys}
             units: list[tuple[Any, int | None, str]] = [(top, 1, loaded.name)]
             # Flat rows hold keys only at row level: their keys show whether any row has one.
-            if not (loaded.rows_are_flat and FORBIDDEN_KEYS.isdisjoint(_row_keys(loaded))):
+            flat_keys = loaded.row_keys
+            if flat_keys is None or not FORBIDDEN_KEYS.isdisjoint(flat_keys):
                 units.extend(
                     (row, loaded.line_of(i), f"{loaded.name}#row{i}")
                     for i, row in enumerate(loaded.rows)
