@@ -49,6 +49,7 @@ PLAIN = {
     "unicode": _file(_with(3, '{"request_id": "r\\u00e9", "note": "caf\u00e9 \\ud83d\\ude00"}')),
     "escapes": _file(_with(1, '{"request_id": "a\\"b\\\\", "note": "x\\n\\t\\/\\u0000\\u007f"}')),
     "space_before_colon": _file(_with(1, '{"request_id" : "a", "n" :1}')),
+    "line_end_before_colon": _file(_with(1, '{"request_id"\n: "a", "n"\r\n :1}')),
     "nested_lists": _file(_with(1, '{"request_id": "a", "m": [[], [["x", 1, null]], true]}')),
     "empty_string_key": _file(_with(1, '{"": "", "request_id": "a"}')),
     "negative_zero": _file(_with(1, '{"request_id": "a", "n": -0, "m": -0.0}')),
@@ -102,6 +103,9 @@ HANDED_ON = {
     "duplicate_key_beside_a_key_with_a_comma": _file(_with(2, '{"a,b": 1, "c": 1, "c": 2}')),
     "duplicate_key_beside_a_key_with_a_brace": _file(_with(2, '{"{": 1, "c": 1, "c": 2}')),
     "duplicate_key_after_listed_colons": _file(_with(2, '{"m": ["a", ":b"], "c": 1, "c": 2}')),
+    # The layout keeps line ends: a key parted from its colon by one does not read `"":`,
+    # and would make up for the dropped duplicate.
+    "duplicate_key_with_a_line_end_before_a_colon": _file(_with(2, '{"m": "a", "m"\n: 1}')),
     "duplicate_top_key_same_value": b'{"action_requests": [], "action_requests": []}',
     "nested_object_in_list": _file(_with(1, '{"request_id": "a", "m": [[{"k": 1}]]}')),
     "negative_infinity_overflow": _file(_with(3, '{"request_id": "a", "n": -1e999}')),
@@ -206,6 +210,8 @@ def test_other_files_are_handed_to_the_row_parser(
         ("list_values", LoadLimits(max_depth=3), True, False),
         # A name the layout count cannot see: the quotes are counted against the strings.
         ("comma_in_key", LoadLimits(), True, True),
+        # So is a key with a line end before its colon.
+        ("line_end_before_colon", LoadLimits(), True, True),
     ],
 )
 def test_plain_rows_are_walked_for_their_types_only_where_msgspec_did_not_tell(

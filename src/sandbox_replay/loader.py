@@ -617,17 +617,17 @@ def _no_key_dropped(
 
     - With a backslash, every ``"key":`` token is counted, once no key is followed by
       whitespace before its colon (a string may add an escaped quote before a colon).
-    - Without one, no string holds a ``"``. Where no name holds a byte ``layout`` keeps,
-      each key reads ``"":`` there (its quotes, then its colon); nothing else does, as a
-      ``,`` or ``:`` parts any two strings, and string values are never followed by a
-      colon.
+    - Without one, no string holds a ``"``. Where no name holds a byte ``layout`` keeps
+      and no line end stands before a colon (the only whitespace ``layout`` keeps), each
+      key reads ``"":`` there (its quotes, then its colon); nothing else does, as a ``,``
+      or ``:`` parts any two strings, and string values are never followed by a colon.
     - Otherwise every ``"`` delimits a string, and each key and string value spells two:
       the quotes are counted against the parsed keys and string values.
     """
     keys = 1 + sum(map(len, rows))
     if b"\\" in layout:
         return _KEY_SPACE_COLON.search(raw) is None and raw.count(b'":') == keys
-    if not any(map(_HOLDS_LAYOUT.search, names)):
+    if b"\n:" not in layout and not any(map(_HOLDS_LAYOUT.search, names)):
         return layout.count(b'"":') == keys
     strings = (values if values is not None else _RowValues.of(rows)).strings
     return layout.count(b'"') == 2 * (keys + strings)
