@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from conftest import REPO
-from sandbox_replay import inputs
+from sandbox_replay import inputs, scan
 from sandbox_replay.inputs import BytesHook, InputMode, LoadedFile, load_run
 from sandbox_replay.loader import LoadLimits, parse_input, read_input
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.policy import default_table
-from sandbox_replay.scan import load_forbidden_classes
+from sandbox_replay.scan import ForbiddenClassesError, ForbiddenScanner, load_forbidden_classes
 
 HOSTILE = REPO / "tests" / "data" / "hostile_bundle"
 
@@ -160,3 +160,55 @@ def test_an_error_in_the_parse_waits_for_the_thread_and_loses_to_the_hooks(
         load_run(tainted, InputMode.BUNDLE, default_table(), LoadLimits(), None, hook)
     assert finished == ["action_requests.json"]
     assert threading.active_count() == threads
+
+
+def test_the_packaged_scanner_compiles_on_a_thread_of_its_own(
+    tainted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay starts loading while RE2 compiles; what it finds does not change."""
+    compiled_on: list[str] = []
+    real = scan._default_scanner
+
+    def compile_default() -> ForbiddenScanner:
+        compiled_on.append(threading.current_thread().name)
+        return real()
+
+    reference = replay(ReplayConfig(tainted, InputMode.BUNDLE, scanner=real()))
+    monkeypatch.setattr(scan, "_default_scanner", compile_default)
+    outcome = replay(ReplayConfig(tainted, InputMode.BUNDLE))
+    assert compiled_on == ["sandbox-replay-compile"]
+    assert outcome.scan == reference.scan and outcome.scan.hits
+    assert outcome.findings == reference.findings
+    assert not [t for t in threading.enumerate() if t.name == "sandbox-replay-compile"]
+
+
+@pytest.mark.parametrize("folder", ["tainted", "empty"])
+def test_an_error_compiling_the_scanner_reaches_the_caller(
+    tainted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str
+) -> None:
+    """Raised where the scanner is first used: a file's scan, or the report if none loads."""
+    error = ForbiddenClassesError("the packaged table is broken")
+
+    def broken() -> ForbiddenScanner:
+        raise error
+
+    root = tainted if folder == "tainted" else tmp_path / "empty"
+    root.mkdir(exist_ok=True)
+    monkeypatch.setattr(scan, "_default_scanner", broken)
+    with pytest.raises(ForbiddenClassesError) as raised:
+        replay(ReplayConfig(root, InputMode.BUNDLE))
+    assert raised.value is error
+    assert not [t for t in threading.enumerate() if t.name.startswith("sandbox-replay-")]
+
+
+def test_a_given_scanner_is_used_and_nothing_is_compiled(
+    tainted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scanner = scan._default_scanner()
+
+    def compile_default() -> ForbiddenScanner:
+        raise AssertionError("the packaged scanner was compiled")
+
+    monkeypatch.setattr(scan, "_default_scanner", compile_default)
+    outcome = replay(ReplayConfig(tainted, InputMode.BUNDLE, scanner=scanner))
+    assert outcome.scan.hits

@@ -9,7 +9,7 @@ from enum import StrEnum
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input, sha256_of
 from sandbox_replay.policy import Derivation, PolicyTable
@@ -136,38 +136,45 @@ def _derive_all(table: PolicyTable, requests: Mapping[str, RowRef]) -> dict[str,
 
 
 BytesHook = Callable[[str, bytes], None]
+T = TypeVar("T")
 
 
-class _BesideParse:
-    """Digest one file's bytes and show them to ``on_bytes`` on a thread of its own.
+class OnThread(Generic[T]):
+    """Call ``work(*args)`` on a thread of its own; ``result`` waits for it.
 
-    ``result`` waits for the thread, then returns the digest or raises what it raised.
-    A plain thread per file rather than a pool: once ``join`` returns, the thread has
-    dropped its arguments (``Thread.run`` deletes them), so the loader's reference to
-    the bytes is the last one and they are freed before the next file is read; a pool's
-    worker may hold its last work item a moment past the future's result.
+    ``result`` returns what the call returned or raises what it raised. A plain thread
+    rather than a pool: once ``join`` returns, the thread has dropped its arguments
+    (``Thread.run`` deletes them), so a caller holding the last other reference to them
+    (a file's bytes) frees them when it lets go; a pool's worker may hold its last work
+    item a moment past the future's result. And no thread outlives its ``result``.
     """
 
-    def __init__(self, name: str, raw: bytes, on_bytes: BytesHook) -> None:
-        self._digest = ""
+    def __init__(self, name: str, work: Callable[..., T], *args: Any) -> None:
+        self._value: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(
-            target=self._run, args=(name, raw, on_bytes), name="sandbox-replay-scan", daemon=True
+            target=self._run, args=(work, *args), name=name, daemon=True
         )
         self._thread.start()
 
-    def _run(self, name: str, raw: bytes, on_bytes: BytesHook) -> None:
+    def _run(self, work: Callable[..., T], *args: Any) -> None:
         try:
-            self._digest = sha256_of(raw)
-            on_bytes(name, raw)
-        except BaseException as error:  # raised in the loading thread by result()
+            self._value = work(*args)
+        except BaseException as error:  # raised in the waiting thread by result()
             self._error = error
 
-    def result(self) -> str:
+    def result(self) -> T:
         self._thread.join()
         if self._error is not None:
             raise self._error
-        return self._digest
+        return cast(T, self._value)
+
+
+def _digest_and_show(name: str, raw: bytes, on_bytes: BytesHook) -> str:
+    """Return the sha256 of a file's bytes, once ``on_bytes`` has seen them."""
+    digest = sha256_of(raw)
+    on_bytes(name, raw)
+    return digest
 
 
 def _load(
@@ -186,7 +193,7 @@ def _load(
     raw, loaded = read_input(root, name, limits, digest=False)
     if raw is None:
         return loaded
-    beside = _BesideParse(name, raw, on_bytes)
+    beside = OnThread("sandbox-replay-scan", _digest_and_show, name, raw, on_bytes)
     try:
         parse_input(raw, loaded, key, limits)
     finally:

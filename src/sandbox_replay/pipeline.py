@@ -17,7 +17,7 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import PROJECTION_PROTOCOL, InputMode, RunInputs, load_run
+from sandbox_replay.inputs import PROJECTION_PROTOCOL, InputMode, OnThread, RunInputs, load_run
 from sandbox_replay.layers import (
     actions,
     bundle_manifest,
@@ -101,16 +101,22 @@ class _ScanCollector:
 
     ``load_run`` calls it on a thread beside the parse, one file at a time and in load
     order, and reads nothing of it meanwhile; ``scan_bytes`` searches with the GIL let
-    go, so the scan costs the run little more than the parse.
+    go, so the scan costs the run little more than the parse. The scanner may still be
+    compiling when the collector is made (``_scanner_soon``): the first use waits for it.
     """
 
-    def __init__(self, scanner: ForbiddenScanner) -> None:
-        self.scanner = scanner
+    def __init__(self, scanner: Callable[[], ForbiddenScanner]) -> None:
+        self._scanner = scanner
         self.counts: dict[str, dict[str, int]] = {}
         self.matched: set[bytes] = set()
         self.escaped: set[str] = set()
         self.files = 0
         self.bytes = 0
+
+    @property
+    def scanner(self) -> ForbiddenScanner:
+        """The scanner, once compiled (what compiling it raised, raised here)."""
+        return self._scanner()
 
     def __call__(self, name: str, raw: bytes) -> None:
         counts, matched = self.scanner.scan_bytes(raw)
@@ -191,6 +197,19 @@ def gc_paused(*, freeze: bool = True) -> Iterator[None]:
             gc.enable()
 
 
+def _scanner_soon(config: ReplayConfig) -> Callable[[], ForbiddenScanner]:
+    """Return how to get the run's scanner, compiling the packaged one on a thread.
+
+    Compiling the packaged table takes RE2 about a tenth of a second the first time in
+    a process, nearly all of it with the GIL let go; on a thread of its own it overlaps
+    the start of the load, whose first scan is the first to wait for it.
+    """
+    given = config.scanner
+    if given is not None:
+        return lambda: given
+    return OnThread("sandbox-replay-compile", ForbiddenScanner.default).result
+
+
 def replay(config: ReplayConfig) -> Replay:
     """Replay one fixture or bundle folder and return what every layer found."""
     with gc_paused():
@@ -199,8 +218,7 @@ def replay(config: ReplayConfig) -> Replay:
 
 def _replay(config: ReplayConfig) -> Replay:
     table = config.table or default_table()
-    scanner = config.scanner or ForbiddenScanner.default()
-    collector = _ScanCollector(scanner)
+    collector = _ScanCollector(_scanner_soon(config))
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
     started = time.perf_counter()
