@@ -489,6 +489,19 @@ def test_default_scanner_is_built_once() -> None:
     assert ForbiddenScanner.default() is ForbiddenScanner.default()
 
 
+def test_the_packaged_table_passes_the_checks_its_scanner_skips() -> None:
+    """The default scanner does not check the packaged patterns at each start: this does."""
+    checked = ForbiddenScanner(load_forbidden_classes())  # each pattern compiled and probed
+    default = ForbiddenScanner.default()
+    assert default.classes == checked.classes == load_forbidden_classes(check_patterns=False)
+    # It bounds a match by its whole program instead: an overlap as long or longer.
+    assert default._overlap >= checked._overlap
+    text = "\n".join(example for _, example in _all_examples()).encode()
+    found = default.scan_bytes(text)
+    assert found == checked.scan_bytes(text)
+    assert set(found[0]) == {c.class_id for c in default.classes}
+
+
 def test_table_text_is_clean_apart_from_its_own_tokens() -> None:
     for forbidden in load_forbidden_classes():
         shown = f"{forbidden.class_id} {forbidden.label} {forbidden.remediation}"
