@@ -170,34 +170,34 @@ class OnThread(Generic[T]):
         return cast(T, self._value)
 
 
-def _digest_and_show(name: str, raw: bytes, on_bytes: BytesHook) -> str:
-    """Return the sha256 of a file's bytes, once ``on_bytes`` has seen them."""
-    digest = sha256_of(raw)
-    on_bytes(name, raw)
-    return digest
-
-
 def _load(
     root: Path, name: str, key: str | None, limits: LoadLimits, on_bytes: BytesHook
 ) -> LoadedFile:
-    """Read one file, then parse its bytes while a thread digests and scans them.
+    """Read one file, then parse its bytes while two threads digest them and scan them.
 
     The overlap is safe and pays: the digest (``hashlib`` lets go of the GIL for any
     buffer past 2 KiB) and the forbidden-material scan (RE2 searches with the GIL let
-    go) run in C on bytes nobody changes, while parsing holds the GIL. Every file waits
-    for its thread before the next is read, so the hook sees the files in the same order
-    as ever, one at a time, and no two files' bytes are held at once. An error from the
-    hook is raised here, as it was when the hook ran before the parse; it wins over an
-    error from the parse, which would not have run.
+    go) run in C on bytes nobody changes, while parsing holds the GIL. Each has a thread
+    of its own so that both are in C before the parse takes the GIL for long (msgspec
+    holds it a tenth of a second decoding a large file): a thread that ends one C call
+    waits for the GIL before it can begin the next. Every file waits for its threads
+    before the next is read, so the hook sees the files in the same order as ever, one
+    at a time, and no two files' bytes are held at once. An error from the hook is
+    raised here, as it was when the hook ran before the parse; it wins over an error
+    from the parse, which would not have run.
     """
     raw, loaded = read_input(root, name, limits, digest=False)
     if raw is None:
         return loaded
-    beside = OnThread("sandbox-replay-scan", _digest_and_show, name, raw, on_bytes)
+    digest = OnThread("sandbox-replay-digest", sha256_of, raw)
+    scan = OnThread("sandbox-replay-scan", on_bytes, name, raw)
     try:
         parse_input(raw, loaded, key, limits)
     finally:
-        loaded.sha256 = beside.result()
+        try:
+            scan.result()
+        finally:
+            loaded.sha256 = digest.result()
     return loaded
 
 
