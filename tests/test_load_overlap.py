@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,29 @@ def test_an_error_compiling_the_scanner_reaches_the_caller(
         replay(ReplayConfig(root, InputMode.BUNDLE))
     assert raised.value is error
     assert not [t for t in threading.enumerate() if t.name.startswith("sandbox-replay-")]
+
+
+def test_a_replay_that_fails_before_any_scan_waits_for_the_compile_thread(
+    tainted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No thread outlives the replay (a fork after it must find none compiling)."""
+    real = scan._default_scanner
+    ended: list[bool] = []
+
+    def slow_compile() -> ForbiddenScanner:
+        time.sleep(0.3)
+        ended.append(True)
+        return real()
+
+    def read(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the disk went away")
+
+    monkeypatch.setattr(scan, "_default_scanner", slow_compile)
+    monkeypatch.setattr(inputs, "read_input", read)
+    with pytest.raises(RuntimeError, match="the disk went away"):
+        replay(ReplayConfig(tainted, InputMode.BUNDLE))
+    assert ended == [True]
+    assert not [t for t in threading.enumerate() if t.name == "sandbox-replay-compile"]
 
 
 def test_a_given_scanner_is_used_and_nothing_is_compiled(

@@ -163,6 +163,10 @@ class OnThread(Generic[T]):
         except BaseException as error:  # raised in the waiting thread by result()
             self._error = error
 
+    def join(self) -> None:
+        """Wait for the call to end, and leave what it returned or raised where it is."""
+        self._thread.join()
+
     def result(self) -> T:
         self._thread.join()
         if self._error is not None:

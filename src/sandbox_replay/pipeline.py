@@ -102,7 +102,7 @@ class _ScanCollector:
     ``load_run`` calls it on a thread beside the parse, one file at a time and in load
     order, and reads nothing of it meanwhile; ``scan_bytes`` searches with the GIL let
     go, so the scan costs the run little more than the parse. The scanner may still be
-    compiling when the collector is made (``_scanner_soon``): the first use waits for it.
+    compiling when the collector is made (``replay``): the first use waits for it.
     """
 
     def __init__(self, scanner: Callable[[], ForbiddenScanner]) -> None:
@@ -197,28 +197,29 @@ def gc_paused(*, freeze: bool = True) -> Iterator[None]:
             gc.enable()
 
 
-def _scanner_soon(config: ReplayConfig) -> Callable[[], ForbiddenScanner]:
-    """Return how to get the run's scanner, compiling the packaged one on a thread.
+def replay(config: ReplayConfig) -> Replay:
+    """Replay one fixture or bundle folder and return what every layer found.
 
-    Compiling the packaged table takes RE2 about a tenth of a second the first time in
-    a process, nearly all of it with the GIL let go; on a thread of its own it overlaps
-    the start of the load, whose first scan is the first to wait for it.
+    The packaged scanner, unless ``config`` gives one, is compiled on a thread while the
+    load starts: RE2 compiles with the GIL let go, about a tenth of a second the first
+    time in a process, and the first file's scan is the first to wait for it. The thread
+    has ended when this returns or raises.
     """
     given = config.scanner
     if given is not None:
-        return lambda: given
-    return OnThread("sandbox-replay-compile", ForbiddenScanner.default).result
+        with gc_paused():
+            return _replay(config, lambda: given)
+    compiling = OnThread("sandbox-replay-compile", ForbiddenScanner.default)
+    try:
+        with gc_paused():
+            return _replay(config, compiling.result)
+    finally:
+        compiling.join()
 
 
-def replay(config: ReplayConfig) -> Replay:
-    """Replay one fixture or bundle folder and return what every layer found."""
-    with gc_paused():
-        return _replay(config)
-
-
-def _replay(config: ReplayConfig) -> Replay:
+def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Replay:
     table = config.table or default_table()
-    collector = _ScanCollector(_scanner_soon(config))
+    collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
     started = time.perf_counter()
