@@ -146,7 +146,8 @@ class OnThread(Generic[T]):
     rather than a pool: once ``join`` returns, the thread has dropped its arguments
     (``Thread.run`` deletes them), so a caller holding the last other reference to them
     (a file's bytes) frees them when it lets go; a pool's worker may hold its last work
-    item a moment past the future's result. And no thread outlives its ``result``.
+    item a moment past the future's result. And no thread outlives its ``result`` or
+    ``join``.
     """
 
     def __init__(self, name: str, work: Callable[..., T], *args: Any) -> None:
