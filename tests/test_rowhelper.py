@@ -86,9 +86,90 @@ def _with_helper(root: Path, tmp_path: Path, mode: InputMode) -> tuple[bytes, by
 def _wait_for_reports(helper: rowhelper.RowListHelper, lists: int = len(HELPED)) -> None:
     """Wait until the helper reported its first ``lists`` lists (or 60 s pass)."""
     deadline = time.monotonic() + 60
-    while len(helper._reported) < lists and time.monotonic() < deadline:
+    while len(HELPED_SET.intersection(helper._reported)) < lists and time.monotonic() < deadline:
         helper._read_reports()
         time.sleep(0.01)
+
+
+HELPED_SET = frozenset(HELPED)
+
+
+def _traces(root: Path, tmp_path: Path, mode: InputMode) -> tuple[Any, Any, bytes | None]:
+    """Replay ``root`` twice, the second time taking the spans' input digests from a
+    helper that has finished; return both traces and what the helper gave."""
+    own = replay(ReplayConfig(root, mode)).trace
+    helper = rowhelper.RowListHelper.start(root, LoadLimits(), tmp_path)
+    assert helper is not None
+    given: list[bytes | None] = []
+
+    def made(run: Any) -> bytes | None:
+        given.append(helper.input_digests(run))
+        return given[-1]
+
+    try:
+        _wait_for_reports(helper)  # the digests are reported before the verdict rows
+        helped = replay(ReplayConfig(root, mode, made_digests=made)).trace
+    finally:
+        helper.close()
+    assert len(given) == 1
+    return own, helped, given[0]
+
+
+def _same_trace(own: Any, helped: Any) -> None:
+    assert list(helped.spans) == list(own.spans)
+    assert helped.summary == own.summary
+    assert helped.audit.findings == own.audit.findings
+
+
+def test_the_helpers_input_digests_are_the_traces_own_in_span_order(tmp_path: Path) -> None:
+    """Rows out of span order and a repeated request id: each span takes its first row's."""
+    bundle = tmp_path / "bundle"
+    generate(bundle, 40, seed=5, failing_fraction=0.2)
+
+    def shuffle(rows: list[dict[str, Any]]) -> None:
+        rows.reverse()
+        rows.append(dict(rows[3], normalized_action_ref="action:a_later_row_with_its_id"))
+
+    _edit_rows(bundle / ACTION_REQUESTS, "action_requests", shuffle)
+    own, helped, given = _traces(bundle, tmp_path, InputMode.BUNDLE)
+    assert given is not None and len(given) == 32 * 41
+    _same_trace(own, helped)
+    first = [span["input_digest"] for span in own.spans]
+    assert first != sorted(first)  # not in file order: the helper's were picked by index
+
+
+@pytest.mark.parametrize("case", ["not_text", "changed", "scenario"])
+def test_input_digests_the_helper_cannot_vouch_for_are_made_here(case: str, tmp_path: Path) -> None:
+    bundle = copy_fixture(tmp_path, "bundles/exported_bundle")
+    if case == "not_text":
+
+        def unset(rows: list[dict[str, Any]]) -> None:
+            rows[1]["risk_class"] = None  # the trace digests it as JSON null
+
+        _edit_rows(bundle / ACTION_REQUESTS, "action_requests", unset)
+        own, helped, given = _traces(bundle, tmp_path, InputMode.BUNDLE)
+        assert given is None
+        _same_trace(own, helped)
+        return
+    if case == "scenario":
+        own, helped, given = _traces(sorted(SCENARIOS.iterdir())[0], tmp_path, InputMode.BUNDLE)
+        assert given is not None
+        _same_trace(own, helped)
+        return
+    helper = rowhelper.RowListHelper.start(bundle, LoadLimits(), tmp_path)
+    assert helper is not None
+    try:
+        _wait_for_reports(helper)
+
+        def change(rows: list[dict[str, Any]]) -> None:  # as many rows, other bytes
+            rows[0]["risk_class"] = "changed_after_the_helper_read_it"
+
+        _edit_rows(bundle / ACTION_REQUESTS, "action_requests", change)
+        outcome = replay(ReplayConfig(bundle, InputMode.BUNDLE, made_digests=helper.input_digests))
+        assert helper.input_digests(outcome.run) is None
+    finally:
+        helper.close()
+    _same_trace(replay(ReplayConfig(bundle, InputMode.BUNDLE)).trace, outcome.trace)
 
 
 @pytest.mark.parametrize(

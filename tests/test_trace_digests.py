@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from sandbox_replay.trace import PackedDigests, _input_digest, _input_digests
+from sandbox_replay.trace import PackedDigests, _input_digest, packed_input_digests
 
 
 def spelled(count: int) -> list[str]:
@@ -25,13 +25,13 @@ def test_packed_digests_index_and_slice_like_a_list() -> None:
         packed[10]
 
 
-def test_input_digests_equal_the_digest_of_each_triple() -> None:
+def testpacked_input_digests_equal_the_digest_of_each_triple() -> None:
     """The bulk path (all strings) and the exact path (any other value) agree per triple."""
     actions = ["a", 'quote " and \\ back', "é", "x"]
     capabilities = ["cap", "cap", "\u2028", "y"]
     risks = ["r", "r", "r", "z"]
-    bulk = _input_digests(actions, capabilities, risks)
+    bulk = packed_input_digests(actions, capabilities, risks)
     assert list(bulk) == [_input_digest(t) for t in zip(actions, capabilities, risks, strict=True)]
-    mixed = _input_digests([*actions, None], [*capabilities, 1], [*risks, ["list"]])
+    mixed = packed_input_digests([*actions, None], [*capabilities, 1], [*risks, ["list"]])
     triples = zip([*actions, None], [*capabilities, 1], [*risks, ["list"]], strict=True)
     assert list(mixed) == [_input_digest(t) for t in triples]

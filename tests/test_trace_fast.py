@@ -11,12 +11,12 @@ from typing import Any
 from sandbox_replay.trace import (
     Spans,
     _input_digest,
-    _input_digests,
     _sorted_span,
     _span,
     _text,
     _text_counts,
     canonical_digest,
+    packed_input_digests,
     spans_digest,
 )
 
@@ -34,7 +34,7 @@ def test_sorted_span_is_span_with_its_keys_sorted() -> None:
         assert list(ordered) == sorted(plain)
 
 
-def test_input_digests_equal_the_digest_of_each_triple_whatever_the_text() -> None:
+def test_packed_input_digests_equal_the_digest_of_each_triple_whatever_the_text() -> None:
     rnd = random.Random(7)
     for _ in range(2000):
         count = rnd.randint(0, 5)
@@ -46,14 +46,14 @@ def test_input_digests_equal_the_digest_of_each_triple_whatever_the_text() -> No
         if rnd.random() < 0.1 and count:
             columns[rnd.randrange(3)][0] = rnd.choice([None, 1, ["a"], {"b": 2}])
         expected = [_input_digest(values) for values in zip(*columns, strict=True)]
-        assert list(_input_digests(*columns)) == expected
+        assert list(packed_input_digests(*columns)) == expected
 
 
-def test_input_digests_cut_the_actions_a_chunk_at_a_time() -> None:
+def test_packed_input_digests_cut_the_actions_a_chunk_at_a_time() -> None:
     actions = [f"action,{i}" for i in range(10_000)]
     capabilities = ["cap"] * len(actions)
     risks = [",", '"'] * (len(actions) // 2)
-    packed = _input_digests(actions, capabilities, risks)
+    packed = packed_input_digests(actions, capabilities, risks)
     for at in (0, 4095, 4096, 8191, 8192, 9999):
         assert packed[at] == _input_digest((actions[at], capabilities[at], risks[at]))
 
@@ -78,7 +78,7 @@ def test_spans_digest_is_the_canonical_digest_whatever_the_values() -> None:
             [rnd.choice([None, "x"]) for _ in range(count)],
             ["executed"] * count,
             column(),
-            _input_digests(["a"] * count, ["b"] * count, ["c"] * count),
+            packed_input_digests(["a"] * count, ["b"] * count, ["c"] * count),
             [rnd.choice([None, "x"]) for _ in range(count)],
         )
         expected = canonical_digest(list(spans))

@@ -179,7 +179,10 @@ def _execute(
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
     with _row_helper(input_dir, out_dir, limits, jobs) as helper:
-        outcome = replay(ReplayConfig(input_dir, mode, limits, progress=progress))
+        made = helper.input_digests if helper is not None else None
+        outcome = replay(
+            ReplayConfig(input_dir, mode, limits, progress=progress, made_digests=made)
+        )
         records = build_records(outcome)
         if helper is not None:
             records = helper.attach(records, outcome)

@@ -34,6 +34,13 @@ file before each ``{``, and with as many of those as this process found rows, ea
 ``{`` opens a row, so the cuts fall exactly between rows and each row parses as it does
 in the whole file. Any other case (a file the helper could not read or cut, a helper that
 died or is late) leaves that list to be built here: the bytes are the same either way.
+
+Beside the request rows the helper also makes the trace's input digest of each request
+row (``trace.packed_input_digests``), in the file's order, and reports them right after
+those rows, before the trace needs them (``INPUT_DIGESTS``). The trace takes them
+(``RowListHelper.input_digests``) only when the request rows are proven as above and
+there is one digest per row, picking each span's by its row's place in the file; in any
+other case, or if they are not reported yet, it makes them itself without waiting.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from itertools import accumulate, repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
@@ -62,7 +70,7 @@ import orjson
 
 from sandbox_replay.atomic import Verbatim, encoded_list_chunks, json_chunks
 from sandbox_replay.forking import die_with_parent, usable_cpus
-from sandbox_replay.inputs import RunInputs
+from sandbox_replay.inputs import ACTION_REQUESTS, RunInputs
 from sandbox_replay.layers.verdicts import derivation_passes
 from sandbox_replay.lazyrows import ROWS_PER_CHUNK
 from sandbox_replay.loader import (
@@ -82,6 +90,7 @@ from sandbox_replay.records import (
     ProjectedRows,
     RunRecords,
 )
+from sandbox_replay.trace import DIGEST_SIZE, DIGESTED_FIELDS, packed_input_digests
 
 # The record's lists the helper makes, in the record's order: the copied lists, and the
 # derived rows (made of the request and verdict files) after the verdict rows.
@@ -91,6 +100,9 @@ REQUEST_LIST, VERDICT_LIST, DERIVED_LIST = (
     "derived_policy_verdict_rows",
 )
 HELPED_LISTS = (REQUEST_LIST, VERDICT_LIST, DERIVED_LIST, *(key for key, _, _ in COPIED_LISTS[2:]))
+# Not a list of the record: the trace's input digest of each request row, in the file's
+# order, 32 bytes each, reported after the request rows they are made beside.
+INPUT_DIGESTS = "input_digests"
 
 # Below this many bytes in the copied files together, the lists take well under 50 ms to
 # build: not worth a process.
@@ -358,12 +370,18 @@ def _helper_main(
     if given, is told how far each list is while it is made.
     """
     derived = _DerivedRows(default_table())
-    seen = {REQUEST_LIST: derived.take_requests, VERDICT_LIST: derived.take_verdicts}
+    digests = _InputDigests()
+    seen = {
+        REQUEST_LIST: digests.beside(derived.take_requests),
+        VERDICT_LIST: derived.take_verdicts,
+    }
     write = partial(_write_list, spool, report, progress)
     for key, name, fields in COPIED_LISTS:
         made = write(key, partial(_serialise, root, name, fields, limits, seen=seen.get(key)))
         if key in seen and not made:  # decoded in part, or not at all: no derived rows
-            derived.broken = True
+            derived.broken = digests.broken = True
+        if key == REQUEST_LIST:
+            _write_list(spool, report, None, INPUT_DIGESTS, digests.serialise)
         if key == VERDICT_LIST:
             write(DERIVED_LIST, derived.serialise)
 
@@ -389,6 +407,45 @@ def _write_list(
         entry += [sha256, rows, offset, out.written]
     os.write(report, orjson.dumps(entry) + b"\n")
     return len(entry) > 1
+
+
+class _InputDigests:
+    """The trace's input digest of each request row, made as the helper decodes them.
+
+    ``beside`` wraps the request rows' other hook: each batch is also shown to ``take``,
+    which packs its digests as the trace makes them (``trace.packed_input_digests``) if
+    every action ref, capability and risk class in it is text. A batch with another
+    value (or a field missing), or a file decoded in part, leaves them to the trace.
+    """
+
+    def __init__(self) -> None:
+        self.packed = bytearray()
+        self.rows = 0
+        self.broken = False
+
+    def beside(self, take: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:
+        def both(rows: list[Any]) -> None:
+            take(rows)
+            self.take(rows)
+
+        return both
+
+    def take(self, rows: list[Any]) -> None:
+        if self.broken:
+            return
+        columns = [list(map(attrgetter(name), rows)) for name in DIGESTED_FIELDS]
+        if not all(set(map(type, values)) <= {str} for values in columns):
+            self.broken = True
+            return
+        self.packed += packed_input_digests(*columns).packed
+        self.rows += len(rows)
+
+    def serialise(self, out: _Spool) -> tuple[str, int]:
+        """Write the digests to ``out``; their report names no file (the request rows do)."""
+        if self.broken:
+            raise _Unusable("a request's digested fields are not all text")
+        out.writelines([memoryview(self.packed)])
+        return "", self.rows
 
 
 class _DerivedRows:
@@ -645,6 +702,25 @@ class RowListHelper:
             return _read(self._spool, section.offset, section.length)
 
         return Verbatim(pieces)
+
+    def input_digests(self, run: RunInputs) -> bytes | None:
+        """Return the trace's input digest of each request row of ``run``, in file order.
+
+        Only if the helper made them from the very bytes the request file was parsed from:
+        its request rows are proven so (``_proven``), and it made them beside those rows,
+        one per row. Never waited for: None if not reported yet, or not usable.
+        """
+        requests = run.files.get(ACTION_REQUESTS)
+        if self._closed or requests is None:
+            return None
+        self._read_reports()
+        rows = len(requests.rows)
+        if self._proven(self._reported.get(REQUEST_LIST), requests, rows) is None:
+            return None
+        section = self._reported.get(INPUT_DIGESTS)
+        if section is None or section.rows != rows or section.length != DIGEST_SIZE * rows:
+            return None
+        return b"".join(_read(self._spool, section.offset, section.length))
 
     def _copied(self, key: str, rows: int, loaded: LoadedFile) -> Section | None:
         """Return the helper's section for the copied list ``key`` if it is usable now."""

@@ -12,7 +12,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import is_, methodcaller
+from operator import is_, itemgetter, methodcaller
 from typing import Any, overload
 
 import orjson
@@ -75,6 +75,11 @@ def _input_digest(values: tuple[Any, ...]) -> str:
     return canonical_digest(list(values))
 
 
+DIGEST_SIZE = 32  # bytes of a packed sha256 digest
+# The request fields a span's input digest is made of, in its order.
+DIGESTED_FIELDS = ("normalized_action_ref", "requested_capability", "risk_class")
+
+
 class PackedDigests(Sequence[str]):
     """sha256 digests held as one bytes object of 32-byte digests, read as ``sha256:<hex>``.
 
@@ -103,7 +108,9 @@ class PackedDigests(Sequence[str]):
         return "sha256:" + self.packed[position * 32 : position * 32 + 32].hex()
 
 
-def _input_digests(actions: list[Any], capabilities: list[Any], risks: list[Any]) -> PackedDigests:
+def packed_input_digests(
+    actions: list[Any], capabilities: list[Any], risks: list[Any]
+) -> PackedDigests:
     """Return ``_input_digest`` of each (action, capability, risk) triple, in C for strings.
 
     For three strings the canonical JSON is ``[a,b,c]`` with each one as the standard
@@ -132,6 +139,19 @@ def _input_digests(actions: list[Any], capabilities: list[Any], risks: list[Any]
     digests = map(methodcaller("digest"), map(hashlib.sha256, texts))
     deque(map(packed.extend, digests), maxlen=0)
     return PackedDigests(bytes(packed))
+
+
+def _in_span_order(made: bytes, requests: list[RowRef]) -> PackedDigests:
+    """Return the digests ``made`` in file order, picked in the order of ``requests``."""
+    view = memoryview(made)
+    return PackedDigests(
+        b"".join(
+            [view[i : i + DIGEST_SIZE] for i in map(DIGEST_SIZE.__mul__, map(_index, requests))]
+        )
+    )
+
+
+_index = itemgetter(1)  # RowRef.index: the row's place in its file
 
 
 def _chunks(values: list[str]) -> Iterator[list[str]]:
@@ -348,19 +368,22 @@ def spans_digest(spans: Sequence[dict[str, Any]], *, may_hold_floats: bool) -> s
     return canonical_digest(list(spans))
 
 
-# The request fields a span copies or digests.
-_SPAN_FIELDS = (
-    "action_kind",
-    "episode_id",
-    "untrusted_tool_output_ref",
-    "requested_capability",
-    "normalized_action_ref",
-    "risk_class",
-)
+# The request fields a span copies.
+_SPAN_FIELDS = ("action_kind", "episode_id", "untrusted_tool_output_ref", "requested_capability")
 
 
-def build_trace(run: RunInputs, session_id: str) -> Trace:
-    """Build one span per joined request and audit each span's references."""
+# The input digest of each request row, in the file's order, packed (as
+# ``packed_input_digests`` makes them), if someone made them from the very bytes the run's
+# request file was parsed from; None otherwise.
+MadeDigests = Callable[[RunInputs], bytes | None]
+
+
+def build_trace(run: RunInputs, session_id: str, made_digests: MadeDigests | None = None) -> Trace:
+    """Build one span per joined request and audit each span's references.
+
+    ``made_digests`` may give the spans' input digests made beside the run (the row-list
+    helper makes them while it reads the request file); otherwise they are made here.
+    """
     audit = LayerResult(Layer.PUBLIC_TRACE)
     request_ids = list(run.request_by_id)
     requests = list(run.request_by_id.values())
@@ -464,6 +487,14 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     rows = row_dicts(requests)
     field = {name: column(rows, name) for name in _SPAN_FIELDS}
     capabilities = field["requested_capability"]
+    made = made_digests(run) if made_digests is not None else None
+    if made is not None:
+        digests = _in_span_order(made, requests)
+    else:
+        digested = (
+            field[name] if name in field else column(rows, name) for name in DIGESTED_FIELDS
+        )
+        digests = packed_input_digests(*digested)
     spans = Spans(
         session_id,
         request_ids,
@@ -474,7 +505,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         state_refs,
         outcomes,
         capabilities,
-        _input_digests(field["normalized_action_ref"], capabilities, field["risk_class"]),
+        digests,
         recovery_refs,
     )
     del rows, field

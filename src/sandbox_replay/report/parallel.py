@@ -24,7 +24,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +177,8 @@ def _build_run(
 ) -> RunBuilt:
     run = task.run
     say = config.progress
+    if lists is not None:
+        config = replace(config, made_digests=lists.input_digests)
     outcome = replay(config)
     records = build_records(outcome)
     if lists is not None:
