@@ -142,13 +142,17 @@ def packed_input_digests(
 
 
 def _in_span_order(made: bytes, requests: list[RowRef]) -> PackedDigests:
-    """Return the digests ``made`` in file order, picked in the order of ``requests``."""
+    """Return the digests ``made`` in file order, picked in the order of ``requests``.
+
+    A chunk of spans at a time: a view of each digest takes 184 bytes while it is joined,
+    110 MB for 600,000 spans at once.
+    """
     view = memoryview(made)
-    return PackedDigests(
-        b"".join(
-            [view[i : i + DIGEST_SIZE] for i in map(DIGEST_SIZE.__mul__, map(_index, requests))]
-        )
-    )
+    picked = bytearray()
+    for start in range(0, len(requests), ROWS_PER_CHUNK):
+        places = map(_index, requests[start : start + ROWS_PER_CHUNK])
+        picked += b"".join([view[i : i + DIGEST_SIZE] for i in map(DIGEST_SIZE.__mul__, places)])
+    return PackedDigests(bytes(picked))
 
 
 _index = itemgetter(1)  # RowRef.index: the row's place in its file
