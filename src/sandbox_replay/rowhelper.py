@@ -720,7 +720,8 @@ class RowListHelper:
         section = self._reported.get(INPUT_DIGESTS)
         if section is None or section.rows != rows or section.length != DIGEST_SIZE * rows:
             return None
-        return b"".join(_read(self._spool, section.offset, section.length))
+        made = os.pread(self._spool, section.length, section.offset)  # one piece: no join
+        return made if len(made) == section.length else None
 
     def _copied(self, key: str, rows: int, loaded: LoadedFile) -> Section | None:
         """Return the helper's section for the copied list ``key`` if it is usable now."""
