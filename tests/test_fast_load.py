@@ -387,7 +387,9 @@ _ROWS = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+# 300 examples first hit a key with a line end before its colon in the twelfth round, a
+# generator feature since the eleventh; 1,000 take about 9 s.
+@settings(max_examples=1000, deadline=None)
 @given(rows=_ROWS, layout=st.sampled_from(["indented", "minified"]))
 def test_generated_files_load_the_same_either_way(rows: list[str], layout: str) -> None:
     raw = _file(rows, layout)
