@@ -91,7 +91,7 @@ class PackedDigests(Sequence[str]):
         self.packed = packed
 
     def __len__(self) -> int:
-        return len(self.packed) // 32
+        return len(self.packed) // DIGEST_SIZE
 
     @overload
     def __getitem__(self, item: int) -> str: ...
@@ -102,10 +102,12 @@ class PackedDigests(Sequence[str]):
             start, stop, step = item.indices(len(self))
             if step != 1:
                 return [self[i] for i in range(start, stop, step)]
-            data = self.packed[start * 32 : stop * 32]
-            return ["sha256:" + data[i : i + 32].hex() for i in range(0, len(data), 32)]
+            data = self.packed[start * DIGEST_SIZE : stop * DIGEST_SIZE]
+            size = DIGEST_SIZE
+            return ["sha256:" + data[i : i + size].hex() for i in range(0, len(data), size)]
         position = range(len(self))[item]  # IndexError as a list raises it
-        return "sha256:" + self.packed[position * 32 : position * 32 + 32].hex()
+        at = position * DIGEST_SIZE
+        return "sha256:" + self.packed[at : at + DIGEST_SIZE].hex()
 
 
 def packed_input_digests(
