@@ -6,8 +6,9 @@
 # it is 3.11 or newer and can make one: Debian builds it with profile-guided and link-time
 # optimisation and links libpython into the executable, which pyenv's default build (the
 # first python3 on PATH on our machines) does not, and the replay took 16% less time on it
-# on average (README, Performance). Otherwise the first python3 on PATH; `make PYTHON=...` picks
-# another (then `make clean` first, so that .venv is made again).
+# on average (docs/performance-history.md, eleventh round). Otherwise the first python3 on
+# PATH; `make PYTHON=...` picks another (then `make clean` first, so that .venv is made
+# again).
 SYSTEM_PYTHON := /usr/bin/python3
 PYTHON ?= $(shell $(SYSTEM_PYTHON) -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && echo $(SYSTEM_PYTHON) || echo python3)
 VENV   := .venv

@@ -136,7 +136,8 @@ def test_codes_prints_each_doc(code: str) -> None:
 
 def test_a_replay_from_the_command_line_imports_no_pydantic(tmp_path: Path) -> None:
     """Start-up is part of every replay's time: typer 0.29 imported pydantic to coerce
-    each option, about 0.1 s of a 60,000-request run (README, Performance)."""
+    each option, about 0.1 s of a 60,000-request run (docs/performance-history.md, tenth
+    round)."""
     script = (  # said as the command exits (it may end without unwinding: ``cli._exit``)
         "import sys\n"
         "from sandbox_replay import cli\n"
