@@ -54,7 +54,7 @@ def build(
     extra: tuple[str, ...] = (),
 ) -> tuple[float, float, str, float | None]:
     """Run one build subprocess (``extra``: more options); return wall seconds, peak RSS in
-    MB, its last line and (with ``watch``) the peak total PSS of its processes in MB."""
+    MiB, its last line and (with ``watch``) the peak total PSS of its processes in MB."""
     command = [
         sys.executable,
         "-c",
@@ -95,7 +95,7 @@ def tree_digest(site: Path) -> str:
 
 def one_large(args: argparse.Namespace) -> None:
     header = (
-        f"{'requests':>9} {'MB':>7} {'jobs':>4} {'wall s':>8} {'peak RSS MB':>12} "
+        f"{'requests':>9} {'MB':>7} {'jobs':>4} {'wall s':>8} {'peak RSS MiB':>12} "
         + (f"{'total PSS MB':>13} " if args.total_memory else "")
         + f"{'steal %':>7} {'pages':>6} {'largest page':>13}"
     )
@@ -134,7 +134,7 @@ def many(args: argparse.Namespace) -> None:
         walls[jobs], peak, summary, _ = build([root], out, jobs)
         sites[jobs] = tree_digest(out)
         print(
-            f"full build, --jobs {jobs}: {walls[jobs]:7.2f} s, peak RSS {peak:.0f} MB ({summary})"
+            f"full build, --jobs {jobs}: {walls[jobs]:7.2f} s, peak RSS {peak:.0f} MiB ({summary})"
         )
     print(f"speed-up with 2 jobs: {walls[1] / walls[2]:.2f}x")
     print(f"sites byte-identical: {sites[1] == sites[2]}")

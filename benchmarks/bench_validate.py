@@ -13,8 +13,9 @@ smallest first); with ``--total-memory`` the peak total PSS of the validation's
 processes is polled too (``memwatch.py``). Each row also gives the CPU steal during the
 run it shows (time this VM's host gave its CPUs to other guests, ``/proc/stat``), and
 with ``--repeat`` every run's wall time, the best of which is shown. The table is printed
-with the machine it ran on. This is a script, not a timed test: compare its figures, do
-not assert on them.
+with the machine it ran on, then how the best runs stand against the scale issue's targets
+(``TARGETS``; MB and GB read as decimal units, the stricter reading of a figure in MiB).
+This is a script, not a timed test: compare its figures, do not assert on them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import platform
 import resource
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,6 +38,34 @@ from memwatch import run_timed
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SIZES = (6_000, 60_000, 600_000)
+
+# The scale issue's targets on this project's 2-core machine: requests, then the most wall
+# seconds and the most peak RSS in decimal megabytes for one validation of that size.
+TARGETS = {60_000: (2.5, 450), 600_000: (30.0, 3_000)}
+MIB = 1024 * 1024
+
+
+def target_lines(best: dict[int, tuple[float, float]]) -> list[str]:
+    """Say how each size's best run (wall seconds, peak RSS in MiB) stands against
+    ``TARGETS``, and how the time grew from one size to the next (linear cost)."""
+    lines = []
+    for size, (wall, peak_mib) in sorted(best.items()):
+        if size not in TARGETS:
+            continue
+        most_s, most_mb = TARGETS[size]
+        most_mib = most_mb * 1e6 / MIB
+        lines.append(
+            f"  {size:,} requests: {wall:.2f} s against < {most_s:g} s: "
+            f"{'met' if wall < most_s else 'missed'}; peak {peak_mib:,.0f} MiB against "
+            f"< {most_mb:,} MB ({most_mib:,.0f} MiB): {'met' if peak_mib < most_mib else 'missed'}"
+        )
+    sizes = sorted(best)
+    for small, large in pairwise(sizes):
+        lines.append(
+            f"  {large:,} requests took {best[large][0] / best[small][0]:.1f}x the time of "
+            f"{small:,} ({large / small:g}x the requests)"
+        )
+    return ["against the targets (best run of each size):", *lines] if lines else []
 
 
 def machine() -> str:
@@ -140,7 +170,7 @@ def folder_mb(folder: Path) -> float:
 def validate(
     bundle: Path, out: Path, watch: bool, jobs: int | None = None
 ) -> tuple[float, float, int, float | None, float | None]:
-    """Run one validation subprocess; return wall seconds, peak RSS in MB, exit status,
+    """Run one validation subprocess; return wall seconds, peak RSS in MiB, exit status,
     (with ``watch``) the peak total PSS of its processes in MB, and the CPU steal in %."""
     command = [
         sys.executable,
@@ -185,13 +215,14 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(speed_check(), flush=True)
     header = (
-        f"{'requests':>9} {'MB':>7} {'wall s':>8} {'req/s':>9} {'peak RSS MB':>12} {'status':>8}"
+        f"{'requests':>9} {'MB':>7} {'wall s':>8} {'req/s':>9} {'peak RSS MiB':>12} {'status':>8}"
         + (f" {'total PSS MB':>13}" if args.total_memory else "")
         + f" {'steal %':>7}"
         + ("  every run's wall s" if args.repeat > 1 else "")
     )
     print(header)
     print("-" * len(header))
+    best_runs: dict[int, tuple[float, float]] = {}
     for size in sorted(args.sizes):
         bundle = bundle_for(args.cache, size, args.seed, args.failing_fraction)
         warm(bundle)
@@ -204,6 +235,7 @@ def main() -> None:
             steals.append(steal)
         best = min(walls)
         steal = steals[walls.index(best)]  # during the run shown
+        best_runs[size] = (best, peak)
         print(
             f"{size:>9} {folder_mb(bundle):>7.1f} {best:>8.2f} {size / best:>9.0f} "
             f"{peak:>12.0f} {'pass' if status == 0 else 'blocked':>8}"
@@ -214,6 +246,8 @@ def main() -> None:
         )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(speed_check())
+    for line in target_lines(best_runs):
+        print(line)
 
 
 if __name__ == "__main__":
