@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import repeat
@@ -44,6 +44,21 @@ CORE_FILES: dict[str, str | None] = {
     COLD_REPLAY: "cold_replay",
 }
 BUNDLE_FILES: dict[str, str | None] = {BUNDLE_MANIFEST: None, SOURCE_MODULE_MANIFEST: None}
+
+# The original implementation names a rollback as ``rollback/<rollback_id>`` (FORMAT 7.1).
+ROLLBACK_REF_PREFIX = "rollback/"
+
+
+def rollback_id_of(ref: Any, rollback_ids: Container[str]) -> Any:
+    """Return the rollback id a side effect's ``rollback_receipt_ref`` names.
+
+    A ref names a rollback by its bare ``rollback_id`` or by ``rollback/`` followed by
+    it, nothing else (FORMAT 7.1); where the ref is itself an id in ``rollback_ids`` the
+    bare reading wins. Any other value is returned as it is, to find nothing.
+    """
+    if type(ref) is str and ref.startswith(ROLLBACK_REF_PREFIX) and ref not in rollback_ids:
+        return ref[len(ROLLBACK_REF_PREFIX) :]
+    return ref
 
 
 class RowRef(NamedTuple):

@@ -9,7 +9,7 @@ from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import RowRef, RunInputs
+from sandbox_replay.inputs import RowRef, RunInputs, rollback_id_of
 from sandbox_replay.layers.base import (
     NO_ROW,
     FloorScan,
@@ -110,10 +110,13 @@ def check(run: RunInputs) -> LayerResult:
 
 
 def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bool:
-    """Say whether ``rollback_ref`` names a verified rollback receipt for ``request_id``."""
+    """Say whether ``rollback_ref`` names a verified rollback receipt for ``request_id``.
+
+    The ref names it bare or as ``rollback/<rollback_id>`` (``rollback_id_of``).
+    """
     if not isinstance(rollback_ref, str):
         return False
-    rollback = run.rollback_by_id.get(rollback_ref)
+    rollback = run.rollback_by_id.get(rollback_id_of(rollback_ref, run.rollback_by_id))
     return (
         rollback is not None
         and rollback.get("request_id") == request_id
@@ -129,7 +132,7 @@ def covered_each(run: RunInputs, request_ids: list[str], refs: list[Any]) -> lis
     refs in order: ``joined``); only the others are put to ``rollback_covers``.
     """
     try:
-        rows = row_dicts(joined(run.rollback_by_id, refs))
+        rows = row_dicts(joined(run.rollback_by_id, _rollback_ids(run, refs)))
     except TypeError:  # a ref that cannot be hashed: put every pair to the exact test
         rows = row_dicts([NO_ROW] * len(refs))
     names = map(eq, map(dict.get, rows, repeat("request_id")), request_ids)
@@ -138,6 +141,11 @@ def covered_each(run: RunInputs, request_ids: list[str], refs: list[Any]) -> lis
     for at in positions(map(not_, covered)):
         covered[at] = rollback_covers(run, request_ids[at], refs[at])
     return covered
+
+
+def _rollback_ids(run: RunInputs, refs: list[Any]) -> list[Any]:
+    """Return the rollback id each ref names (``rollback_id_of``), in order."""
+    return list(map(rollback_id_of, refs, repeat(run.rollback_by_id)))
 
 
 def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]], bool]:
@@ -157,7 +165,7 @@ def _uncovered(run: RunInputs, scan: FloorScan) -> tuple[list[tuple[str, RowRef]
     requests = list(map(request_ids.__getitem__, executed))
     refs = list(map(receipts.columns["rollback_receipt_ref"].__getitem__, executed))
     try:
-        rollbacks = joined(run.rollback_by_id, refs)
+        rollbacks = joined(run.rollback_by_id, _rollback_ids(run, refs))
     except TypeError:  # a ref that cannot be hashed: put every request to the exact test
         return [(request_ids[i], receipts.refs[i]) for i in executed], False
     found = read_joined(run.rollback_by_id, rollbacks, ("request_id", "rollback_verified"), scan)
