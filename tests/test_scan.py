@@ -387,7 +387,9 @@ def test_chunked_scan_equals_whole_scan(pieces: list[str], chunk_size: int) -> N
 
 def test_default_table_chunked_file_scan_matches_whole_scan(tmp_path: Path) -> None:
     scanner = ForbiddenScanner.default()
-    planted = [example for _, example in _all_examples()]
+    # An example with a backslash is in its escaped form already: json.dumps would escape
+    # it again into text the class does not match.
+    planted = [example for _, example in _all_examples() if "\\" not in example]
     rows = []
     for index in range(4000):
         example = planted[index % len(planted)] if index % 7 == 0 else "clean"

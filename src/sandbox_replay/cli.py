@@ -22,6 +22,13 @@ from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records, write_records
 from sandbox_replay.rowhelper import HELPED_LISTS, RowListHelper
+from sandbox_replay.scan import (
+    ForbiddenClassesError,
+    ForbiddenScanner,
+    ForbiddenTable,
+    read_forbidden_table,
+    scanner_with,
+)
 from sandbox_replay.version import __version__
 
 app = typer.Typer(
@@ -111,7 +118,8 @@ def summary_lines(records: RunRecords) -> list[str]:
         f"side effects: {r['side_effect_receipt_count']} rows, "
         f"{r['blocked_without_execution_count']} blocked without execution  "
         f"rollbacks: {r['rollback_verified_count']}/{r['rollback_receipt_count']} verified  "
-        f"cold replays: {r['cold_replay_pass_count']}/{r['cold_replay_count']} pass",
+        f"cold replays: {r['cold_replay_confirmed_count']}/{r['cold_replay_count']} confirmed "
+        f"({r['cold_replay_pass_count']} labelled pass)",
         f"trace: {trace['span_count']} spans ({outcomes or 'none'})  "
         f"scan: {r['secret_exclusion_scan']['blocking_hit_count']} forbidden hit(s)",
     ]
@@ -128,6 +136,25 @@ def summary_lines(records: RunRecords) -> list[str]:
     lines.append(f"findings: {r['finding_count']}  error codes: {len(r['error_codes'])}")
     lines.extend(f"  {code}" for code in r["error_codes"])
     return lines
+
+
+def read_forbidden_classes(path: Path | None) -> ForbiddenTable | None:
+    """Read and check a ``--forbidden-classes`` table (either shape); None when none is given."""
+    if path is None:
+        return None
+    if not path.is_file():
+        raise usage_error(f"forbidden-classes table {path} is not a file")
+    try:
+        return read_forbidden_table(path)
+    except ForbiddenClassesError as error:
+        raise usage_error(str(error)) from None
+    except OSError as error:
+        raise usage_error(f"cannot read forbidden-classes table {path}: {error.strerror}") from None
+
+
+def extra_scanner(table: ForbiddenTable | None) -> ForbiddenScanner | None:
+    """Return the scanner of the packaged table plus ``table``; None for the packaged one."""
+    return scanner_with(table.classes) if table is not None else None
 
 
 def check_export_targets(targets: ExportTargets) -> None:
@@ -169,8 +196,10 @@ def _execute(
     targets: ExportTargets,
     limits: LoadLimits,
     jobs: int | None,
+    forbidden_classes: Path | None,
 ) -> None:
     check_input_dir(input_dir)
+    scanner = extra_scanner(read_forbidden_classes(forbidden_classes))
     check_out_dir(out_dir)
     if acceptance_out is not None:
         check_out_file(acceptance_out, "acceptance path")
@@ -181,7 +210,9 @@ def _execute(
     with _row_helper(input_dir, out_dir, limits, jobs) as helper:
         made = helper.input_digests if helper is not None else None
         outcome = replay(
-            ReplayConfig(input_dir, mode, limits, progress=progress, made_digests=made)
+            ReplayConfig(
+                input_dir, mode, limits, scanner=scanner, progress=progress, made_digests=made
+            )
         )
         records = build_records(outcome)
         if helper is not None:
@@ -295,6 +326,18 @@ ReplayJobsOpt = Annotated[
 ]
 
 
+ForbiddenClassesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--forbidden-classes",
+        help="A forbidden-classes table (ours, or the original implementation's "
+        "classes[].terms[].token shape) whose classes are added to the packaged ones; "
+        "a hit of any class blocks the run.",
+        show_default=False,
+    ),
+]
+
+
 def load_limits(
     max_file_mb: int, max_rows: int, max_depth: int, max_string_chars: int
 ) -> LoadLimits:
@@ -340,6 +383,7 @@ def run_fixture(
     max_depth: MaxDepthOpt = _DEFAULT_LIMITS.max_depth,
     max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
     jobs: ReplayJobsOpt = None,
+    forbidden_classes: ForbiddenClassesOpt = None,
 ) -> None:
     """Replay a fixture folder: the seven core files plus the eight negative-case files.
 
@@ -350,7 +394,17 @@ def run_fixture(
     """
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
-    _execute(input_dir, out_dir, InputMode.FIXTURE, card, acceptance_out, targets, limits, jobs)
+    _execute(
+        input_dir,
+        out_dir,
+        InputMode.FIXTURE,
+        card,
+        acceptance_out,
+        targets,
+        limits,
+        jobs,
+        forbidden_classes,
+    )
 
 
 @app.command("run-sandbox-bundle")
@@ -367,6 +421,7 @@ def run_bundle(
     max_depth: MaxDepthOpt = _DEFAULT_LIMITS.max_depth,
     max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
     jobs: ReplayJobsOpt = None,
+    forbidden_classes: ForbiddenClassesOpt = None,
 ) -> None:
     """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
     the source-module manifest and the copied bodies under source_modules/.
@@ -376,7 +431,9 @@ def run_bundle(
     """
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
-    _execute(input_dir, out_dir, InputMode.BUNDLE, card, None, targets, limits, jobs)
+    _execute(
+        input_dir, out_dir, InputMode.BUNDLE, card, None, targets, limits, jobs, forbidden_classes
+    )
 
 
 @app.command("codes")
@@ -552,6 +609,7 @@ def build(
             "version are unchanged since the last build into --out.",
         ),
     ] = False,
+    forbidden_classes: ForbiddenClassesOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -577,6 +635,7 @@ def build(
     check_export_targets(targets)
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
+    table = read_forbidden_classes(forbidden_classes)
     try:
         config = BuildConfig(
             tuple(paths),
@@ -589,13 +648,16 @@ def build(
             single_file=single_file,
             rebuild=rebuild,
             keep_alive=leave_to_exit,
+            forbidden=table,
         )
         result = build_site(config)
         # One SARIF run / test suite / summary section per run, named as the site names it.
         exported = []
         if targets.paths():
             summary = targets.markdown is not None
-            runs = discovered_runs(config.paths, known=result.exports, summary=summary)
+            runs = discovered_runs(
+                config.paths, known=result.exports, summary=summary, scanner=extra_scanner(table)
+            )
             exported = write_exports(targets, runs)
     except (BuildError, DiscoveryError, SchedulerError) as error:
         raise usage_error(str(error)) from None

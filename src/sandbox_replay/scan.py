@@ -7,7 +7,10 @@ The classes are package data, ``data/forbidden_classes.json``::
                   "remediation": "<one sentence for the record's author>",
                   "tokens": ["<literal>", ...], "patterns": ["<RE2 regex>", ...]}, ...]}
 
-A class needs at least one token or pattern; no other keys are allowed. Tokens match
+A class needs at least one token or pattern; no other keys are allowed. The original
+implementation's table shape is read too (FORMAT 7.2): ``{"schema_version": ...,
+"classes": [{"class_id", "label", "remediation", "terms": [{"term_id", "token"}]}]}``,
+each term's ``token`` a literal like ``tokens`` above. Tokens match
 byte for byte (as UTF-8). Patterns are RE2 syntax, ASCII only, and run over raw bytes
 (Latin-1 semantics: ``[^"]`` is any one byte but ``"``). They may not capture (use
 ``(?:...)``), anchor (``^``, ``$``, ``\\A``, ``\\z``), match the empty string, or repeat
@@ -33,11 +36,12 @@ caller to redact with and are never formatted into a record, an exception or a r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -46,7 +50,10 @@ from typing import Any
 import re2
 
 _TABLE_KEYS = frozenset({"table_id", "classes"})
-_CLASS_KEYS = frozenset({"class_id", "label", "remediation", "tokens", "patterns"})
+# The original implementation's table names itself by schema version, not table id.
+_ORIGINAL_TABLE_KEYS = frozenset({"schema_version", "classes"})
+_CLASS_KEYS = frozenset({"class_id", "label", "remediation", "tokens", "patterns", "terms"})
+_TERM_KEYS = frozenset({"term_id", "token"})
 _CLASS_ID = re.compile(r"[a-z][a-z0-9_]*\Z")
 _OPEN_REPEAT = re.compile(r"\{[0-9]+,\}")
 # Strings an acceptable pattern must not match as empty; a cheap net for `x?`-style slips.
@@ -257,6 +264,29 @@ class ForbiddenScanner:
             pos = end
 
 
+@dataclass(frozen=True)
+class ForbiddenTable:
+    """A user's forbidden-classes table (``--forbidden-classes``), read once.
+
+    ``path`` is as a build records it (relative to the working directory where it lies
+    inside it); ``sha256`` is of the file's bytes, so that a rebuild or ``verify`` can tell
+    the table changed.
+    """
+
+    path: str
+    sha256: str
+    classes: tuple[ForbiddenClass, ...]
+
+
+def read_forbidden_table(path: Path) -> ForbiddenTable:
+    """Read and validate a user's table; raise ForbiddenClassesError or OSError."""
+    raw = path.read_bytes()
+    classes = _classes_of(raw, str(path), check_patterns=True)
+    shown = os.path.relpath(path) if path.resolve().is_relative_to(Path.cwd()) else path.name
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    return ForbiddenTable(Path(shown).as_posix(), digest, classes)
+
+
 def load_forbidden_classes(
     path: Path | None = None, *, check_patterns: bool = True
 ) -> tuple[ForbiddenClass, ...]:
@@ -271,6 +301,10 @@ def load_forbidden_classes(
     else:
         source = str(path)
         raw = path.read_bytes()
+    return _classes_of(raw, source, check_patterns)
+
+
+def _classes_of(raw: bytes, source: str, check_patterns: bool) -> tuple[ForbiddenClass, ...]:
     try:
         document = json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
     except ValueError as error:
@@ -280,6 +314,38 @@ def load_forbidden_classes(
     except ForbiddenClassesError as error:
         raise ForbiddenClassesError(f"{source}: {error}") from None
     return classes
+
+
+def with_extra_classes(
+    packaged: Sequence[ForbiddenClass], extra: Sequence[ForbiddenClass]
+) -> tuple[ForbiddenClass, ...]:
+    """Return the packaged classes with a user's table added: nothing is ever taken away.
+
+    A user's class of a packaged id adds its tokens and patterns to that class (so the
+    original implementation's table, whose classes the packaged table also carries, adds
+    only what is new); any other class is appended, in the user's order.
+    """
+    merged = {forbidden.class_id: forbidden for forbidden in packaged}
+    for forbidden in extra:
+        known = merged.get(forbidden.class_id)
+        if known is None:
+            merged[forbidden.class_id] = forbidden
+            continue
+        merged[forbidden.class_id] = replace(
+            known,
+            tokens=tuple(dict.fromkeys((*known.tokens, *forbidden.tokens))),
+            patterns=tuple(dict.fromkeys((*known.patterns, *forbidden.patterns))),
+        )
+    return tuple(merged.values())
+
+
+@cache
+def scanner_with(extra: tuple[ForbiddenClass, ...]) -> ForbiddenScanner:
+    """Return the scanner for the packaged table plus ``extra`` (checked classes), once per process."""
+    if not extra:
+        return _default_scanner()
+    packaged = load_forbidden_classes(check_patterns=False)
+    return ForbiddenScanner(with_extra_classes(packaged, extra), checked=True)
 
 
 @cache
@@ -297,9 +363,12 @@ def _default_scanner() -> ForbiddenScanner:
 def _parse_table(document: Any, check_patterns: bool = True) -> tuple[ForbiddenClass, ...]:
     if not isinstance(document, dict):
         raise ForbiddenClassesError("the top level must be an object")
-    _check_keys(document, _TABLE_KEYS, _TABLE_KEYS, "the top level")
-    if not isinstance(document["table_id"], str) or not document["table_id"]:
-        raise ForbiddenClassesError("table_id must be a non-empty string")
+    if "table_id" in document or "schema_version" not in document:
+        _check_keys(document, _TABLE_KEYS, _TABLE_KEYS, "the top level")
+        if not isinstance(document["table_id"], str) or not document["table_id"]:
+            raise ForbiddenClassesError("table_id must be a non-empty string")
+    else:
+        _check_keys(document, _ORIGINAL_TABLE_KEYS, _ORIGINAL_TABLE_KEYS, "the top level")
     entries = document["classes"]
     if not isinstance(entries, list) or not entries:
         raise ForbiddenClassesError("classes must be a non-empty list")
@@ -335,13 +404,34 @@ def _parse_class(entry: Any, where: str) -> ForbiddenClass:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ForbiddenClassesError(f"{where}: {key} must be a list of non-empty strings")
         lists[key] = tuple(value)
+    terms = _terms(entry.get("terms", []), f"{where}.terms")
     return ForbiddenClass(
         strings["class_id"],
         strings["label"],
         strings["remediation"],
-        lists["tokens"],
+        tuple(dict.fromkeys((*lists["tokens"], *terms))),
         lists["patterns"],
     )
+
+
+def _terms(value: Any, where: str) -> tuple[str, ...]:
+    """Return the tokens of an original-shape class's ``terms`` (FORMAT 7.2)."""
+    if not isinstance(value, list):
+        raise ForbiddenClassesError(f"{where} must be a list of objects")
+    tokens = []
+    for index, term in enumerate(value):
+        place = f"{where}[{index}]"
+        if not isinstance(term, dict):
+            raise ForbiddenClassesError(f"{place}: must be an object")
+        _check_keys(term, _TERM_KEYS, {"token"}, place)
+        token = term["token"]
+        if not isinstance(token, str) or not token:
+            raise ForbiddenClassesError(f"{place}: token must be a non-empty string")
+        term_id = term.get("term_id")
+        if term_id is not None and not isinstance(term_id, str):
+            raise ForbiddenClassesError(f"{place}: term_id must be a string")
+        tokens.append(token)
+    return tuple(tokens)
 
 
 def _check_keys(

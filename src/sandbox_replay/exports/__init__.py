@@ -32,6 +32,7 @@ from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.negative_cases import NegativeCaseOutcome
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.records import COUNT_KEYS, build_result, redact
+from sandbox_replay.scan import ForbiddenScanner
 
 # The result record's counts the Markdown summary's pipeline chart shows, and the trace's.
 CHART_COUNTS = (*COUNT_KEYS, "span_count")
@@ -320,6 +321,7 @@ def discovered_runs(
     known: Mapping[str, ExportFacts] | None = None,
     *,
     summary: bool = True,
+    scanner: ForbiddenScanner | None = None,
 ) -> list[ExportRun]:
     """Return every run ``build`` finds under ``paths`` for the exports, named as the site
     names them.
@@ -334,7 +336,7 @@ def discovered_runs(
     for run in discover_runs(paths, cwd):
         facts = (known or {}).get(run.name)
         if facts is None:
-            outcome = replay(ReplayConfig(run.path, run.mode))
+            outcome = replay(ReplayConfig(run.path, run.mode, scanner=scanner))
             runs.append(export_run(run.name, outcome, cwd, summary=summary))
         else:
             runs.append(ExportRun(run.name, facts, source_root_of(run.path, cwd)))

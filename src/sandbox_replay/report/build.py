@@ -46,6 +46,7 @@ join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
 
     {"schema_version": "sandbox-replay.site/1",
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
+     "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
                "input_digests": {path: "sha256:<hex>"},
@@ -94,6 +95,7 @@ from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.single_file import single_file_pages
 from sandbox_replay.report.site_views import RunSummary, build_catalog_view, build_index_view
 from sandbox_replay.report.views import plural
+from sandbox_replay.scan import ForbiddenTable
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SITE_SCHEMA = "sandbox-replay.site/1"
@@ -121,6 +123,8 @@ class BuildConfig:
     # Handed the replay of a build's lone run, built in this process, instead of freeing it
     # when the run is done (seconds at 600,000 requests): a CLI leaves it to the exit.
     keep_alive: Callable[..., None] | None = field(default=None, compare=False)
+    # A user's forbidden-classes table, scanned for besides the packaged one.
+    forbidden: ForbiddenTable | None = None
 
 
 @dataclass(frozen=True)
@@ -208,7 +212,11 @@ def build_site(config: BuildConfig) -> BuildResult:
     runs = discover_runs(config.paths, config.cwd)
     build_time = _build_time(config.source_date_epoch)
     shown_time = build_time or "not recorded (SOURCE_DATE_EPOCH was not set)"
-    settings = incremental.settings_hash(config.templates, shown_time)
+    forbidden = config.forbidden
+    settings = incremental.settings_hash(
+        config.templates, shown_time, forbidden.sha256 if forbidden else ""
+    )
+    extra = forbidden.classes if forbidden else ()
     # With rebuild, the last build's status is ignored, so every run is replayed afresh.
     previous = {} if config.rebuild else incremental.read_status(out_dir, settings)
     # Every run's inputs are hashed for the status file (1.3 GB at 600,000 requests). When
@@ -238,13 +246,13 @@ def build_site(config: BuildConfig) -> BuildResult:
             old = previous.get(tuple(keys[run.name].values())) if previous else None
             if old is None:
                 if config.scheduler is None:
-                    tasks.append(RunTask(run, config.templates, shown_time, staging))
+                    tasks.append(RunTask(run, config.templates, shown_time, staging, extra))
                 else:
                     # A worker reads the inputs itself, from its own working directory, and
                     # returns the pages: absolute paths, no staging folder.
                     remote = replace(run, path=run.path.resolve())
                     templates = config.templates.resolve() if config.templates else None
-                    tasks.append(RunTask(remote, templates, shown_time, None))
+                    tasks.append(RunTask(remote, templates, shown_time, None, extra))
                 continue
             for path in old.files:
                 reuse_file(staging, path, out_dir)
@@ -306,7 +314,7 @@ def build_site(config: BuildConfig) -> BuildResult:
         pages.add("codes/index.html", renderer.render("codes.html", view=catalog))
         for asset in ASSETS:
             pages.add(asset, renderer.asset(asset))
-        manifest = _manifest(runs, ordered, build_time)
+        manifest = _manifest(runs, ordered, build_time, forbidden)
         if config.single_file:  # see report/single_file.py
             single = single_file_pages(
                 [run.name for run in runs],
@@ -383,12 +391,21 @@ def _run_keys(runs: Sequence[DiscoveredRun]) -> _Hashed:
 
 
 def _manifest(
-    runs: Sequence[DiscoveredRun], summaries: Sequence[RunSummary], build_time: str | None
+    runs: Sequence[DiscoveredRun],
+    summaries: Sequence[RunSummary],
+    build_time: str | None,
+    forbidden: ForbiddenTable | None,
 ) -> dict[str, object]:
+    table = (
+        {"forbidden_classes": {"path": forbidden.path, "sha256": forbidden.sha256}}
+        if forbidden is not None
+        else {}
+    )
     return {
         "schema_version": SITE_SCHEMA,
         "tool": {"name": TOOL_NAME, "version": __version__},
         "build_time": build_time,
+        **table,
         "runs": [
             {
                 "name": summary.name,

@@ -1,8 +1,8 @@
 """Decide which runs of a rebuild can reuse the pages the previous build wrote.
 
 A run is reused when nothing that shapes its pages changed: the same tool version, the
-same templates and assets (built-in and ``--templates``), the same build time, and the
-same content of every file under its input folder, read under the same name and path.
+same templates and assets (built-in and ``--templates``), the same build time, the same
+``--forbidden-classes`` table (or none), and the same content of every file under its input folder, read under the same name and path.
 Any change to the first three rebuilds every run. Times and mtimes play no part.
 
 The status file ``build-status.json`` at the root of the site records this (written with
@@ -10,7 +10,7 @@ The status file ``build-status.json`` at the root of the site records this (writ
 
     {"format": 1,
      "tool_version": "<version>",
-     "settings_sha256": "<hex: templates, assets, build time, version>",
+     "settings_sha256": "<hex: templates, assets, build time, version, forbidden classes>",
      "runs": [{"name", "source_path", "mode",
                "inputs_sha256": "<hex over each file's relative path and bytes>",
                "files": [<site-relative paths of this run's pages, sorted>],
@@ -63,10 +63,11 @@ def _walk_package(node: Traversable, prefix: str) -> Iterable[tuple[str, bytes]]
             yield name, child.read_bytes()
 
 
-def settings_hash(templates: Path | None, shown_time: str) -> str:
-    """Hash everything global that shapes the pages: version, templates, assets, time."""
+def settings_hash(templates: Path | None, shown_time: str, forbidden_sha256: str = "") -> str:
+    """Hash everything global that shapes the pages: version, templates, assets, time, and
+    the digest of a user's forbidden-classes table ("" for none)."""
     digest = hashlib.sha256()
-    digest.update(f"{__version__}\0{shown_time}\0".encode())
+    digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0".encode())
     for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     if templates is not None:

@@ -38,6 +38,7 @@ from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.rowhelper import HELPED_LISTS, RowListHelper
+from sandbox_replay.scan import ForbiddenClass, scanner_with
 from sandbox_replay.version import __version__
 
 
@@ -57,6 +58,8 @@ class RunTask:
     templates: Path | None
     shown_time: str
     staging: Path | None
+    # A user's forbidden classes, scanned for besides the packaged ones.
+    forbidden: tuple[ForbiddenClass, ...] = ()
     page_jobs: int = 1
     # Told each phase of the run as it ends, for a lone run built here (one that takes
     # long enough to need it); never sent to another process.
@@ -147,7 +150,8 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     records and view-models instead of letting them be freed on return (see ``run_all``).
     """
     started = time.perf_counter()
-    config = ReplayConfig(task.run.path, task.run.mode, progress=_phases(task))
+    scanner = scanner_with(task.forbidden) if task.forbidden else None
+    config = ReplayConfig(task.run.path, task.run.mode, scanner=scanner, progress=_phases(task))
     # A lone large run built with processes to spare: its copied row lists are serialised
     # while it replays (the second core is then mostly idle), not after.
     lists = None

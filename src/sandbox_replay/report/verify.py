@@ -13,6 +13,10 @@ inputs root (the working directory unless given). Then:
 4. every published file must equal the rebuilt one byte for byte, and neither side may
    hold a file the other lacks.
 
+A site built with ``--forbidden-classes`` records that table's path (relative to the
+inputs root) and digest; the rebuild scans with it, and a table missing, unreadable or
+changed since the build is a difference.
+
 Whatever cannot be checked fails (inputs not found, an unreadable manifest, another tool
 version). Each difference is one line; the lines come in the order above, runs and paths
 sorted, so two verifications of one site print the same report. Each line, and each
@@ -38,6 +42,7 @@ from sandbox_replay.loader import open_regular
 from sandbox_replay.report.build import MANIFEST, SITE_SCHEMA, BuildConfig, BuildError, build_site
 from sandbox_replay.report.discover import DiscoveryError
 from sandbox_replay.report.parallel import SchedulerError
+from sandbox_replay.scan import ForbiddenClassesError, ForbiddenTable, read_forbidden_table
 from sandbox_replay.version import TOOL_NAME, __version__
 
 _CHUNK = 1 << 20
@@ -209,8 +214,39 @@ def _check_inputs(run: _Run, folder: Path) -> list[str]:
     return found
 
 
+def _forbidden_table(
+    manifest: Mapping[str, Any], root: Path
+) -> tuple[ForbiddenTable | None, list[str]]:
+    """Return the forbidden-classes table the site was built with, and what is wrong with it.
+
+    The table is the one at the recorded path, recorded again as the build recorded it;
+    a table that cannot be read or has changed is a difference, and the rebuild goes on
+    without it (so its pages differ too).
+    """
+    recorded = manifest.get("forbidden_classes")
+    if recorded is None:
+        return None, []
+    if not isinstance(recorded, dict):
+        raise VerifyError(f"{MANIFEST}: forbidden_classes is not an object")
+    path, digest = recorded.get("path"), recorded.get("sha256")
+    if not isinstance(path, str) or not _inside(path) or not isinstance(digest, str):
+        raise VerifyError(f"{MANIFEST}: forbidden_classes has no valid path and sha256")
+    try:
+        table = read_forbidden_table(root / path)
+    except (OSError, ForbiddenClassesError):
+        return None, [f"forbidden-classes table not readable as the build read it: {path}"]
+    if table.sha256 != digest:
+        return None, [f"forbidden-classes table changed since the site was built: {path}"]
+    return ForbiddenTable(path, digest, table.classes), []
+
+
 def _rebuild(
-    config: VerifyConfig, folders: list[Path], out: Path, epoch: int | None, single: bool
+    config: VerifyConfig,
+    folders: list[Path],
+    out: Path,
+    epoch: int | None,
+    single: bool,
+    forbidden: ForbiddenTable | None,
 ) -> None:
     root = config.inputs_root or Path.cwd()
     build_site(
@@ -223,6 +259,7 @@ def _rebuild(
             progress=config.progress,
             jobs=config.jobs,
             single_file=single,
+            forbidden=forbidden,
         )
     )
 
@@ -250,6 +287,8 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
             "its pages cannot be rebuilt"
         )
     epoch = _epoch(manifest.get("build_time"))
+    forbidden, table_differences = _forbidden_table(manifest, root)
+    differences.extend(table_differences)
 
     folders: list[Path] = []
     missing: list[str] = []
@@ -277,7 +316,8 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     out = scratch / "site"
     try:
         try:
-            _rebuild(config, folders, out, epoch, any(r.single_file for r in runs))
+            single = any(r.single_file for r in runs)
+            _rebuild(config, folders, out, epoch, single, forbidden)
         except (BuildError, DiscoveryError, SchedulerError) as error:
             differences.append(f"site could not be rebuilt from its inputs: {error}")
             return _report(runs, 0, differences)
