@@ -415,6 +415,7 @@ def _protocol(seed: int) -> dict[str, Any]:
         ],
         "body_import_status": "metadata_only",
         "body_import_verification": {
+            "verification_status": "verified",
             "method": "refs_and_counts_only",
             "verified": True,
             "body_in_receipt": False,

@@ -52,7 +52,9 @@ class OutputModel(BaseModel):
 
 
 class BodyImportVerification(InputModel):
-    """How the projection's metadata-only import was verified."""
+    """How the projection's metadata-only import was verified: it must say it was."""
+
+    verification_status: Literal["verified"]
 
 
 class ProjectionProtocol(InputModel):
@@ -470,6 +472,7 @@ class ResultRecord(OutputModel):
     rollback_verified_count: Count
     cold_replay_count: Count
     cold_replay_pass_count: Count
+    cold_replay_confirmed_count: Count
     source_module_manifest_status: str
     source_modules: list[SourceModuleRecord]
     input_files: list[InputFileRecord]

@@ -65,7 +65,14 @@ LONG = "W" * 600
 SHAPE_FIELDS = ("action_kind", "requested_capability", "source_trust_label", "risk_class")
 # Values the format spells exactly and the tool reads as such; attacked on one module only.
 FIXED_FIELDS = ("material_class", "source_import_class")
-PLAIN_FIELDS = ("path", "source_module_manifest_ref", "sha256", "source_sha256", "target_sha256")
+PLAIN_FIELDS = (
+    "path",
+    "source_module_manifest_ref",
+    "sha256",
+    "source_sha256",
+    "target_sha256",
+    "verification_status",
+)
 NAME_LISTS = ("required_action_fields", "required_verdict_fields", "required_effect_fields")
 
 

@@ -32,6 +32,7 @@ FALSE_FLAGS = {
     )
 }
 FLOOR = "projection_protocol_floor"
+VERIFIED = "verified"
 
 
 def check(run: RunInputs) -> LayerResult:
@@ -45,14 +46,26 @@ def check(run: RunInputs) -> LayerResult:
     subject_id = subject if isinstance(subject, str) and subject else PROJECTION_PROTOCOL
     missing = missing_fields(protocol, REQUIRED)
     not_lists = [n for n in LISTS if n not in missing and not isinstance(protocol.get(n), list)]
-    if not isinstance(protocol.get("body_import_verification"), dict):
+    verification = protocol.get("body_import_verification")
+    if not isinstance(verification, dict):
         not_lists.append("body_import_verification")
-    if missing or not_lists:
+    if "body_import_status" not in missing and not isinstance(
+        protocol.get("body_import_status"), str
+    ):
+        not_lists.append("body_import_status")
+    # The original implementation's floor (FORMAT 7.4): a body import that does not say
+    # it was verified has not been.
+    unverified = isinstance(verification, dict) and (
+        verification.get("verification_status") != VERIFIED
+    )
+    if missing or not_lists or unverified:
         parts = []
         if missing:
             parts.append(f"missing or empty: {describe(missing)}")
         if not_lists:
             parts.append(f"wrong type: {describe(sorted(set(not_lists)))}")
+        if unverified:
+            parts.append(f"body_import_verification.verification_status is not {VERIFIED!r}")
         result.add(
             codes.PROJECTION_DENSITY_MISSING,
             "projection protocol " + "; ".join(parts),
@@ -60,7 +73,12 @@ def check(run: RunInputs) -> LayerResult:
             subject_id,
             "projection_protocol",
             PROJECTION_PROTOCOL,
-            run.key_line(PROJECTION_PROTOCOL, *missing, *not_lists),
+            run.key_line(
+                PROJECTION_PROTOCOL,
+                *missing,
+                *not_lists,
+                *(["body_import_verification"] if unverified else []),
+            ),
         )
     overclaims = wrong_flags(protocol, FALSE_FLAGS)
     if overclaims:

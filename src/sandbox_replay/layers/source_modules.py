@@ -247,8 +247,16 @@ def _check_module(
         body: bytes | None = read_same_file(path, info, max_body_bytes)
     except FileChangedError as exc:
         body, missing = None, f"{exc}; it was not used"
-    except OSError:
+    except FileNotFoundError:
         body = None
+    except OSError as exc:  # there, and a regular file, but refused (permissions, I/O)
+        add(
+            codes.SOURCE_MODULE_BODY_UNREADABLE,
+            f"{subject} body could not be read ({exc.strerror or type(exc).__name__})",
+            subject,
+            line,
+        )
+        return
     if body is None:
         add(
             codes.SOURCE_MODULE_TARGET_MISSING,
@@ -281,7 +289,19 @@ def _check_module(
             line,
         )
         ok = False
-    text = body.decode("utf-8", errors="replace")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # The original implementation treats such a body as unreadable, a blocking hit
+        # (FORMAT 7.3): its anchors cannot be found in text that is not text.
+        add(
+            codes.SOURCE_MODULE_BODY_UNREADABLE,
+            f"{subject} copied body is not valid UTF-8 (first bad byte at offset {exc.start})",
+            subject,
+            line,
+        )
+        ok = False
+        text = body.decode("utf-8", errors="replace")
     absent = sum(1 for a in anchor_list if a not in text)
     if absent:
         add(
