@@ -8,6 +8,7 @@ that no code (bar the planted negative cases in fixture mode) fires on the passi
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,6 +129,7 @@ def test_exfiltration_allowed_and_executed(tmp_path: Path) -> None:
         "rollback_receipt_count",
         "rollback_verified_count",
         "cold_replay_pass_count",
+        "cold_replay_confirmed_count",
     ) == {
         "allow_count": 2,
         "block_count": 3,
@@ -137,7 +139,9 @@ def test_exfiltration_allowed_and_executed(tmp_path: Path) -> None:
         "blocked_without_execution_count": 3,
         "rollback_receipt_count": 3,
         "rollback_verified_count": 3,
-        "cold_replay_pass_count": 5,
+        # Every replay row still claims a pass (FORMAT 7.5); one of them is refuted.
+        "cold_replay_pass_count": 6,
+        "cold_replay_confirmed_count": 5,
     }
     trace = result["public_agent_execution_trace"]
     assert trace["summary"]["outcome_counts"] == {"blocked": 3, "executed": 3}
@@ -170,13 +174,15 @@ def test_safe_edit_declared_block(tmp_path: Path) -> None:
         "derived_policy_verdict_mismatch_count",
         "executed_action_count",
         "cold_replay_pass_count",
+        "cold_replay_confirmed_count",
     ) == {
         "allow_count": 0,
         "block_count": 5,
         "derived_allow_count": 1,
         "derived_policy_verdict_mismatch_count": 1,
         "executed_action_count": 2,
-        "cold_replay_pass_count": 5,
+        "cold_replay_pass_count": 6,
+        "cold_replay_confirmed_count": 5,
     }
     outcomes = result["public_agent_execution_trace"]["summary"]["outcome_counts"]
     assert outcomes == {"blocked": 5, "executed": 1}
@@ -201,7 +207,8 @@ def test_safe_edit_diff_removed(tmp_path: Path) -> None:
     ]
     assert result["finding_count"] == 8 + 3
     assert result["derived_policy_verdict_mismatch_count"] == 0
-    assert result["cold_replay_pass_count"] == 5
+    assert result["cold_replay_pass_count"] == 6
+    assert result["cold_replay_confirmed_count"] == 5
     [missing_diff] = [
         f for f in outcome.findings if f.error_code == codes.ALLOWED_ACTION_MISSING_DIFF
     ]
@@ -262,7 +269,9 @@ def test_exfiltration_allowed_is_not_rescued_by_its_replay_pass_label(tmp_path: 
     assert result["finding_count"] == 8 + 4
     assert result["derived_policy_verdict_mismatch_count"] == 1
     assert result["cold_replay_count"] == 6
-    assert result["cold_replay_pass_count"] == 5
+    # The original's reference test: the labels still claim 6 passes; 5 are confirmed.
+    assert result["cold_replay_pass_count"] == 6
+    assert result["cold_replay_confirmed_count"] == 5
     replay_row = find_row(result["cold_replay_rows"], EXFIL)
     assert replay_row["pass_label"] is True
     outcomes = result["public_agent_execution_trace"]["summary"]["outcome_counts"]
@@ -307,7 +316,7 @@ def test_a_list_risk_class_fails_closed_without_a_traceback(tmp_path: Path) -> N
     _, records = replay_dir(folder)
     result = records.result
     assert result["status"] == "blocked"
-    assert codes.ACTION_RISK_CLASS_UNRECOGNIZED in result["error_codes"]
+    assert codes.ACTION_REQUEST_INVALID in result["error_codes"]
     derived = find_row(result["derived_policy_verdict_rows"], EXFIL)
     assert (derived["derived_verdict"], derived["derived_rule_ref"]) == ("block", FAIL_CLOSED_RULE)
 
@@ -402,6 +411,15 @@ def tamper_body(folder: Path) -> None:
     body.write_bytes(body.read_bytes() + b"\n")
 
 
+def latin1_body(folder: Path) -> None:
+    """Make the first body hold one byte that is not UTF-8, its digests refreshed to match."""
+    body = first_module_body(folder)
+    data = body.read_bytes() + b"\n\xe9\n"
+    body.write_bytes(data)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    module_edit(sha256=digest, source_sha256=digest, target_sha256=digest)(folder)
+
+
 def rollback_ref(ref: str) -> Callable[[Path], None]:
     return lambda folder: edit_row(
         folder, "side_effect_receipts.json", SAFE_EDIT, rollback_receipt_ref=ref
@@ -466,9 +484,6 @@ TRIGGERS: dict[str, Trigger] = {
         lambda folder: edit_row(
             folder, "action_requests.json", EXFIL, source_trust_label="trusted_user_request"
         )
-    ),
-    codes.ACTION_RISK_CLASS_UNRECOGNIZED: fixture(
-        lambda folder: edit_row(folder, "action_requests.json", EXFIL, risk_class="data_upload")
     ),
     codes.ACTION_RISK_COVERAGE_LOW: fixture(too_few_risk_classes),
     codes.ACTION_REQUEST_DUPLICATE: fixture(duplicate_request),
@@ -566,6 +581,7 @@ TRIGGERS: dict[str, Trigger] = {
     ),
     codes.SOURCE_MODULE_TARGET_MISSING: bundle(lambda folder: first_module_body(folder).unlink()),
     codes.SOURCE_MODULE_DIGEST_MISMATCH: bundle(tamper_body),
+    codes.SOURCE_MODULE_BODY_UNREADABLE: bundle(latin1_body),
     codes.SOURCE_MODULE_ANCHOR_MISSING: bundle(
         module_edit(required_anchors=["an anchor that is not in the body"])
     ),

@@ -86,15 +86,16 @@ EXPECTED = {
     "unknown_risk_class_allowed": Expected(
         frozenset(
             {
-                codes.ACTION_RISK_CLASS_UNRECOGNIZED,
+                # The unknown risk class derives to block, no finding of its own
+                # (FORMAT 7.6): the declared allow and its execution contradict that.
                 codes.VERDICT_SEMANTIC_MISMATCH,
                 codes.SIDE_EFFECT_SEMANTIC_MISMATCH,
                 codes.COLD_REPLAY_INVALID,
             }
         ),
-        codes.ACTION_RISK_CLASS_UNRECOGNIZED,
+        codes.VERDICT_SEMANTIC_MISMATCH,
         "req_credential_helper_install",
-        "action_requests.json",
+        "policy_verdicts.json",
         '"request_id": "req_credential_helper_install"',
     ),
     "tampered_copied_body": Expected(

@@ -146,7 +146,7 @@ def test_passing_headlines(site: tuple[Path, BuildResult]) -> None:
     by_name = {r.name: r for r in result.runs}
     assert by_name["first_wave"].headline == (
         "All 6 verdicts re-derived; 4 blocks left no side effect; 2 rollbacks verified; "
-        "6/6 cold replays reproduced; 8/8 negative cases fired."
+        "6/6 cold replays confirmed; 8/8 negative cases fired."
     )
     assert by_name["exported_bundle"].status == "pass"
     assert by_name["exported_bundle"].headline.startswith("All 6 verdicts re-derived;")

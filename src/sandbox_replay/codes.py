@@ -120,7 +120,14 @@ class CodeRegistry:
 
 
 # A retired code stays here, with the reason, so that it is never handed out again.
-RETIRED: dict[str, str] = {}
+RETIRED: dict[str, str] = {
+    "SANDBOX_POLICY_ACTION_RISK_CLASS_UNRECOGNIZED": (
+        "An unknown risk class derives to block by the fail-closed rule, and that is no "
+        "failure of its own (FORMAT 7.6): the run fails only where the records disagree "
+        "with the block, which the verdict and side-effect codes report. The run page and "
+        "headline still name such requests."
+    ),
+}
 
 REGISTRY = CodeRegistry()
 _r = REGISTRY.register
@@ -246,12 +253,6 @@ ACTION_POLICY_SHAPE_MISMATCH = _r(
     L.ACTION_REQUESTS,
     S.HIGH,
     "A request's risk class is known but its action shape does not match the policy table.",
-)
-ACTION_RISK_CLASS_UNRECOGNIZED = _r(
-    "SANDBOX_POLICY_ACTION_RISK_CLASS_UNRECOGNIZED",
-    L.ACTION_REQUESTS,
-    S.HIGH,
-    "A request's risk class is not in the policy table, so it derives to block by the fail-closed rule.",
 )
 ACTION_RISK_COVERAGE_LOW = _r(
     "SANDBOX_POLICY_ACTION_RISK_COVERAGE_LOW",
@@ -488,6 +489,12 @@ SOURCE_MODULE_TARGET_MISSING = _r(
     L.SOURCE_MODULES,
     S.HIGH,
     "A module's copied body is not in the bundle.",
+)
+SOURCE_MODULE_BODY_UNREADABLE = _r(
+    "SANDBOX_POLICY_SOURCE_MODULE_BODY_UNREADABLE",
+    L.SOURCE_MODULES,
+    S.HIGH,
+    "A module's copied body is in the bundle but cannot be read as UTF-8 text.",
 )
 SOURCE_MODULE_DIGEST_MISMATCH = _r(
     "SANDBOX_POLICY_SOURCE_MODULE_DIGEST_MISMATCH",

@@ -118,6 +118,7 @@ COUNT_KEYS = (
     "rollback_verified_count",
     "cold_replay_count",
     "cold_replay_pass_count",
+    "cold_replay_confirmed_count",
 )
 
 

@@ -129,7 +129,7 @@ def pipeline_steps(result: Mapping[str, Any]) -> tuple[list[PipelineStep], list[
         PipelineStep(
             "replay",
             "Cold replay",
-            f"{result['cold_replay_pass_count']}/{result['cold_replay_count']} pass",
+            f"{result['cold_replay_confirmed_count']}/{result['cold_replay_count']} confirmed",
             _layer_status(result, Layer.COLD_REPLAY),
         ),
         PipelineStep(

@@ -44,7 +44,7 @@ def check(run: RunInputs) -> LayerResult:
         unique="request_id",
         read=("risk_class",),
     )
-    # A request that derives fail-closed is a finding on its (first) row. When each row
+    # A request that derives fail-closed is looked at on its (first) row. When each row
     # is its own request, the derivations are in row order.
     if len(run.request_by_id) == len(run.requests):
         closed_rows = positions(fail_closed)
@@ -92,18 +92,11 @@ def check(run: RunInputs) -> LayerResult:
             )
             continue
         seen.add(request_id)
+        # An unknown risk class derives to block by the fail-closed rule, and that is no
+        # finding of its own (FORMAT 7.6): the verdict, side-effect and trace layers hold
+        # the records to that block. A known class in the wrong shape is a finding.
         derivation = run.derivations[request_id]
-        if not derivation.recognized:
-            result.add_for_row(
-                codes.ACTION_RISK_CLASS_UNRECOGNIZED,
-                f"risk class of {request_id} is not in the policy table; derives to block "
-                f"by {derivation.rule_ref}",
-                FLOOR,
-                ref,
-                "request_id",
-                "action_request",
-            )
-        elif derivation.mismatched_fields:
+        if derivation.mismatched_fields:
             result.add_for_row(
                 codes.ACTION_POLICY_SHAPE_MISMATCH,
                 f"{request_id} does not match its risk class on "
@@ -134,5 +127,6 @@ def check(run: RunInputs) -> LayerResult:
         "derived_block_count": derived.count("block"),
         "derived_review_count": derived.count("review"),
         "fail_closed_count": sum(fail_closed),
+        "unrecognized_shape_count": sum(not d.recognized for d in run.derivations.values()),
     }
     return result

@@ -90,9 +90,23 @@ def check(run: RunInputs) -> LayerResult:
             "request_id",
             "action_request",
         )
-    passing = len(run.replays) - failing
-    result.counts = {"cold_replay_count": len(run.replays), "cold_replay_pass_count": passing}
+    result.counts = {
+        "cold_replay_count": len(run.replays),
+        "cold_replay_pass_count": labelled_pass_count(run),
+        "cold_replay_confirmed_count": len(run.replays) - failing,
+    }
     return result
+
+
+def labelled_pass_count(run: RunInputs) -> int:
+    """Count the replay rows whose own three labels all claim a pass (FORMAT 7.5).
+
+    The labels, not what the replay confirmed: a stale label counts here and is still a
+    finding above.
+    """
+    rows = [ref.row for ref in run.replays]
+    labels = [[row.get(claim) for row in rows] for claim in CLAIMS]
+    return sum(1 for claims in zip(*labels, strict=True) if all(c is True for c in claims))
 
 
 def _unfounded_claims(run: RunInputs, request_id: str, row: Mapping[str, Any]) -> list[str]:

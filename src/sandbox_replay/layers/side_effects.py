@@ -78,7 +78,7 @@ class Outcome(NamedTuple):
 
     codes: tuple[str, ...]  # its findings' codes, in the order they are reported
     matches: bool  # effect_matches: the receipt is what the derived verdict requires
-    blocked_without_execution: bool
+    blocked_without_execution: bool  # derives to block, and execution_attempted is false
 
 
 def _judge(derived: str, declared: Any, executed: Any, diff_count: Any) -> Outcome:
@@ -93,7 +93,7 @@ def _judge(derived: str, declared: Any, executed: Any, diff_count: Any) -> Outco
             found.append(codes.BLOCKED_ACTION_EXECUTED)
         elif declared in EXECUTING_VERDICTS and not executed_with_diff(row):
             found.append(codes.ALLOWED_ACTION_MISSING_DIFF)
-    return Outcome(tuple(found), matches, derived == "block" and left_no_trace(row))
+    return Outcome(tuple(found), matches, derived == "block" and executed is False)
 
 
 def receipt_join(run: RunInputs, scan: FloorScan | None = None) -> Join:

@@ -107,6 +107,21 @@ def _outside(values: list[Any], allowed: Collection[Any]) -> Iterable[int]:
     return positions(map(not_, map(allowed.__contains__, values)))
 
 
+def declared_mismatch_count(run: RunInputs, scan: FloorScan) -> int:
+    """Count the verdict rows whose declared verdict is not their request's derived one.
+
+    Every row counts, a second row of one request too; a row whose request does not
+    exist derives to the fail-closed verdict (FORMAT 7.5). A row that declares the
+    derived verdict without citing its rule is a semantic mismatch but not counted here.
+    ``scan``, of the verdict file, has read the verdicts and request ids (None where not
+    a string, which matches no verdict and no request).
+    """
+    derived = {request_id: d.verdict for request_id, d in run.derivations.items()}
+    fallback = repeat(run.table.fail_closed_verdict)
+    expected = map(derived.get, scan.columns["request_id"], fallback)
+    return sum(map(ne, scan.columns["verdict"], expected))
+
+
 def check(run: RunInputs) -> LayerResult:
     """Check each verdict row's floor, then hold every request's verdict to its derivation."""
     result = LayerResult(Layer.POLICY_VERDICTS)
@@ -195,7 +210,6 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "policy_verdict",
             )
-    mismatches = 0
     for request_id in shared(run, failing_requests):
         derivation = run.derivations[request_id]
         verdict_ref = run.verdict_by_request.get(request_id)
@@ -210,7 +224,6 @@ def check(run: RunInputs) -> LayerResult:
                 "action_request",
             )
             continue
-        mismatches += 1
         declared = verdict_ref.get("verdict")
         # Only a known verdict is named: anything else is the input's own text.
         declared_text = declared if declared in VERDICTS else "no usable verdict"
@@ -247,6 +260,6 @@ def check(run: RunInputs) -> LayerResult:
         "block_count": declared["block"],
         "review_count": declared["review"],
         "warn_count": declared["warn"],
-        "derived_policy_verdict_mismatch_count": mismatches,
+        "derived_policy_verdict_mismatch_count": declared_mismatch_count(run, scan),
     }
     return result

@@ -64,10 +64,6 @@ _PHRASES: dict[str, tuple[str, str]] = {
         "request's shape does not match its risk class",
         "requests' shapes do not match their risk class",
     ),
-    codes.ACTION_RISK_CLASS_UNRECOGNIZED: (
-        "request has an unrecognised risk class",
-        "requests have an unrecognised risk class",
-    ),
     codes.ACTION_REQUEST_INVALID: (
         "action request breaks its floor",
         "action requests break their floor",
@@ -87,6 +83,10 @@ _PHRASES: dict[str, tuple[str, str]] = {
     codes.SOURCE_MODULE_ANCHOR_MISSING: (
         "copied source body lacks its required anchors",
         "copied source bodies lack their required anchors",
+    ),
+    codes.SOURCE_MODULE_BODY_UNREADABLE: (
+        "copied source body cannot be read as UTF-8 text",
+        "copied source bodies cannot be read as UTF-8 text",
     ),
     codes.SOURCE_MODULE_PATH_UNSAFE: (
         "source module path leaves source_modules/ and was refused",
@@ -166,6 +166,9 @@ class GapHeadline:
     text: str
     passed: bool
     gaps: tuple[str, ...]
+    # What the reader should know that is no gap: requests held to block by the
+    # fail-closed rule because the policy does not recognise their shape (FORMAT 7.6).
+    notices: tuple[str, ...] = ()
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -389,7 +392,8 @@ def _pass_text(result: Mapping[str, Any]) -> str:
             "blocks left no side effect",
         ),
         _plural(result["rollback_verified_count"], "rollback verified", "rollbacks verified"),
-        f"{result['cold_replay_pass_count']}/{result['cold_replay_count']} cold replays reproduced",
+        f"{result['cold_replay_confirmed_count']}/{result['cold_replay_count']} cold replays "
+        "confirmed",
     ]
     expected = len(result["expected_negative_cases"])
     if expected:
@@ -403,10 +407,33 @@ def _pass_text(result: Mapping[str, Any]) -> str:
     return "; ".join(parts) + "."
 
 
+def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
+    """Return the run's notices: how many requests the fail-closed rule held, if any."""
+    counts: Mapping[str, Any] = next(
+        (layer["counts"] for layer in result["layers"] if layer["layer"] == Layer.ACTION_REQUESTS),
+        {},
+    )
+    held = counts.get("unrecognized_shape_count", 0)
+    if not held:
+        return ()
+    return (
+        _plural(
+            held,
+            "request of an unrecognised shape was",
+            "requests of an unrecognised shape were",
+        )
+        + " held to block by the fail-closed rule",
+    )
+
+
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
-    """Return the headline of one run from its result record."""
+    """Return the headline of one run from its result record, its notices at the end."""
+    notices = _notices(result)
     if result["status"] == "pass":
-        return GapHeadline(_pass_text(result), True, ())
+        text = _pass_text(result)
+        if notices:
+            text = text.removesuffix(".") + "; " + "; ".join(notices) + "."
+        return GapHeadline(text, True, (), notices)
     effects = _Effects(result)
     verdict_gaps, named = _verdict_gaps(result, effects)
     gaps = [
@@ -417,5 +444,5 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     ]
     if not gaps:
         gaps = [f"blocked by the pass rule with {result['finding_count']} finding(s); see Layers"]
-    text = "; ".join(gaps)
-    return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps))
+    text = "; ".join([*gaps, *notices])
+    return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps), notices)

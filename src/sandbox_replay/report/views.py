@@ -25,7 +25,7 @@ from markupsafe import Markup
 
 from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer
-from sandbox_replay.inputs import InputMode
+from sandbox_replay.inputs import InputMode, rollback_id_of
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.lazyrows import LazyRows, PickedRows, column_of
 from sandbox_replay.loader import FileChangedError, read_same_file
@@ -900,7 +900,10 @@ class _RunBuilder:
                 f"{r['executed_action_count']} of {r['side_effect_receipt_count']} receipts",
             ),
             Fact("Rollbacks", f"{r['rollback_verified_count']}/{r['rollback_receipt_count']}"),
-            Fact("Cold replays", f"{r['cold_replay_pass_count']}/{r['cold_replay_count']}"),
+            Fact(
+                "Cold replays confirmed",
+                f"{r['cold_replay_confirmed_count']}/{r['cold_replay_count']}",
+            ),
             Fact("Findings", str(counts.findings), "gap" if counts.findings else ""),
         ]
         expected = len(r["expected_negative_cases"])
@@ -987,7 +990,7 @@ class _RunBuilder:
             node(
                 "cold_replay",
                 "Cold replay",
-                f"{r['cold_replay_pass_count']}/{r['cold_replay_count']} reproduced",
+                f"{r['cold_replay_confirmed_count']}/{r['cold_replay_count']} confirmed",
                 Layer.COLD_REPLAY,
             ),
             node(
@@ -1227,7 +1230,7 @@ class _RunBuilder:
         if effect is not None:
             ref = effect.get("rollback_receipt_ref")
             if isinstance(ref, str):
-                rollback = self._partner(3, ref)
+                rollback = self._partner(3, rollback_id_of(ref, self.join_index[3]))
         links = self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
         derived_verdict = derived["derived_verdict"] if derived else ""
         return JoinRow(
@@ -1267,7 +1270,7 @@ class _RunBuilder:
         rollbacks = _joined_rows(
             self.joined_lists[3],
             [
-                rollback_at.get(ref) if isinstance(ref, str) else None
+                rollback_at.get(rollback_id_of(ref, rollback_at)) if isinstance(ref, str) else None
                 for ref in _column(effects, "rollback_receipt_ref")
             ],
         )
