@@ -7,11 +7,11 @@ error and the absence of a traceback are properties of the real entry point.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from sandbox_replay.cli import app
 from sandbox_replay.codes import REGISTRY
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import RESULT_FILE, build_records, write_records
+from sandbox_replay.records import RESULT_FILE, RunRecords, build_records, write_records
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "first_wave"
@@ -138,14 +138,13 @@ def test_a_replay_from_the_command_line_imports_no_pydantic(tmp_path: Path) -> N
     """Start-up is part of every replay's time: typer 0.29 imported pydantic to coerce
     each option, about 0.1 s of a 60,000-request run (docs/performance-history.md, tenth
     round)."""
-    script = (  # said as the command exits (it may end without unwinding: ``cli._exit``)
-        "import sys\n"
+    script = (  # said as the command exits
+        "import atexit, sys\n"
         "from sandbox_replay import cli\n"
-        "def said(code, end=cli._exit):\n"
+        "def said():\n"
         "    loaded = any(name.split('.')[0] == 'pydantic' for name in sys.modules)\n"
         "    sys.stderr.write(f'pydantic loaded: {loaded}')\n"
-        "    end(code)\n"
-        "cli._exit = said\n"
+        "atexit.register(said)\n"
         "cli.main()\n"
     )
     command = [sys.executable, "-c", script, "run-sandbox-bundle"]
@@ -158,7 +157,6 @@ def test_a_replay_from_the_command_line_imports_no_pydantic(tmp_path: Path) -> N
 def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None:
     proc = cli("run", "-i", FIXTURE, "-o", tmp_path / "out", "--card")
     assert proc.returncode == 0
-    # Whole, though the process ends without freeing the replay (``cli._exit``).
     card = json.loads(proc.stdout)
     assert card["status"] == "pass"
     assert "replaying" in proc.stderr and "wrote" in proc.stderr
@@ -172,12 +170,6 @@ def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None
         "sandbox-replay: built the trace (6 spans)",
         "sandbox-replay: wrote the records",
     ]
-
-
-def test_in_process_commands_leave_nothing_alive(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["run", "-i", str(FIXTURE), "-o", str(tmp_path / "out")])
-    assert result.exit_code == 0
-    assert cli_module._left_to_exit == []
 
 
 def test_without_card_stdout_is_the_summary_only(tmp_path: Path) -> None:
@@ -253,18 +245,19 @@ def test_interrupted_write_never_leaves_half_a_record(
     previous = (out / RESULT_FILE).read_bytes()
     blocked = build_records(replay(ReplayConfig(_spoiled(tmp_path), InputMode.FIXTURE)))
 
-    real_write = os.write
+    real_chunks = RunRecords.result_chunks
 
-    def half_write(fd: int, data: bytes) -> int:
-        """Store half the bytes, then be interrupted."""
-        real_write(fd, memoryview(data)[: len(data) // 2])
+    def half_written(records: RunRecords) -> Iterator[bytes | memoryview]:
+        """Give half the record's pieces, then be interrupted."""
+        pieces = list(real_chunks(records))
+        yield from pieces[: len(pieces) // 2]
         raise KeyboardInterrupt
 
     def interrupt(*args: object) -> None:
         raise KeyboardInterrupt
 
     if interrupt_at == "write":
-        monkeypatch.setattr(atomic.os, "write", half_write)
+        monkeypatch.setattr(RunRecords, "result_chunks", half_written)
     elif interrupt_at == "fsync":
         monkeypatch.setattr(atomic.os, "fsync", interrupt)
     else:

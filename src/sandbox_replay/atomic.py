@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 import orjson
 
-from sandbox_replay.blockwrite import BlockWriter
+# Pieces of a large record are gathered into writes of this size.
+WRITE_BUFFER = 1 << 20
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -185,7 +186,7 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
-            with BlockWriter(fd) as out:  # a large record goes around the page cache
+            with open(fd, "wb", buffering=WRITE_BUFFER, closefd=False) as out:
                 out.writelines(chunks)
             os.fsync(fd)
         finally:

@@ -6,10 +6,8 @@ input folder and writes nothing; the records it returns are written by ``records
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,29 +174,6 @@ class _ScanCollector:
         )
 
 
-@contextmanager
-def gc_paused(*, freeze: bool = True) -> Iterator[None]:
-    """Pause the cyclic garbage collector while a run's data is built.
-
-    A large run makes millions of rows, refs and records, and every few hundred new
-    containers the collector would walk the ones still alive: over a tenth of the run's
-    time. What is built here holds no reference cycles, so reference counting frees it
-    just the same. When the block ends, what survives is frozen (moved out of the
-    collector's generations, where walking it again would cost as much once more), and
-    the collector resumes if it was on. With ``freeze=False`` nothing is frozen: for
-    work that leaves nothing new behind, such as writing a record a chunk at a time.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            if freeze:
-                gc.freeze()
-            gc.enable()
-
-
 def replay(config: ReplayConfig) -> Replay:
     """Replay one fixture or bundle folder and return what every layer found.
 
@@ -209,12 +184,10 @@ def replay(config: ReplayConfig) -> Replay:
     """
     given = config.scanner
     if given is not None:
-        with gc_paused():
-            return _replay(config, lambda: given)
+        return _replay(config, lambda: given)
     compiling = OnThread("sandbox-replay-compile", ForbiddenScanner.default)
     try:
-        with gc_paused():
-            return _replay(config, compiling.result)
+        return _replay(config, compiling.result)
     finally:
         compiling.join()
 

@@ -120,9 +120,6 @@ class BuildConfig:
     scheduler: str | None = None
     single_file: bool = False
     rebuild: bool = False
-    # Handed the replay of a build's lone run, built in this process, instead of freeing it
-    # when the run is done (seconds at 600,000 requests): a CLI leaves it to the exit.
-    keep_alive: Callable[..., None] | None = field(default=None, compare=False)
     # A user's forbidden-classes table, scanned for besides the packaged one.
     forbidden: ForbiddenTable | None = None
 
@@ -288,7 +285,7 @@ def build_site(config: BuildConfig) -> BuildResult:
             # it says how far it got (a large one takes a minute).
             tasks[0] = replace(tasks[0], page_jobs=jobs, progress=progress)
         try:
-            results = run_all(tasks, jobs, config.scheduler, done, config.keep_alive)
+            results = run_all(tasks, jobs, config.scheduler, done)
         except MatchedTextError as error:
             raise BuildError(str(error)) from None
         for task, built in zip(tasks, results, strict=True):
@@ -603,9 +600,9 @@ def _same_file(staged: Path, old: Path, digest: str | None) -> bool:
 
     A reused run's pages are hard links to the old site's (``parallel.reuse_file``): the
     same file, not read at all. A staged file of known digest is not read either: only
-    the old one is, to be hashed. The result record is written around the page cache
-    (``blockwrite``), so reading it back would come from the disk: at 600,000 requests,
-    2.1 GB. Any other pair is compared by ``filecmp``.
+    the old one is, to be hashed: the staged result record is 2.1 GB at 600,000
+    requests, hashed once already as it was written. Any other pair is compared by
+    ``filecmp``.
     """
     if os.path.samefile(staged, old):
         return True

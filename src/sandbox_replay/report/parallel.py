@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay.blockwrite import BlockWriter, write_whole
+from sandbox_replay.atomic import WRITE_BUFFER
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
-from sandbox_replay.pipeline import ReplayConfig, gc_paused, replay
+from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
@@ -114,15 +114,8 @@ def _staged_path(staging: Path, relative: str) -> Path:
 
 
 def put_file(staging: Path, relative: str, data: bytes) -> None:
-    """Write one file under ``staging`` (the whole folder is synced before the swap).
-
-    A large page goes mostly around the page cache (``blockwrite.write_whole``).
-    """
-    fd = os.open(_staged_path(staging, relative), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        write_whole(fd, data)
-    finally:
-        os.close(fd)
+    """Write one file under ``staging`` (the whole folder is synced before the swap)."""
+    _staged_path(staging, relative).write_bytes(data)
 
 
 def reuse_file(staging: Path, relative: str, previous: Path) -> None:
@@ -138,7 +131,7 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
         put_file(staging, relative, (previous / relative).read_bytes())
 
 
-def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> RunBuilt:
+def build_run(task: RunTask) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go).
 
     The result record is written first, then the run page, which shows the record's
@@ -146,8 +139,7 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     the replay is done build their own view-models and render sub-pages all along, and
     this one joins them once its record and run page are done (``_render_shared``); and
     a ``RowListHelper`` forked before the replay serialises the record's copied row lists
-    (as for ``run-sandbox-bundle``). ``keep_alive``, if given, is handed the replay, its
-    records and view-models instead of letting them be freed on return (see ``run_all``).
+    (as for ``run-sandbox-bundle``).
     """
     started = time.perf_counter()
     scanner = scanner_with(task.forbidden) if task.forbidden else None
@@ -158,7 +150,7 @@ def build_run(task: RunTask, keep_alive: Callable[..., None] | None = None) -> R
     if task.staging is not None and task.page_jobs > 1:
         lists = RowListHelper.start(config.input_dir, config.limits, task.staging)
     try:
-        return _build_run(task, config, lists, started, keep_alive)
+        return _build_run(task, config, lists, started)
     finally:
         if lists is not None:
             lists.close()
@@ -177,7 +169,6 @@ def _build_run(
     config: ReplayConfig,
     lists: RowListHelper | None,
     started: float,
-    keep_alive: Callable[..., None] | None,
 ) -> RunBuilt:
     run = task.run
     say = config.progress
@@ -221,10 +212,7 @@ def _build_run(
         return "sha256:" + hashlib.sha256(result_bytes).hexdigest()
 
     def make_pages() -> RunPages:
-        # Hundreds of thousands of row dicts and index entries at 600,000 requests, none
-        # in a reference cycle: built without the collector walking them.
-        with gc_paused():
-            return build_run_pages(run, outcome, records, task.shown_time, __version__)
+        return build_run_pages(run, outcome, records, task.shown_time, __version__)
 
     renderer = Renderer(task.templates)
 
@@ -237,7 +225,7 @@ def _build_run(
     forks = task.staging is not None and hasattr(os, "fork")
     helpers = min(task.page_jobs - 1, len(paths)) if forks else 0
     notes: list[str] = []
-    digest, view, pages = _render_shared(
+    digest, view = _render_shared(
         make_pages, len(paths), renderer, helpers, emit, write_result, run_page, notes.append
     )
     if say is not None:
@@ -253,8 +241,6 @@ def _build_run(
     built.input_digests = {info.path: info.sha256 for info in outcome.inputs}
     built.seconds = time.perf_counter() - started
     built.replay_seconds = replayed - started
-    if keep_alive is not None:
-        keep_alive(outcome, records, pages)
     return built
 
 
@@ -271,7 +257,7 @@ def _stream_result(
     tail = b""
     fd = os.open(_staged_path(staging, relative), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
-        with BlockWriter(fd) as out:  # 2 GB at 600,000 requests: around the page cache
+        with open(fd, "wb", buffering=WRITE_BUFFER, closefd=False) as out:
             for chunk in records.result_chunks():
                 if needles:  # nothing to look for (and no copy of the chunk to make) most times
                     seen = tail + chunk
@@ -331,11 +317,11 @@ def _render_shared(
     write_result: Callable[[], str],
     run_page: Callable[[RunPages, str], RunView],
     say: Callable[[str], None] = lambda message: None,
-) -> tuple[str, RunView, RunPages]:
+) -> tuple[str, RunView]:
     """Write the result record, the run page and the ``count`` sub-pages.
 
-    Return the record's digest (from ``write_result``), the run page's view (from
-    ``run_page``, which shows the digest) and the view-models (from ``make_pages``).
+    Return the record's digest (from ``write_result``) and the run page's view (from
+    ``run_page``, which shows the digest).
     With ``helpers`` > 0, that many processes are forked to build their own view-models
     and render sub-pages from a ``_PageQueue``, while this one writes the record, builds
     its view-models and renders the run page; then this one takes pages from the queue
@@ -356,7 +342,7 @@ def _render_shared(
         pages = make_pages()
         for relative, page in pages.subpages(None):
             emit(relative, renderer.render_listing(page))
-        return digest, run_page(pages, digest), pages
+        return digest, run_page(pages, digest)
     queue = _PageQueue(count)
     gc.freeze()
     children: list[int] = []
@@ -407,7 +393,7 @@ def _render_shared(
         )
         for relative, page in pages.subpages(rest):
             emit(relative, renderer.render_listing(page))
-    return digest, view, pages
+    return digest, view
 
 
 def _claimed(queue: Iterable[int], mine: list[int]) -> Iterator[int]:
@@ -445,16 +431,10 @@ def run_all(
     jobs: int,
     scheduler: str | None,
     done: Callable[[RunTask, RunBuilt], None],
-    keep_alive: Callable[..., None] | None = None,
 ) -> list[RunBuilt]:
-    """Build every task; call ``done`` as each finishes; return the results in task order.
-
-    ``keep_alive`` is handed the replay of a lone task built in this process (see
-    ``BuildConfig.keep_alive``): freeing a 600,000-request replay object by object takes
-    seconds. Never with more tasks, whose replays would then all stay in memory.
-    """
+    """Build every task; call ``done`` as each finishes; return the results in task order."""
     results: dict[int, RunBuilt] = {}
-    for index, built in _completed(tasks, jobs, scheduler, keep_alive):
+    for index, built in _completed(tasks, jobs, scheduler):
         results[index] = built
         done(tasks[index], built)
     return [results[i] for i in range(len(tasks))]
@@ -464,7 +444,6 @@ def _completed(
     tasks: Sequence[RunTask],
     jobs: int,
     scheduler: str | None,
-    keep_alive: Callable[..., None] | None = None,
 ) -> Iterator[tuple[int, RunBuilt]]:
     if not tasks:
         return
@@ -481,7 +460,7 @@ def _completed(
             client.close()
         return
     if len(tasks) == 1:
-        yield 0, build_run(tasks[0], keep_alive)
+        yield 0, build_run(tasks[0])
         return
     if jobs <= 1:
         for index, task in enumerate(tasks):
