@@ -71,7 +71,7 @@ def test_facts_made_without_the_summary_cannot_write_markdown() -> None:
 def test_a_run_exporting_sarif_alone_makes_no_headline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandbox_replay.report import headline
+    from sandbox_replay import headline
 
     def refuse(result: Any) -> Any:
         raise AssertionError("the headline was made for an export that does not show it")

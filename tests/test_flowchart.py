@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jinja2 import Environment
 from markupsafe import Markup
 
-from sandbox_replay.report.flowchart import (
+from sandbox_replay.drawing.flowchart import (
     Flowchart,
     FlowEdge,
     FlowNode,
@@ -176,7 +176,7 @@ def test_same_input_gives_the_same_bytes() -> None:
 def test_bytes_do_not_depend_on_hash_seed() -> None:
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import test_flowchart as t; "
-        "from sandbox_replay.report.flowchart import draw_flowchart; "
+        "from sandbox_replay.drawing.flowchart import draw_flowchart; "
         "c = draw_flowchart(*t.pipeline(), title='t'); print(c.svg + c.mermaid)"
     )
     outputs = set()

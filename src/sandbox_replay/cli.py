@@ -16,7 +16,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
-from sandbox_replay.exports import ExportTargets, discovered_runs, export_run, write_exports
+from sandbox_replay.exports import ExportTargets, export_run, write_exports
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
@@ -600,7 +600,7 @@ def build(
     1 if any run was blocked; 2 on a usage error.
     """
     from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
-    from sandbox_replay.report.discover import DiscoveryError
+    from sandbox_replay.report.discover import DiscoveryError, exported_runs
     from sandbox_replay.report.parallel import SchedulerError
 
     if fail_on not in (None, "blocked"):
@@ -637,7 +637,7 @@ def build(
         exported = []
         if targets.paths():
             summary = targets.markdown is not None
-            runs = discovered_runs(
+            runs = exported_runs(
                 config.paths, known=result.exports, summary=summary, scanner=extra_scanner(table)
             )
             exported = write_exports(targets, runs)

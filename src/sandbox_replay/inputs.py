@@ -115,6 +115,8 @@ class RunInputs:
     rollback_by_id: dict[str, RowRef] = field(default_factory=dict)
     replay_by_request: dict[str, RowRef] = field(default_factory=dict)
     derivations: dict[str, Derivation] = field(default_factory=dict)
+    # What the layers computed once and share (joins, judged receipts): ``layers.base.shared``.
+    shared: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def object(self, name: str) -> Mapping[str, Any] | None:
         """Return a loaded object file's top-level object, or None if it did not load."""

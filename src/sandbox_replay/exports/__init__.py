@@ -10,7 +10,7 @@ fields), so ``build`` makes them where it replays a run, in a worker process too
 keeps them in its status file: a run it reuses, or built in another process, is exported
 without being replayed again.
 
-``export_run`` and ``discovered_runs`` hand the exporters redacted facts: when the
+``export_run`` (and ``report.discover.exported_runs``) hand the exporters redacted facts: when the
 forbidden-material scan matched anything, every finding message, subject and path and the
 bundle id holding a matched text is replaced (``records.redact``), as in the records.
 """
@@ -32,7 +32,6 @@ from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.negative_cases import NegativeCaseOutcome
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.records import COUNT_KEYS, build_result, redact
-from sandbox_replay.scan import ForbiddenScanner
 
 # The result record's counts the Markdown summary's pipeline chart shows, and the trace's.
 CHART_COUNTS = (*COUNT_KEYS, "span_count")
@@ -91,7 +90,7 @@ class ExportFacts:
         both); they are taken only when nothing was redacted, which leaves them the very
         ones the facts would be made from. Otherwise they are made here.
         """
-        from sandbox_replay.report.headline import gap_headline
+        from sandbox_replay.headline import gap_headline
 
         shown = redacted(outcome)
         if shown is not outcome:
@@ -313,34 +312,6 @@ class ExportTargets:
 
     def paths(self) -> list[Path]:
         return [p for p in (self.sarif, self.junit, self.markdown) if p is not None]
-
-
-def discovered_runs(
-    paths: Sequence[Path],
-    cwd: Path | None = None,
-    known: Mapping[str, ExportFacts] | None = None,
-    *,
-    summary: bool = True,
-    scanner: ForbiddenScanner | None = None,
-) -> list[ExportRun]:
-    """Return every run ``build`` finds under ``paths`` for the exports, named as the site
-    names them.
-
-    A run whose facts are ``known`` by that name (``BuildResult.exports``: the build made or
-    reused them from these very inputs) is not replayed again; any other run is.
-    """
-    from sandbox_replay.pipeline import ReplayConfig, replay
-    from sandbox_replay.report.discover import discover_runs
-
-    runs = []
-    for run in discover_runs(paths, cwd):
-        facts = (known or {}).get(run.name)
-        if facts is None:
-            outcome = replay(ReplayConfig(run.path, run.mode, scanner=scanner))
-            runs.append(export_run(run.name, outcome, cwd, summary=summary))
-        else:
-            runs.append(ExportRun(run.name, facts, source_root_of(run.path, cwd)))
-    return runs
 
 
 def render_exports(targets: ExportTargets, runs: Sequence[ExportRun]) -> list[tuple[Path, bytes]]:

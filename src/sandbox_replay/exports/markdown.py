@@ -2,7 +2,7 @@
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
 of every run (status, requests, findings), then per run: a heading with the run's name and
-status, its gap headline (``report.headline``: what the record claimed against what replayed), a layer status
+status, its gap headline (``headline``: what the record claimed against what replayed), a layer status
 table, the top findings (at most ``MAX_FINDINGS``, most severe first, each code linking
 to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermaid`` block.
 
@@ -22,13 +22,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sandbox_replay.codes import REGISTRY, Layer, Severity
+from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.exports import ExportFacts, ExportRun, is_expected
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.report.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20

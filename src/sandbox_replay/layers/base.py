@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -259,31 +258,23 @@ def from_scan(
     return columns
 
 
-_SHARED: dict[int, dict[Callable[..., Any], Any]] = {}
-
-
 def shared(run: RunInputs, compute: Callable[..., T], *helps: Any) -> T:
     """Return ``compute(run)``, computed once for the run: layers share joins this way.
 
-    A run does not change once loaded, so the answer holds for the run's life; it is
-    dropped with the run (whose id is then free again). ``compute`` must not return
-    anything that holds the run itself. ``helps`` go to ``compute`` if it is computed by
-    this call: what a layer has read already, to spare reading it again; they must not
-    change the answer.
+    A run does not change once loaded, so the answer holds until ``forget_shared``; it
+    is kept on the run itself (``RunInputs.shared``). ``helps`` go to ``compute`` if it is
+    computed by this call: what a layer has read already, to spare reading it again;
+    they must not change the answer.
     """
-    memo = _SHARED.get(id(run))
-    if memo is None:
-        memo = _SHARED[id(run)] = {}
-        weakref.finalize(run, _SHARED.pop, id(run), None)
-    if compute not in memo:
-        memo[compute] = compute(run, *helps)
-    answer: T = memo[compute]
+    if compute not in run.shared:
+        run.shared[compute] = compute(run, *helps)
+    answer: T = run.shared[compute]
     return answer
 
 
 def forget_shared(run: RunInputs) -> None:
     """Drop what the layers shared for ``run``: once they have run, it is only memory."""
-    _SHARED.pop(id(run), None)
+    run.shared.clear()
 
 
 def derived_verdicts(run: RunInputs) -> list[str]:

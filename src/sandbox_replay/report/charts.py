@@ -14,7 +14,14 @@ from typing import Final
 
 from markupsafe import Markup
 
-from sandbox_replay.report.svg import check_id_prefix, clean_text, escape, fit_text, num, text_width
+from sandbox_replay.drawing.svg import (
+    check_id_prefix,
+    clean_text,
+    escape,
+    fit_text,
+    num,
+    text_width,
+)
 
 CSS_CLASSES: Final = frozenset(
     {

@@ -5,17 +5,21 @@ still a run: its strict-load layer reports what is missing, which the report mus
 rather than skip). It is a bundle when it holds ``bundle_manifest.json``, otherwise a
 fixture (whose absent negative-case files the negative-case layer then reports). Any other
 folder is searched recursively, in sorted order; a run folder is not searched further.
+``exported_runs`` gives the exports every run found, replayed unless the build made it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_replay import pipeline
+from sandbox_replay.exports import ExportFacts, ExportRun, export_run, source_root_of
 from sandbox_replay.inputs import BUNDLE_MANIFEST, CORE_FILES, InputMode
+from sandbox_replay.scan import ForbiddenScanner
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 
@@ -113,3 +117,28 @@ def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[Discov
         taken[name] = folder
     runs = [DiscoveredRun(names[f], mode_of(f), f, shown_paths[f]) for f in folders]
     return sorted(runs, key=lambda r: r.name)
+
+
+def exported_runs(
+    paths: Sequence[Path],
+    cwd: Path | None = None,
+    known: Mapping[str, ExportFacts] | None = None,
+    *,
+    summary: bool = True,
+    scanner: ForbiddenScanner | None = None,
+) -> list[ExportRun]:
+    """Return every run ``build`` finds under ``paths`` for the exports, named as the site
+    names them.
+
+    A run whose facts are ``known`` by that name (``BuildResult.exports``: the build made or
+    reused them from these very inputs) is not replayed again; any other run is.
+    """
+    runs = []
+    for run in discover_runs(paths, cwd):
+        facts = (known or {}).get(run.name)
+        if facts is None:
+            outcome = pipeline.replay(pipeline.ReplayConfig(run.path, run.mode, scanner=scanner))
+            runs.append(export_run(run.name, outcome, cwd, summary=summary))
+        else:
+            runs.append(ExportRun(run.name, facts, source_root_of(run.path, cwd)))
+    return runs

@@ -25,6 +25,8 @@ from markupsafe import Markup
 
 from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
+from sandbox_replay.headline import GapHeadline, gap_headline
 from sandbox_replay.inputs import InputMode, rollback_id_of
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.lazyrows import LazyRows, PickedRows, column_of
@@ -34,8 +36,6 @@ from sandbox_replay.policy import VERDICTS
 from sandbox_replay.records import RunRecords, build_receipt, redact
 from sandbox_replay.report import charts
 from sandbox_replay.report.discover import DiscoveredRun
-from sandbox_replay.report.flowchart import FlowEdge, FlowNode, draw_flowchart
-from sandbox_replay.report.headline import GapHeadline, gap_headline
 from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 
 GAP = "— missing"

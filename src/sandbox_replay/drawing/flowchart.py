@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from markupsafe import Markup
 
-from sandbox_replay.report.svg import (
+from sandbox_replay.drawing.svg import (
     check_id_prefix,
     clean_text,
     escape,
