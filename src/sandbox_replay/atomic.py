@@ -12,8 +12,7 @@ from typing import Any
 import msgspec
 import orjson
 
-# Pieces of a large record are gathered into writes of this size.
-WRITE_BUFFER = 1 << 20
+from sandbox_replay.blockwrite import BlockWriter
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -186,7 +185,7 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
-            with open(fd, "wb", buffering=WRITE_BUFFER, closefd=False) as out:
+            with BlockWriter(fd) as out:  # a large record goes around the page cache
                 out.writelines(chunks)
             os.fsync(fd)
         finally:

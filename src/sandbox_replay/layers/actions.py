@@ -44,8 +44,9 @@ def check(run: RunInputs) -> LayerResult:
         unique="request_id",
         read=("risk_class",),
     )
-    # A request that derives fail-closed is looked at on its (first) row. When each row
-    # is its own request, the derivations are in row order.
+    # A request that derives fail-closed is looked at on its (first) row: a known risk
+    # class in the wrong shape is a finding there. When each row is its own request, the
+    # derivations are in row order.
     if len(run.request_by_id) == len(run.requests):
         closed_rows = positions(fail_closed)
     else:
