@@ -202,6 +202,12 @@ def _plant_in_body(token: str) -> Callable[[Path], None]:
     )
 
 
+def _safe_edit_rollback_ref(ref: str) -> Callable[[Path], None]:
+    return lambda folder: edit_row(
+        folder, "side_effect_receipts.json", SAFE_EDIT, rollback_receipt_ref=ref
+    )
+
+
 def _orphan_verdict(folder: Path) -> None:
     row = dict(rows(folder, "policy_verdicts.json")[0])
     row.update(request_id="req_not_declared_anywhere", verdict="allow")
@@ -233,51 +239,25 @@ CASES: tuple[Case, ...] = (
         },
         "1 declared allow derives to block (req_network_exfil_attempt)",
     ),
-    Case(
-        "rollback_ref_case_folded",
-        BUNDLE,
-        lambda folder: edit_row(
-            folder,
-            "side_effect_receipts.json",
-            SAFE_EDIT,
-            rollback_receipt_ref="rollback/ROLLBACK_SAFE_FILE_EDIT_V1",
-        ),
-        "blocked",
-        frozenset({codes.ROLLBACK_RECEIPT_MISSING, codes.TRACE_ROLLBACK_REF_MISSING}),
-    ),
-    Case(
-        "rollback_ref_other_prefix",
-        BUNDLE,
-        lambda folder: edit_row(
-            folder,
-            "side_effect_receipts.json",
-            SAFE_EDIT,
-            rollback_receipt_ref="rollbacks/rollback_safe_file_edit_v1",
-        ),
-        "blocked",
-        frozenset({codes.ROLLBACK_RECEIPT_MISSING, codes.TRACE_ROLLBACK_REF_MISSING}),
-    ),
-    Case(
-        "rollback_ref_of_another_request",
-        BUNDLE,
-        lambda folder: edit_row(
-            folder,
-            "side_effect_receipts.json",
-            SAFE_EDIT,
-            rollback_receipt_ref="rollback/rollback_mock_db_update_v1",
-        ),
-        "blocked",
-        frozenset({codes.ROLLBACK_RECEIPT_MISSING, codes.TRACE_ROLLBACK_REF_MISSING}),
+    # FORMAT 7.1: a ref resolves bare or as rollback/<id>, and nothing else does.
+    *(
+        Case(
+            f"rollback_ref_{name}",
+            BUNDLE,
+            _safe_edit_rollback_ref(ref),
+            "blocked",
+            frozenset({codes.ROLLBACK_RECEIPT_MISSING, codes.TRACE_ROLLBACK_REF_MISSING}),
+        )
+        for name, ref in (
+            ("case_folded", "rollback/ROLLBACK_SAFE_FILE_EDIT_V1"),
+            ("other_prefix", "rollbacks/rollback_safe_file_edit_v1"),
+            ("of_another_request", "rollback/rollback_mock_db_update_v1"),
+        )
     ),
     Case(
         "rollback_ref_bare",
         BUNDLE,
-        lambda folder: edit_row(
-            folder,
-            "side_effect_receipts.json",
-            SAFE_EDIT,
-            rollback_receipt_ref="rollback_safe_file_edit_v1",
-        ),
+        _safe_edit_rollback_ref("rollback_safe_file_edit_v1"),
         "pass",
         counters={"rollback_verified_count": 2},
     ),
@@ -300,6 +280,15 @@ CASES: tuple[Case, ...] = (
             frozenset({codes.FORBIDDEN_MATERIAL_DETECTED}),
         )
         for token in SENTINELS
+    ),
+    Case(
+        "sentinel_in_object_file",
+        BUNDLE,
+        lambda folder: edit_object(
+            folder, "sandbox_policy.json", policy_note="SYNTHETIC_RAW_SEED_BODY_SENTINEL"
+        ),
+        "blocked",
+        frozenset({codes.FORBIDDEN_MATERIAL_DETECTED}),
     ),
     Case(
         "sentinel_in_negative_case_file",
