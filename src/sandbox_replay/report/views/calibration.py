@@ -1,0 +1,104 @@
+"""The calibration tables: declared against derived verdicts, and the negative cases."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.lazyrows import column_of
+from sandbox_replay.policy import VERDICTS
+from sandbox_replay.report import charts
+from sandbox_replay.report.views.base import RunBase
+from sandbox_replay.report.views.common import CORE_VERDICTS, MAIN_PAGE, Badge, code_href, plural
+from sandbox_replay.report.views.models import (
+    FindingLink,
+    MatrixCell,
+    MatrixRow,
+    MatrixView,
+    NegativeRow,
+)
+
+
+class Calibration(RunBase):
+    def matrix(self) -> MatrixView:
+        rows = self.result["derived_policy_verdict_rows"]
+        # A policy verdict: a string.
+        derived_values: list[str] = column_of(rows, "derived_verdict")
+        derived_seen = set(derived_values)
+        derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
+        declared_values: list[str] = []
+        for value in column_of(rows, "declared_verdict"):
+            label = (
+                value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
+            )
+            declared_values.append(label)
+        declared_seen = set(declared_values)
+        declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_seen]
+        declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_seen]
+        counts = Counter(zip(declared_values, derived_values, strict=True))
+        maximum = max(counts.values(), default=0)
+        matrix_rows = []
+        agree = disagree = 0
+        for declared in declared_axis:
+            cells = []
+            for derived in derived_axis:
+                value = counts.get((declared, derived), 0)
+                diagonal = declared == derived
+                level = charts.heat_level(value, maximum)
+                kind = "agree" if diagonal else "disagree"
+                if diagonal:
+                    agree += value
+                else:
+                    disagree += value
+                label = f"{plural(value, 'request')} declared {declared}, derived {derived}" + (
+                    " (agree)" if diagonal else " (disagree)" if value else ""
+                )
+                cells.append(MatrixCell(value, f"heat-{level} {kind}", label))
+            matrix_rows.append(
+                MatrixRow(
+                    declared, tuple(cells), sum(counts.get((declared, d), 0) for d in derived_axis)
+                )
+            )
+        summary = (
+            f"{agree} of {len(rows)} declared verdicts agree with the derived verdict"
+            + (f"; {disagree} disagree" if disagree else "")
+            + "."
+        )
+        return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
+
+    def negative_rows(self) -> tuple[NegativeRow, ...] | None:
+        if self.run.mode is not InputMode.FIXTURE:
+            return None
+        observed = self.result["observed_negative_cases"]
+        rows = []
+        for case in NEGATIVE_CASES:
+            seen = observed.get(case.case_id, [])
+            finding = next(
+                (
+                    f
+                    for f in self.findings
+                    if f["layer"] == Layer.NEGATIVE_CASES.value and f["subject_id"] == case.case_id
+                ),
+                None,
+            )
+            path = finding["path"] if finding else case.file_name
+            line = finding["line"] if finding else None
+            fired = case.code in seen
+            rows.append(
+                NegativeRow(
+                    case_id=case.case_id,
+                    expected_code=case.code,
+                    expected_href=code_href(case.code, "../../"),
+                    observed=tuple(
+                        FindingLink(c, code_href(c, "../../")) for c in seen if c in REGISTRY
+                    ),
+                    outcome=Badge("fired", "badge status-pass")
+                    if fired
+                    else Badge("missing", "badge status-blocked"),
+                    location=self.location(path, line),
+                    location_href=self.line_href(path, line, MAIN_PAGE),
+                )
+            )
+        return tuple(rows)

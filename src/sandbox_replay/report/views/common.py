@@ -1,0 +1,319 @@
+"""Constants, cells, badges, links and pagers shared by every part of a run page and the site pages."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from operator import is_
+from typing import Any, NamedTuple, TypeGuard, cast
+
+from sandbox_replay.codes import REGISTRY
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.lazyrows import LazyRows, PickedRows, column_of
+from sandbox_replay.policy import VERDICTS
+
+GAP = "— missing"
+MAX_SHOWN_BYTES = 256 * 1024
+# Rows per listing page. A run with more join rows, findings or spans than this shows that
+# listing on numbered sub-pages instead (a join row renders to about 1.5 KB, so a page stays
+# near 1 MB); the fixtures' six requests stay on the run page.
+PAGE_ROWS = 500
+MAIN_PAGE = "index.html"
+ACTIONS_FILE = "action_requests.json"
+CORE_VERDICTS = ("allow", "block", "review")
+TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
+MODE_LABELS = {InputMode.FIXTURE: "fixture", InputMode.BUNDLE: "bundle"}
+STATUS_LABELS = {
+    "pass": "Pass",
+    "blocked": "Blocked",
+    "not_run": "Not run",
+    "not_applicable": "N/A",
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Shared pieces
+
+
+@dataclass(frozen=True)
+class Chrome:
+    """What every page's frame needs: title, and links relative to the page."""
+
+    title: str
+    root: str
+    css_href: str
+    js_href: str
+    index_href: str
+    codes_href: str
+    active: str
+    build_time: str
+    tool_version: str
+
+
+def chrome(title: str, root: str, active: str, build_time: str, version: str) -> Chrome:
+    """Return the frame of a page ``root`` levels below the site root (``""``, ``"../"``)."""
+    return Chrome(
+        title=title,
+        root=root,
+        css_href=f"{root}assets/site.css",
+        js_href=f"{root}assets/site.js",
+        index_href=f"{root}index.html",
+        codes_href=f"{root}codes/index.html",
+        active=active,
+        build_time=build_time,
+        tool_version=version,
+    )
+
+
+_BREAK_AFTER = re.compile(r"(?<=[_:/.·])")
+
+
+def breakable(value: str) -> tuple[str, ...]:
+    """Split an identifier after ``_ : / .`` so a narrow cell may wrap it there (``<wbr>``)."""
+    return tuple(part for part in _BREAK_AFTER.split(value) if part)
+
+
+class Cell(NamedTuple):
+    """One table cell: its text, an optional second line, and its CSS class.
+
+    The row types of the listings (``Cell``, ``JoinRow``, ``SpanRow``) are named tuples
+    rather than frozen dataclasses: a 600,000-request run makes millions of them, a named
+    tuple is made and hashed in C, and a cell is looked up by its hash when rendered.
+    """
+
+    text: str
+    note: str = ""
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A status shown by word and colour."""
+
+    text: str
+    css: str
+
+
+def badge(status: str) -> Badge:
+    return Badge(STATUS_LABELS.get(status, status), f"badge status-{status}")
+
+
+def text(value: Any) -> str:
+    """Return a record value as display text (``true``/``false`` for booleans, ``""`` for null)."""
+    if type(value) is str:  # the common case first: a join table reads millions of values
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        try:  # a list of strings, nearly always: each is its own text
+            return ", ".join(value)
+        except TypeError:
+            return ", ".join(text(v) for v in value)
+    return str(value)
+
+
+def _column(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
+    """Return ``[row.get(key) for row in rows]`` (dicts: looked up in C; picked rows: by column)."""
+    if isinstance(rows, PickedRows):
+        return rows.column(key)
+    return list(map(dict.get, rows, repeat(key)))  # type: ignore[arg-type]
+
+
+def _texts(values: list[Any]) -> list[str]:
+    """Return ``[text(v) for v in values]``, in C for the common columns.
+
+    ``text`` returns a string itself, ``str`` of an int (not of a bool, whose type is not
+    ``int``) and ``", ".join`` of a list of strings.
+    """
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        return values
+    if kinds == {int}:
+        return list(map(str, values))
+    if kinds == {list}:
+        try:
+            return list(map(", ".join, values))
+        except TypeError:  # not a list of strings: ``text`` each
+            pass
+    return [text(v) for v in values]
+
+
+def _are_true(values: list[Any]) -> list[bool]:
+    """Return ``[v is True for v in values]``."""
+    return list(map(is_, values, repeat(True)))
+
+
+def plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def short_code(code: str) -> str:
+    """Return a code without its family prefix, for narrow cells (the link names it in full)."""
+    for prefix in ("PUBLIC_TRACE_SANDBOX_", "SANDBOX_POLICY_"):
+        if code.startswith(prefix):
+            return code.removeprefix(prefix)
+    return code
+
+
+def code_href(code: str, root: str) -> str:
+    return f"{root}codes/index.html#{REGISTRY[code].anchor}"
+
+
+def _rows_at(rows: Sequence[Mapping[str, Any]], positions: list[int]) -> list[Mapping[str, Any]]:
+    """Return ``[rows[p] for p in positions]``; of a ``LazyRows``, built together."""
+    if isinstance(rows, LazyRows):
+        return rows.rows_at(positions)  # type: ignore[return-value]
+    return list(map(rows.__getitem__, positions))
+
+
+def _positions_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]:
+    """Index ``rows`` by their string ``key``: the position of the first row holding each value.
+
+    Positions rather than rows: a large run's rows are built a page at a time when read
+    (``LazyRows``), and an index of them would hold every one (``_joined_rows``).
+    """
+    values = column_of(rows, key)
+    return _first_of(values, range(len(values)))
+
+
+def _joined_rows(
+    rows: Sequence[Mapping[str, Any]], positions: list[int | None]
+) -> list[Mapping[str, Any] | None]:
+    """Return the row at each of ``positions`` (None for None), built in one go."""
+    if None not in positions:
+        return cast(list[Mapping[str, Any] | None], _rows_at(rows, cast(list[int], positions)))
+    found = iter(_rows_at(rows, [p for p in positions if p is not None]))
+    return [None if p is None else next(found) for p in positions]
+
+
+def _first_of(values: list[Any], items: Sequence[Any]) -> dict[str, Any]:
+    """Return ``{value: item}`` for each string value, with the item of its first place."""
+    if set(map(type, values)) <= {str}:
+        return dict(zip(reversed(values), reversed(items), strict=True))
+    index: dict[str, Any] = {}
+    for item, value in zip(items, values, strict=True):
+        if isinstance(value, str) and value not in index:
+            index[value] = item
+    return index
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ---------------------------------------------------------------------------------------
+# Listing pages
+
+
+def relative_href(target_page: str, anchor: str, from_page: str) -> str:
+    """Return a link from ``from_page`` to ``anchor`` on ``target_page`` (both run-relative).
+
+    Sub-pages sit one folder below the run page (``join/page-0001.html``), so a link out
+    of one climbs once; a link within its folder names the file, within the page only the
+    fragment.
+    """
+    if target_page == from_page:
+        return "#" + anchor
+    folder, _, _ = from_page.rpartition("/")
+    if folder and target_page.startswith(folder + "/"):
+        return f"{target_page[len(folder) + 1 :]}#{anchor}"
+    prefix = "../" if folder else ""
+    return f"{prefix}{target_page}#{anchor}"
+
+
+@dataclass(frozen=True)
+class Pager:
+    """Where one listing lives: inline on the run page, or on numbered sub-pages."""
+
+    section: str
+    total: int
+    page_rows: int = PAGE_ROWS
+
+    @property
+    def split(self) -> bool:
+        return self.total > self.page_rows
+
+    @property
+    def page_count(self) -> int:
+        return -(-self.total // self.page_rows) if self.split else 1
+
+    def path(self, page: int) -> str:
+        """Return the run-relative path of page ``page`` (0-based)."""
+        return f"{self.section}/page-{page + 1:04d}.html" if self.split else MAIN_PAGE
+
+    @functools.cached_property
+    def _paths(self) -> tuple[str, ...]:
+        return tuple(self.path(page) for page in range(self.page_count))
+
+    def page_of(self, index: int) -> str:
+        """Return the run-relative path of the page that shows item ``index``."""
+        return self._paths[index // self.page_rows] if self.split else MAIN_PAGE
+
+    def bounds(self, page: int) -> tuple[int, int]:
+        start = page * self.page_rows
+        return start, min(start + self.page_rows, self.total)
+
+
+@dataclass(frozen=True)
+class PageLink:
+    label: str
+    href: str
+    current: bool = False
+
+
+@dataclass(frozen=True)
+class PageNav:
+    """Links between a listing's pages: previous, next, and a list of page numbers.
+
+    On the run page the list names every page; on a sub-page it names the first and last
+    pages and the five either side of the current one (the run page has the full list).
+    """
+
+    summary: str
+    previous: str
+    next: str
+    pages: tuple[PageLink, ...]
+
+
+def page_nav(pager: Pager, noun: str, current: int | None) -> PageNav:
+    """Return the navigation of ``pager`` seen from page ``current`` (None: the run page)."""
+    from_page = MAIN_PAGE if current is None else pager.path(current)
+    count = pager.page_count
+    if current is None:
+        shown = range(count)
+    else:
+        near = set(range(max(0, current - 5), min(count, current + 6)))
+        shown = sorted(near | {0, count - 1})  # type: ignore[assignment]
+    links = []
+    last = -1
+    for page in shown:
+        if page > last + 1:
+            links.append(PageLink("…", ""))
+        start, end = pager.bounds(page)
+        links.append(
+            PageLink(
+                str(page + 1),
+                relative_href(pager.path(page), f"{pager.section}-list", from_page),
+                page == current,
+            )
+        )
+        last = page
+    previous = next_ = ""
+    if current is not None:
+        if current > 0:
+            previous = relative_href(pager.path(current - 1), f"{pager.section}-list", from_page)
+        if current + 1 < count:
+            next_ = relative_href(pager.path(current + 1), f"{pager.section}-list", from_page)
+    summary = f"{pager.total:,} {noun} on {count:,} pages of {pager.page_rows}"
+    if current is not None:
+        start, end = pager.bounds(current)
+        summary = f"{noun.capitalize()} {start + 1:,}–{end:,} of {pager.total:,} (page {current + 1:,} of {count:,})"
+    return PageNav(summary, previous, next_, tuple(links))
+
+
+# ---------------------------------------------------------------------------------------

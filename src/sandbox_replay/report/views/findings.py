@@ -1,0 +1,79 @@
+"""The run page's findings, grouped by layer and paged."""
+
+from __future__ import annotations
+
+from sandbox_replay.codes import REGISTRY
+from sandbox_replay.report.views.base import RunBase
+from sandbox_replay.report.views.cells import _expected_alarm
+from sandbox_replay.report.views.common import MAIN_PAGE, code_href, plural, text
+from sandbox_replay.report.views.models import FindingGroup, FindingView
+
+
+class Findings(RunBase):
+    def finding_view(self, index: int, from_page: str) -> FindingView:
+        f = self.findings[index]
+        subject = f["subject_id"]
+        rid = subject.removeprefix("span:") if isinstance(subject, str) else ""
+        return FindingView(
+            anchor=f"finding-{index + 1}",
+            code=f["error_code"],
+            code_href=code_href(f["error_code"], self.root_of(from_page)),
+            severity=REGISTRY[f["error_code"]].severity.value,
+            subject=text(subject),
+            subject_kind=text(f["subject_kind"]).replace("_", " "),
+            message=text(f["message"]),
+            location=self.location(f["path"], f["line"]),
+            location_href=self.line_href(f["path"], f["line"], from_page),
+            request_href=self.request_href(rid, from_page),
+        )
+
+    def finding_groups(self, start: int, end: int, from_page: str) -> tuple[FindingGroup, ...]:
+        """Return the findings at display positions ``[start, end)``, grouped by layer."""
+        groups = []
+        position = 0
+        for layer, members in self.layer_groups:
+            first, position = position, position + len(members)
+            shown = members[max(start - first, 0) : max(end - first, 0)]
+            if not shown:
+                continue
+            expected = all(_expected_alarm(self.findings[i]) for i in members)
+            note = (
+                "Expected: each planted negative case raised its code, proving that alarm works."
+                if expected
+                else plural(len(members), "finding")
+            )
+            groups.append(
+                FindingGroup(
+                    layer.value,
+                    layer.label,
+                    note,
+                    expected,
+                    tuple(self.finding_view(i, from_page) for i in shown),
+                    len(members),
+                    self.finding_href(members[0], from_page),
+                )
+            )
+        return tuple(groups)
+
+    def group_summaries(self) -> tuple[FindingGroup, ...]:
+        """Return every layer's group without its findings, for a run page that splits them."""
+        groups = []
+        for layer, members in self.layer_groups:
+            expected = all(_expected_alarm(self.findings[i]) for i in members)
+            note = (
+                "Expected: each planted negative case raised its code, proving that alarm works."
+                if expected
+                else plural(len(members), "finding")
+            )
+            groups.append(
+                FindingGroup(
+                    layer.value,
+                    layer.label,
+                    note,
+                    expected,
+                    (),
+                    len(members),
+                    self.finding_href(members[0], MAIN_PAGE),
+                )
+            )
+        return tuple(groups)

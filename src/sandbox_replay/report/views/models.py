@@ -1,0 +1,273 @@
+"""The view-models a run page's templates read: plain frozen values, decided in Python."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from markupsafe import Markup
+
+from sandbox_replay.headline import GapHeadline
+from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
+
+# ---------------------------------------------------------------------------------------
+# Run page
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class FindingLink:
+    label: str
+    href: str
+
+    @property
+    def label_parts(self) -> tuple[str, ...]:
+        return breakable(self.label)
+
+
+class JoinRow(NamedTuple):
+    """One request joined across every record that should mention it."""
+
+    anchor: str
+    request_id: str
+    request_href: str
+    risk_class: str
+    shape: str
+    declared: Cell
+    derived: Cell
+    side_effect: Cell
+    rollback: Cell
+    cold_replay: Cell
+    trace: Cell
+    finding_links: tuple[FindingLink, ...]
+    css: str
+
+
+@dataclass(frozen=True)
+class FindingView:
+    anchor: str
+    code: str
+    code_href: str
+    severity: str
+    subject: str
+    subject_kind: str
+    message: str
+    location: str
+    location_href: str
+    request_href: str
+
+
+@dataclass(frozen=True)
+class FindingGroup:
+    layer_id: str
+    title: str
+    note: str
+    expected: bool
+    findings: tuple[FindingView, ...]
+    count: int = 0
+    first_href: str = ""
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    value: int
+    css: str
+    label: str
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    declared: str
+    cells: tuple[MatrixCell, ...]
+    total: int
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    derived: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+    agree: int
+    disagree: int
+    summary: str
+
+
+@dataclass(frozen=True)
+class NegativeRow:
+    case_id: str
+    expected_code: str
+    expected_href: str
+    observed: tuple[FindingLink, ...]
+    outcome: Badge
+    location: str
+    location_href: str
+
+    @property
+    def expected_parts(self) -> tuple[str, ...]:
+        return breakable(self.expected_code)
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    anchor: str
+    title: str
+    status: Badge
+    finding_count: int
+    note: str
+    counts: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ScanClassRow:
+    class_id: str
+    label: str
+    count: int
+    remediation: str
+
+
+@dataclass(frozen=True)
+class ScanView:
+    status: Badge
+    files_scanned: int
+    bytes_scanned: str
+    class_count: int
+    hit_count: int
+    by_class: tuple[ScanClassRow, ...]
+    flagged: tuple[tuple[str, str], ...]
+
+
+class SpanRow(NamedTuple):
+    request_href: str
+    sequence: str
+    span_id: str
+    episode: str
+    action_kind: str
+    outcome: Cell
+    verdict_id: str
+    state_ref: str
+    recovery_ref: str
+    input_digest: str
+    input_digest_short: str
+
+
+@dataclass(frozen=True)
+class TraceView:
+    status: Badge
+    spans: tuple[SpanRow, ...]
+    span_count: int
+    digest: str
+    outcome_counts: str
+    kind_counts: str
+    audit_count: int
+
+
+@dataclass(frozen=True)
+class InputView:
+    anchor: str
+    path: str
+    kind: str
+    size: str
+    sha256: str
+    html: Markup | None
+    notice: str
+
+
+@dataclass(frozen=True)
+class ModuleView:
+    module_id: str
+    path: str
+    material_class: str
+    sha256: str
+    size: str
+    anchors: tuple[str, ...]
+    verified: Badge
+
+
+@dataclass(frozen=True)
+class DigestRow:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ProvenanceView:
+    tool: str
+    version: str
+    command: str
+    source_path: str
+    bundle_id: str
+    result_href: str
+    result_sha256: str
+    digests: tuple[DigestRow, ...]
+    build_time: str
+
+
+@dataclass(frozen=True)
+class RunCounts:
+    """The run's figures as the index shows and sorts them."""
+
+    requests: int
+    derived_block: int
+    derived_allow: int
+    derived_review: int
+    mismatches: int
+    findings: int
+    expected_alarms: int
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the run page shows, in SITE.md order."""
+
+    chrome: Chrome
+    name: str
+    mode: str
+    mode_label: str
+    status: str
+    status_badge: Badge
+    source_path: str
+    bundle_id: str
+    headline: GapHeadline
+    facts: tuple[Fact, ...]
+    flowchart_svg: Markup
+    flowchart_print_svg: Markup
+    mermaid: str
+    join_rows: tuple[JoinRow, ...]
+    join_nav: PageNav | None
+    finding_groups: tuple[FindingGroup, ...]
+    findings_nav: PageNav | None
+    gap_finding_count: int
+    matrix: MatrixView
+    negative_rows: tuple[NegativeRow, ...] | None
+    layer_rows: tuple[LayerRow, ...]
+    scan: ScanView
+    trace: TraceView
+    trace_nav: PageNav | None
+    inputs: tuple[InputView, ...]
+    modules: tuple[ModuleView, ...]
+    provenance: ProvenanceView
+    counts: RunCounts
+    error_codes: tuple[str, ...]
+    expected_codes: tuple[str, ...]
+    findings_by_layer: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class ListingPageView:
+    """One sub-page of a large run: a slice of its join table, findings or trace."""
+
+    chrome: Chrome
+    name: str
+    status_badge: Badge
+    kind: str
+    title: str
+    nav: PageNav
+    run_href: str
+    join_rows: tuple[JoinRow, ...] = ()
+    finding_groups: tuple[FindingGroup, ...] = ()
+    spans: tuple[SpanRow, ...] = ()

@@ -1,0 +1,204 @@
+"""A run page and its listing sub-pages, built by every part together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.pipeline import Replay
+from sandbox_replay.records import RunRecords, build_receipt
+from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.views.base import _pagers
+from sandbox_replay.report.views.calibration import Calibration
+from sandbox_replay.report.views.cells import _expected_alarm
+from sandbox_replay.report.views.common import (
+    MAIN_PAGE,
+    MODE_LABELS,
+    Chrome,
+    badge,
+    chrome,
+    page_nav,
+    relative_href,
+    text,
+)
+from sandbox_replay.report.views.findings import Findings
+from sandbox_replay.report.views.input_files import InputFiles
+from sandbox_replay.report.views.joins import JoinTable
+from sandbox_replay.report.views.layer_tables import LayerTables
+from sandbox_replay.report.views.models import DigestRow, ListingPageView, ProvenanceView, RunView
+from sandbox_replay.report.views.summary import Summary
+from sandbox_replay.report.views.trace_table import TraceTable
+
+
+class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceTable, InputFiles):
+    """Build one run page's view-model from its replay and records."""
+
+    def provenance(self, result_sha256: str | None) -> ProvenanceView:
+        command = "run" if self.run.mode is InputMode.FIXTURE else "run-sandbox-bundle"
+        if result_sha256 is None:
+            receipt = self.records.receipt
+        else:  # the digest the build took as it wrote the record: no second pass over it
+            receipt = build_receipt(self.records.result, result_sha256)
+        return ProvenanceView(
+            tool=self.result["tool"]["name"],
+            version=self.result["tool"]["version"],
+            command=(
+                f"sandbox-replay {command} --input {_shell_word(self.run.display_path)} "
+                f"--out {_shell_word('out/' + self.run.name)}"
+            ),
+            source_path=self.run.display_path,
+            bundle_id=text(self.result["bundle_id"]),
+            result_href="result.json",
+            result_sha256=receipt["result_record_sha256"],
+            digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
+            build_time=self.build_time,
+        )
+
+    def chrome(self, title: str, from_page: str) -> Chrome:
+        return chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
+
+    def build(self, result_sha256: str | None = None) -> RunView:
+        """Return the run page's view-model (``result_sha256`` as for ``RunPages``)."""
+        r = self.result
+        counts = self.counts()
+        svg, print_svg, mermaid = self.flowchart()
+        join, findings = self.join_pager, self.findings_pager
+        # A layer whose findings are all expected alarms is left out, as on the index chart.
+        by_layer = tuple(
+            (
+                layer.label,
+                0 if all(_expected_alarm(self.findings[i]) for i in members) else len(members),
+            )
+            for layer, members in self.layer_groups
+        )
+        return RunView(
+            chrome=self.chrome(f"{self.run.name} — sandbox-replay", MAIN_PAGE),
+            name=self.run.name,
+            mode=self.run.mode.value,
+            mode_label=MODE_LABELS[self.run.mode],
+            status=r["status"],
+            status_badge=badge(r["status"]),
+            source_path=self.run.display_path,
+            bundle_id=text(r["bundle_id"]),
+            headline=self.headline(),
+            facts=self.facts(counts),
+            flowchart_svg=svg,
+            flowchart_print_svg=print_svg,
+            mermaid=mermaid,
+            join_rows=() if join.split else self.join_rows(0, join.total, MAIN_PAGE),
+            join_nav=page_nav(join, "requests", None) if join.split else None,
+            finding_groups=(
+                self.group_summaries()
+                if findings.split
+                else self.finding_groups(0, findings.total, MAIN_PAGE)
+            ),
+            findings_nav=page_nav(findings, "findings", None) if findings.split else None,
+            gap_finding_count=counts.findings,
+            matrix=self.matrix(),
+            negative_rows=self.negative_rows(),
+            layer_rows=self.layer_rows(),
+            scan=self.scan(),
+            trace=self.trace(),
+            trace_nav=page_nav(self.trace_pager, "spans", None) if self.trace_pager.split else None,
+            inputs=self.input_views,
+            modules=self.modules(),
+            provenance=self.provenance(result_sha256),
+            counts=counts,
+            error_codes=tuple(r["error_codes"]),
+            expected_codes=tuple(
+                sorted({f["error_code"] for f in self.findings if _expected_alarm(f)})
+            ),
+            findings_by_layer=tuple((label, n) for label, n in by_layer if n),
+        )
+
+    def listing_paths(self) -> list[str]:
+        """Return the run-relative path of every sub-page, in the order they are built."""
+        pagers = (self.join_pager, self.findings_pager, self.trace_pager)
+        return [p.path(n) for p in pagers if p.split for n in range(p.page_count)]
+
+    def listing_pages(
+        self, numbers: Iterable[int] | None = None
+    ) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield each sub-page of the listings this run splits, built one at a time.
+
+        Sub-pages are numbered in ``listing_paths`` order. With ``numbers``, only those are
+        built, in the order given (which may be pulled as the pages are built): that is
+        how processes share a large run's pages (``parallel._render_shared``).
+        """
+        sections = (
+            (self.join_pager, "requests", "Join table", "joins"),
+            (self.findings_pager, "findings", "Findings", "findings"),
+            (self.trace_pager, "spans", "Trace", "trace"),
+        )
+        plan = [
+            (pager, noun, title, section_id, page)
+            for pager, noun, title, section_id in sections
+            if pager.split
+            for page in range(pager.page_count)
+        ]
+        status = badge(self.result["status"])
+        for number in range(len(plan)) if numbers is None else numbers:
+            pager, noun, title, section_id, page = plan[number]
+            path = pager.path(page)
+            start, end = pager.bounds(page)
+            view = ListingPageView(
+                chrome=self.chrome(
+                    f"{self.run.name} — {title} page {page + 1} — sandbox-replay", path
+                ),
+                name=self.run.name,
+                status_badge=status,
+                kind=pager.section,
+                title=title,
+                nav=page_nav(pager, noun, page),
+                run_href=relative_href(MAIN_PAGE, section_id, path),
+                join_rows=self.join_rows(start, end, path) if pager.section == "join" else (),
+                finding_groups=(
+                    self.finding_groups(start, end, path) if pager.section == "findings" else ()
+                ),
+                spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
+            )
+            yield path, view
+
+
+def _shell_word(value: str) -> str:
+    """Quote a path for a POSIX shell only when it needs it."""
+    safe = all(c.isalnum() or c in "-_./:@%+=," for c in value)
+    return value if value and safe else "'" + value.replace("'", "'\\''") + "'"
+
+
+def build_run_view(
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+) -> RunView:
+    """Return the view-model of one run page."""
+    return _RunBuilder(run, replay, records, build_time, version).build()
+
+
+@dataclass(frozen=True)
+class RunPages:
+    """How to build a run page's view-model and its sub-pages.
+
+    ``run_view(result_sha256)`` builds the run page, which shows the result record's
+    digest (``sha256:<hex>``; None: serialise the record once more to take it).
+    ``subpages(numbers)`` builds the sub-pages lazily, one page at a time, so that the
+    view-models of 600,000 rows never sit in memory together: all of them (None), or those
+    at the given positions of ``subpage_paths``, which lists them.
+    """
+
+    run_view: Callable[[str | None], RunView]
+    subpages: Callable[[Iterable[int] | None], Iterator[tuple[str, ListingPageView]]]
+    subpage_paths: tuple[str, ...]
+
+
+def subpage_paths(records: RunRecords) -> tuple[str, ...]:
+    """Return ``build_run_pages(...).subpage_paths`` without building the view-models."""
+    pagers = _pagers(records.result)
+    return tuple(p.path(n) for p in pagers if p.split for n in range(p.page_count))
+
+
+def build_run_pages(
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+) -> RunPages:
+    """Return how to build the run page and its sub-pages (run-relative paths)."""
+    builder = _RunBuilder(run, replay, records, build_time, version)
+    return RunPages(builder.build, builder.listing_pages, tuple(builder.listing_paths()))
