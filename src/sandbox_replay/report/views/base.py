@@ -176,7 +176,7 @@ class RunBase:
             return ""
         return f"{path}:{line}" if _is_count(line) else path
 
-    # -- sections
+    # -- the input files, highlighted as the builder starts
 
     def _input_views(self) -> tuple[InputView, ...]:
         views = []

@@ -314,6 +314,3 @@ def page_nav(pager: Pager, noun: str, current: int | None) -> PageNav:
         start, end = pager.bounds(current)
         summary = f"{noun.capitalize()} {start + 1:,}–{end:,} of {pager.total:,} (page {current + 1:,} of {count:,})"
     return PageNav(summary, previous, next_, tuple(links))
-
-
-# ---------------------------------------------------------------------------------------

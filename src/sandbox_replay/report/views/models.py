@@ -10,9 +10,6 @@ from markupsafe import Markup
 from sandbox_replay.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
 
-# ---------------------------------------------------------------------------------------
-# Run page
-
 
 @dataclass(frozen=True)
 class Fact:
