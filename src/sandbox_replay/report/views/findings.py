@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_replay.codes import REGISTRY
+from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import _expected_alarm
 from sandbox_replay.report.views.common import MAIN_PAGE, code_href, plural, text
@@ -34,46 +34,37 @@ class Findings(RunBase):
         for layer, members in self.layer_groups:
             first, position = position, position + len(members)
             shown = members[max(start - first, 0) : max(end - first, 0)]
-            if not shown:
-                continue
-            expected = all(_expected_alarm(self.findings[i]) for i in members)
-            note = (
-                "Expected: each planted negative case raised its code, proving that alarm works."
-                if expected
-                else plural(len(members), "finding")
-            )
-            groups.append(
-                FindingGroup(
-                    layer.value,
-                    layer.label,
-                    note,
-                    expected,
-                    tuple(self.finding_view(i, from_page) for i in shown),
-                    len(members),
-                    self.finding_href(members[0], from_page),
-                )
-            )
+            if shown:
+                views = tuple(self.finding_view(i, from_page) for i in shown)
+                groups.append(self._group(layer, members, views, from_page))
         return tuple(groups)
 
     def group_summaries(self) -> tuple[FindingGroup, ...]:
         """Return every layer's group without its findings, for a run page that splits them."""
-        groups = []
-        for layer, members in self.layer_groups:
-            expected = all(_expected_alarm(self.findings[i]) for i in members)
-            note = (
-                "Expected: each planted negative case raised its code, proving that alarm works."
-                if expected
-                else plural(len(members), "finding")
-            )
-            groups.append(
-                FindingGroup(
-                    layer.value,
-                    layer.label,
-                    note,
-                    expected,
-                    (),
-                    len(members),
-                    self.finding_href(members[0], MAIN_PAGE),
-                )
-            )
-        return tuple(groups)
+        return tuple(
+            self._group(layer, members, (), MAIN_PAGE) for layer, members in self.layer_groups
+        )
+
+    def _group(
+        self,
+        layer: Layer,
+        members: list[int],
+        views: tuple[FindingView, ...],
+        from_page: str,
+    ) -> FindingGroup:
+        """Return one layer's group of ``members`` (finding positions), showing ``views``."""
+        expected = all(_expected_alarm(self.findings[i]) for i in members)
+        note = (
+            "Expected: each planted negative case raised its code, proving that alarm works."
+            if expected
+            else plural(len(members), "finding")
+        )
+        return FindingGroup(
+            layer.value,
+            layer.label,
+            note,
+            expected,
+            views,
+            len(members),
+            self.finding_href(members[0], from_page),
+        )
