@@ -16,8 +16,6 @@ from typing import Any, cast
 import pytest
 
 from conftest import FIXTURES, REPO
-from sandbox_replay import rowhelper
-from sandbox_replay.records import COPIED_LISTS, RunRecords
 from sandbox_replay.report import parallel
 from sandbox_replay.report.build import BuildConfig, build_site
 
@@ -76,39 +74,6 @@ def test_a_large_run_shares_its_pages_between_processes(
     assert len(forks) == 1
     assert tree(forked) == tree(single)
     assert any(name.endswith("trace/page-0003.html") for name in tree(forked))
-
-
-def test_a_large_run_built_with_two_jobs_takes_its_row_lists_from_a_helper(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bundle, single = _large_run_built_alone(tmp_path)
-    monkeypatch.setattr(rowhelper, "HELPER_MIN_BYTES", 0)  # a helper for this small run too
-    real_attach = rowhelper.RowListHelper.attach
-
-    def attach_once_all_are_reported(
-        helper: rowhelper.RowListHelper, records: RunRecords, outcome: Any
-    ) -> RunRecords:
-        # Nothing waits for the helper in a build; this test does, so all five are taken.
-        deadline = time.monotonic() + 60
-        while len(helper._reported) < len(COPIED_LISTS) and time.monotonic() < deadline:
-            helper._read_reports()
-            time.sleep(0.01)
-        return real_attach(helper, records, outcome)
-
-    monkeypatch.setattr(rowhelper.RowListHelper, "attach", attach_once_all_are_reported)
-    said: list[str] = []
-    helped = tmp_path / "helped"
-    build_site(BuildConfig((bundle.parent,), helped, cwd=tmp_path, progress=said.append, jobs=2))
-    assert "runs/big: 6 of 6 row lists came from the helper process" in said
-    assert tree(helped) == tree(single)
-    # One process: no helper of either kind.
-    said.clear()
-    build_site(
-        BuildConfig(
-            (bundle.parent,), tmp_path / "alone", cwd=tmp_path, progress=said.append, jobs=1
-        )
-    )
-    assert not [line for line in said if "helper" in line]
 
 
 def test_a_lone_run_says_each_phase_and_many_runs_one_line_each(tmp_path: Path) -> None:

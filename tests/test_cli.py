@@ -138,15 +138,13 @@ def test_a_replay_from_the_command_line_imports_no_pydantic(tmp_path: Path) -> N
     """Start-up is part of every replay's time: typer 0.29 imported pydantic to coerce
     each option, about 0.1 s of a 60,000-request run (docs/performance-history.md, tenth
     round)."""
-    script = (  # said as the command exits (a replay ends by os._exit, without atexit)
-        "import os, sys\n"
+    script = (  # said as the command exits
+        "import atexit, sys\n"
         "from sandbox_replay import cli\n"
-        "def said(code, end=os._exit):\n"
+        "def said():\n"
         "    loaded = any(name.split('.')[0] == 'pydantic' for name in sys.modules)\n"
         "    sys.stderr.write(f'pydantic loaded: {loaded}')\n"
-        "    sys.stderr.flush()\n"
-        "    end(code)\n"
-        "os._exit = said\n"
+        "atexit.register(said)\n"
         "cli.main()\n"
     )
     command = [sys.executable, "-c", script, "run-sandbox-bundle"]
@@ -172,14 +170,6 @@ def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None
         "sandbox-replay: built the trace (6 spans)",
         "sandbox-replay: wrote the records",
     ]
-
-
-def test_in_process_commands_keep_nothing_for_the_exit(tmp_path: Path) -> None:
-    # Only ``main`` ends the process without freeing the replay; a caller in process
-    # (this runner, a library user) gets its memory back when the command returns.
-    result = CliRunner().invoke(app, ["run", "-i", str(FIXTURE), "-o", str(tmp_path / "out")])
-    assert result.exit_code == 0
-    assert cli_module._kept_for_exit == []
 
 
 def test_without_card_stdout_is_the_summary_only(tmp_path: Path) -> None:

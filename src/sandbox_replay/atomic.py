@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import orjson
-
-from sandbox_replay.blockwrite import BlockWriter
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -38,17 +36,6 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
         if fast.isascii() and b"\x7f" not in fast:
             return fast
     return (json.dumps(value, indent=2, ensure_ascii=True) + "\n").encode("ascii")
-
-
-class Verbatim:
-    """A value already serialised, as it reads at its place in an indented dump.
-
-    ``pieces`` returns its bytes, in order, each time it is called; ``iter_json_chunks``
-    yields them where the value sits instead of serialising anything there.
-    """
-
-    def __init__(self, pieces: Callable[[], Iterable[bytes | memoryview]]) -> None:
-        self.pieces = pieces
 
 
 def iter_json_chunks(
@@ -158,9 +145,7 @@ def _is_sequence(value: Any) -> bool:
 def _chunks(
     value: Any, depth: int, may_hold_floats: bool, items_per_chunk: int
 ) -> Iterator[bytes | memoryview]:
-    if isinstance(value, Verbatim):
-        yield from value.pieces()
-    elif type(value) is dict and value and all(type(k) is str for k in value):
+    if type(value) is dict and value and all(type(k) is str for k in value):
         opening = b"{"
         for key, item in value.items():
             name = json.encoder.encode_basestring_ascii(key).encode("ascii")
@@ -185,7 +170,7 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
-            with BlockWriter(fd) as out:  # a large record goes around the page cache
+            with open(fd, "wb", closefd=False) as out:
                 out.writelines(chunks)
             os.fsync(fd)
         finally:

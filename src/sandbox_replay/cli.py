@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
-import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +19,6 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.records import RunRecords, build_records, write_records
-from sandbox_replay.rowhelper import HELPED_LISTS, RowListHelper
 from sandbox_replay.scan import (
     ForbiddenClassesError,
     ForbiddenScanner,
@@ -46,13 +42,6 @@ app = typer.Typer(
 )
 
 EXIT_PASS, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2
-
-# A replay and its records, kept for ``main`` to end the process without freeing them.
-# Freeing a 600,000-request replay object by object took 8.6 s of a 32.0 s validation
-# (23.4 s without); nothing is kept unless ``main`` runs the command (never in the tests'
-# in-process runner, nor for a library caller).
-_kept_for_exit: list[object] = []
-_main_ends_the_process = False
 
 
 def progress(message: str) -> None:
@@ -162,23 +151,6 @@ def check_export_targets(targets: ExportTargets) -> None:
             raise usage_error(str(error)) from None
 
 
-@contextlib.contextmanager
-def _row_helper(
-    input_dir: Path, out_dir: Path, limits: LoadLimits, jobs: int | None
-) -> Iterator[RowListHelper | None]:
-    """Run a ``RowListHelper`` beside the replay, unless ``--jobs 1`` or not worth one."""
-    helper = None
-    if jobs != 1:
-        with contextlib.suppress(OSError):  # a folder that cannot be made is reported later
-            out_dir.mkdir(parents=True, exist_ok=True)
-            helper = RowListHelper.start(input_dir, limits, out_dir)
-    try:
-        yield helper
-    finally:
-        if helper is not None:
-            helper.close()
-
-
 def _execute(
     input_dir: Path,
     out_dir: Path,
@@ -198,37 +170,21 @@ def _execute(
     check_export_targets(targets)
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
-    if _main_ends_the_process:
-        # One run in a process that ends with it: nothing a replay builds is in a reference
-        # cycle worth collecting, and walking its millions of rows cost 1.8 s of a
-        # 600,000-request run (23.1 against 24.9 s) over ``main``'s policy.
-        gc.disable()
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
-    with _row_helper(input_dir, out_dir, limits, jobs) as helper:
-        made = helper.input_digests if helper is not None else None
-        outcome = replay(
-            ReplayConfig(
-                input_dir, mode, limits, scanner=scanner, progress=progress, made_digests=made
-            )
-        )
-        records = build_records(outcome)
-        if helper is not None:
-            records = helper.attach(records, outcome)
-        try:
-            started = time.perf_counter()
-            written = write_records(records, mode, out_dir, acceptance_out)
-            if helper is not None:
-                lists = f"{helper.used} of {len(HELPED_LISTS)} row lists"
-                progress(f"{lists} came from the helper process")
-            progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
-            if targets.paths():
-                summary = targets.markdown is not None  # only it shows headline and chart
-                name = input_dir.resolve().name
-                runs = [export_run(name, outcome, None, records.result, summary=summary)]
-                written += write_exports(targets, runs)
-        except OSError as error:
-            where = f" {error.filename}" if error.filename else ""
-            raise usage_error(f"cannot write{where}: {error.strerror or error}") from None
+    outcome = replay(ReplayConfig(input_dir, mode, limits, scanner=scanner, progress=progress))
+    records = build_records(outcome)
+    try:
+        started = time.perf_counter()
+        written = write_records(records, mode, out_dir, acceptance_out)
+        progress(f"wrote the records in {time.perf_counter() - started:.1f}s")
+        if targets.paths():
+            summary = targets.markdown is not None  # only it shows headline and chart
+            name = input_dir.resolve().name
+            runs = [export_run(name, outcome, None, records.result, summary=summary)]
+            written += write_exports(targets, runs)
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        raise usage_error(f"cannot write{where}: {error.strerror or error}") from None
     for path in written:
         progress(f"wrote {path}")
     stream = sys.stderr if card else sys.stdout
@@ -236,8 +192,6 @@ def _execute(
         print(line, file=stream)
     if card:
         print(json.dumps(records.card, indent=2))
-    if _main_ends_the_process:
-        _kept_for_exit.extend((outcome, records))
     raise typer.Exit(EXIT_PASS if outcome.passed else EXIT_BLOCKED)
 
 
@@ -316,10 +270,9 @@ ReplayJobsOpt = Annotated[
     typer.Option(
         "--jobs",
         "-j",
-        help="Processes to use. By default a helper process serialises a large run's "
-        "record row lists while the replay runs, when a second CPU is free; 1 keeps "
-        "all work in this process. The records are the same either way.",
+        help="Accepted for older scripts and ignored: one run replays in one process.",
         show_default=False,
+        hidden=True,
     ),
 ]
 
@@ -734,18 +687,14 @@ def main() -> None:
     A traceback could quote input text; an internal error names only its type and place,
     and exits 1 (never pass) without a record.
 
-    Two process-wide settings belong to the command's process alone, so they are made
-    here and nowhere in the library. A replay command ends the process by ``os._exit``
-    once its records are written, without freeing the replay (``_kept_for_exit``). And
-    the collector: a replay builds millions of rows, refs and record pieces, none in a
+    The collector's pace is the command's process's alone, so it is set here and nowhere
+    in the library: a replay builds millions of rows, refs and record pieces, none in a
     reference cycle, and with the default threshold (a collection every 700 new
     containers) the collector would walk the live ones thousands of times (0.4 to 0.5 s
     of a 60,000-request run, measured interleaved). What the imports made is frozen out
     of its view, and it runs every 100,000 new containers instead, so cyclic garbage is
     still collected.
     """
-    global _main_ends_the_process
-    _main_ends_the_process = True
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
     try:
@@ -772,11 +721,4 @@ def main() -> None:
         )
         sys.exit(EXIT_BLOCKED)
     code = code if isinstance(code, int) else EXIT_PASS
-    if _kept_for_exit:
-        # Every record was written atomically and synced; only the standard streams
-        # are still buffered.
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to say
-                stream.flush()
-        os._exit(code)
     sys.exit(code)

@@ -33,7 +33,7 @@ from sandbox_replay.layers.base import LayerResult, forget_shared
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.policy import PolicyTable, default_table
 from sandbox_replay.scan import ForbiddenScanner, ScanHit, ScanReport
-from sandbox_replay.trace import MadeDigests, Trace, build_trace
+from sandbox_replay.trace import Trace, build_trace
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,6 @@ class ReplayConfig:
     scanner: ForbiddenScanner | None = None
     # Told one line per phase (load, layers, trace) with its figures and time, for a long run.
     progress: Callable[[str], None] | None = field(default=None, compare=False)
-    # The spans' input digests if made beside the replay (``RowListHelper.input_digests``).
-    made_digests: MadeDigests | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -238,7 +236,7 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
         protocol = run.object(PROJECTION_PROTOCOL) or {}
         protocol_id = protocol.get("protocol_id")
         bundle_id = f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
-    trace = build_trace(run, bundle_id, config.made_digests)
+    trace = build_trace(run, bundle_id)
     layers.append(trace.audit)
     say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
     negative = None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, repeat
 from operator import is_, itemgetter, length_hint
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_replay.atomic import (
-    Verbatim,
     dump_json,
     iter_json_chunks,
     write_bytes_atomic,
@@ -140,8 +139,6 @@ class RunRecords:
     card: dict[str, Any]
     # False when no input held a float, so the fast serialiser gives the standard bytes.
     may_hold_floats: bool = True
-    # Lists of ``result`` already serialised (by ``rowhelper``), written instead of built.
-    verbatim: Mapping[str, Verbatim] = field(default_factory=dict)
 
     @cached_property
     def receipt(self) -> dict[str, Any]:
@@ -153,8 +150,7 @@ class RunRecords:
 
     def result_chunks(self) -> Iterator[bytes | memoryview]:
         """Yield the result record as written, in pieces."""
-        result = {**self.result, **self.verbatim} if self.verbatim else self.result
-        return iter_json_chunks(result, may_hold_floats=self.may_hold_floats)
+        return iter_json_chunks(self.result, may_hold_floats=self.may_hold_floats)
 
     @cached_property
     def result_bytes(self) -> bytes:

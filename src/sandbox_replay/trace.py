@@ -12,7 +12,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import is_, itemgetter, methodcaller
+from operator import is_, methodcaller
 from typing import Any, overload
 
 import orjson
@@ -141,24 +141,6 @@ def packed_input_digests(
     digests = map(methodcaller("digest"), map(hashlib.sha256, texts))
     deque(map(packed.extend, digests), maxlen=0)
     return PackedDigests(packed)  # not copied into bytes: 19 MB less at 600,000
-
-
-def _in_span_order(made: bytes, requests: list[RowRef]) -> PackedDigests:
-    """Return the digests ``made`` in file order, picked in the order of ``requests``.
-
-    A chunk of spans at a time: a view of each digest takes 184 bytes while it is joined,
-    110 MB for 600,000 spans at once.
-    """
-    view = memoryview(made)
-    picked = bytearray(DIGEST_SIZE * len(requests))  # filled in place: no second copy
-    for start in range(0, len(requests), ROWS_PER_CHUNK):
-        places = map(_index, requests[start : start + ROWS_PER_CHUNK])
-        chunk = b"".join([view[i : i + DIGEST_SIZE] for i in map(DIGEST_SIZE.__mul__, places)])
-        picked[start * DIGEST_SIZE : start * DIGEST_SIZE + len(chunk)] = chunk
-    return PackedDigests(picked)
-
-
-_index = itemgetter(1)  # RowRef.index: the row's place in its file
 
 
 def _chunks(values: list[str]) -> Iterator[list[str]]:
@@ -379,18 +361,8 @@ def spans_digest(spans: Sequence[dict[str, Any]], *, may_hold_floats: bool) -> s
 _SPAN_FIELDS = ("action_kind", "episode_id", "untrusted_tool_output_ref", "requested_capability")
 
 
-# The input digest of each request row, in the file's order, packed (as
-# ``packed_input_digests`` makes them), if someone made them from the very bytes the run's
-# request file was parsed from; None otherwise.
-MadeDigests = Callable[[RunInputs], bytes | None]
-
-
-def build_trace(run: RunInputs, session_id: str, made_digests: MadeDigests | None = None) -> Trace:
-    """Build one span per joined request and audit each span's references.
-
-    ``made_digests`` may give the spans' input digests made beside the run (the row-list
-    helper makes them while it reads the request file); otherwise they are made here.
-    """
+def build_trace(run: RunInputs, session_id: str) -> Trace:
+    """Build one span per joined request and audit each span's references."""
     audit = LayerResult(Layer.PUBLIC_TRACE)
     request_ids = list(run.request_by_id)
     requests = list(run.request_by_id.values())
@@ -494,15 +466,8 @@ def build_trace(run: RunInputs, session_id: str, made_digests: MadeDigests | Non
     rows = row_dicts(requests)
     field = {name: column(rows, name) for name in _SPAN_FIELDS}
     capabilities = field["requested_capability"]
-    made = made_digests(run) if made_digests is not None else None
-    if made is not None:
-        digests = _in_span_order(made, requests)
-        del made
-    else:
-        digested = (
-            field[name] if name in field else column(rows, name) for name in DIGESTED_FIELDS
-        )
-        digests = packed_input_digests(*digested)
+    digested = (field[name] if name in field else column(rows, name) for name in DIGESTED_FIELDS)
+    digests = packed_input_digests(*digested)
     spans = Spans(
         session_id,
         request_ids,

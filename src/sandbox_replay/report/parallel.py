@@ -24,11 +24,10 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay.blockwrite import BlockWriter, write_whole
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, replay
@@ -37,7 +36,6 @@ from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
-from sandbox_replay.rowhelper import HELPED_LISTS, RowListHelper
 from sandbox_replay.scan import ForbiddenClass, scanner_with
 from sandbox_replay.version import __version__
 
@@ -114,15 +112,8 @@ def _staged_path(staging: Path, relative: str) -> Path:
 
 
 def put_file(staging: Path, relative: str, data: bytes) -> None:
-    """Write one file under ``staging`` (the whole folder is synced before the swap).
-
-    A large page goes mostly around the page cache (``blockwrite.write_whole``).
-    """
-    fd = os.open(_staged_path(staging, relative), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        write_whole(fd, data)
-    finally:
-        os.close(fd)
+    """Write one file under ``staging`` (the whole folder is synced before the swap)."""
+    _staged_path(staging, relative).write_bytes(data)
 
 
 def reuse_file(staging: Path, relative: str, previous: Path) -> None:
@@ -144,23 +135,12 @@ def build_run(task: RunTask) -> RunBuilt:
     The result record is written first, then the run page, which shows the record's
     digest, then the sub-pages. With more than one process to use, processes forked once
     the replay is done build their own view-models and render sub-pages all along, and
-    this one joins them once its record and run page are done (``_render_shared``); and
-    a ``RowListHelper`` forked before the replay serialises the record's copied row lists
-    (as for ``run-sandbox-bundle``).
+    this one joins them once its record and run page are done (``_render_shared``).
     """
     started = time.perf_counter()
     scanner = scanner_with(task.forbidden) if task.forbidden else None
     config = ReplayConfig(task.run.path, task.run.mode, scanner=scanner, progress=_phases(task))
-    # A lone large run built with processes to spare: its copied row lists are serialised
-    # while it replays (the second core is then mostly idle), not after.
-    lists = None
-    if task.staging is not None and task.page_jobs > 1:
-        lists = RowListHelper.start(config.input_dir, config.limits, task.staging)
-    try:
-        return _build_run(task, config, lists, started)
-    finally:
-        if lists is not None:
-            lists.close()
+    return _build_run(task, config, started)
 
 
 def _phases(task: RunTask) -> Callable[[str], None] | None:
@@ -174,17 +154,12 @@ def _phases(task: RunTask) -> Callable[[str], None] | None:
 def _build_run(
     task: RunTask,
     config: ReplayConfig,
-    lists: RowListHelper | None,
     started: float,
 ) -> RunBuilt:
     run = task.run
     say = config.progress
-    if lists is not None:
-        config = replace(config, made_digests=lists.input_digests)
     outcome = replay(config)
     records = build_records(outcome)
-    if lists is not None:
-        records = lists.attach(records, outcome)
     replayed = time.perf_counter()
     needles = needles_of(outcome.scan.matched_texts)
     result_path = f"runs/{run.name}/result.json"
@@ -208,10 +183,6 @@ def _build_run(
                 say(
                     f"wrote result.json ({size / 1e6:.1f} MB) in {time.perf_counter() - writing:.1f}s"
                 )
-            if lists is not None:
-                used = f"{lists.used} of {len(HELPED_LISTS)} row lists"
-                notes.append(f"runs/{run.name}: {used} came from the helper process")
-                lists.close()  # written: its process and temporary file are done with
             return "sha256:" + digest
         result_bytes = records.result_bytes
         refuse_matched(result_path, result_bytes, needles)
@@ -262,21 +233,18 @@ def _stream_result(
     digest = hashlib.sha256()
     overlap = max((len(n) for n in needles), default=1) - 1
     tail = b""
-    fd = os.open(_staged_path(staging, relative), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        with BlockWriter(fd) as out:  # 2 GB at 600,000 requests: around the page cache
-            for chunk in records.result_chunks():
-                if needles:  # nothing to look for (and no copy of the chunk to make) most times
-                    seen = tail + chunk
-                    refuse_matched(relative, seen, needles)
-                    tail = seen[-overlap:] if overlap else b""
-                digest.update(chunk)
-                out.write(chunk)
+    with _staged_path(staging, relative).open("wb") as out:
+        for chunk in records.result_chunks():
+            if needles:  # nothing to look for (and no copy of the chunk to make) most times
+                seen = tail + chunk
+                refuse_matched(relative, seen, needles)
+                tail = seen[-overlap:] if overlap else b""
+            digest.update(chunk)
+            out.write(chunk)
         # Synced here, not by the sync before the swap: this wait then overlaps the
         # sub-pages the page helpers are rendering.
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        out.flush()
+        os.fsync(out.fileno())
     return digest.hexdigest()
 
 
