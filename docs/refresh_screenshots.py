@@ -5,7 +5,8 @@
 Builds the site as `make site` does (into a temporary folder), opens it in Debian's
 Chromium (``/usr/bin/chromium``, driven by Playwright; never ``playwright install``) and
 writes the top of each page as a PNG into ``docs/``: the index, a passing run, a failing
-run, the finding-code catalog, and the failing run in the dark scheme. Each picture is a
+run, the finding-code catalog, the failing run in the dark scheme, the run replayed with a
+team's Cedar policy, and the policy coverage page. Each picture is a
 fixed 1280x800 window at scale 1, which keeps every file under 300 KB. Prints each file
 and its size.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+from sandbox_replay.policy import choose_policies
 from sandbox_replay.report.build import BuildConfig, build_site
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,13 +36,20 @@ SHOTS = {
     "run-page.png": ("runs/allow_network_exfil_executed/index.html", "light"),
     "catalog.png": ("codes/index.html", "light"),
     "run-page-dark.png": ("runs/allow_network_exfil_executed/index.html", "dark"),
+    "run-cedar.png": ("runs/cedar_team_fixture_freeze/index.html", "light"),
+    "policy-coverage.png": ("policy/index.html", "light"),
 }
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         site = Path(scratch) / "site"
-        build_site(BuildConfig((REPO / "fixtures",), site, cwd=REPO, progress=lambda _: None))
+        # With the project's policies, as `make site` builds (the Cedar scenario's own).
+        policies = choose_policies(None, None, REPO)
+        config = BuildConfig(
+            (REPO / "fixtures",), site, cwd=REPO, progress=lambda _: None, policies=policies
+        )
+        build_site(config)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             try:

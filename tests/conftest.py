@@ -6,6 +6,7 @@ this folder on ``sys.path``.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from sandbox_replay import InputMode, Replay, ReplayConfig, RunRecords, build_records, replay
+from sandbox_replay.policy import PolicyChoice, choose_policies
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -32,9 +34,15 @@ def copy_fixture(tmp_path: Path, name: str = "first_wave") -> Path:
     return target
 
 
+@functools.cache
+def project_policies() -> PolicyChoice:
+    """The policies ``make run`` replays the fixtures with (``[tool.sandbox-replay]``)."""
+    return choose_policies(None, None, REPO)
+
+
 def replay_dir(path: Path, mode: InputMode = InputMode.FIXTURE) -> tuple[Replay, RunRecords]:
-    """Replay ``path`` in ``mode`` and build its records."""
-    outcome = replay(ReplayConfig(path, mode))
+    """Replay ``path`` in ``mode`` and build its records, with the project's policy for it."""
+    outcome = replay(ReplayConfig(path, mode, policy=project_policies().for_run(path)))
     return outcome, build_records(outcome)
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIRST_WAVE, FIXTURES, REPO, edit_json, replay_dir
+from conftest import FIRST_WAVE, FIXTURES, REPO, edit_json, project_policies, replay_dir
 from sandbox_replay import records
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.report import build
@@ -107,7 +107,15 @@ def test_build_killed_at_random_times_leaves_old_or_new_site(tmp_path: Path) -> 
     references = {}
     for epoch in EPOCHS:
         out = tmp_path / f"ref-{epoch}" / "site"
-        build_site(BuildConfig((FIXTURES,), out, source_date_epoch=epoch, cwd=REPO, progress=quiet))
+        config = BuildConfig(
+            (FIXTURES,),
+            out,
+            source_date_epoch=epoch,
+            cwd=REPO,
+            progress=quiet,
+            policies=project_policies(),
+        )
+        build_site(config)
         references[epoch] = tree(out)
     assert references[EPOCHS[0]] != references[EPOCHS[1]]
 

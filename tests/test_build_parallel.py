@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, project_policies
 from sandbox_replay.report import parallel
 from sandbox_replay.report.build import BuildConfig, build_site
 
@@ -40,7 +40,10 @@ def test_two_jobs_build_the_same_site_as_one(tmp_path: Path) -> None:
     sites = {}
     for jobs in (1, 2):
         out = tmp_path / f"site-{jobs}"
-        build_site(BuildConfig((FIXTURES,), out, cwd=REPO, progress=quiet, jobs=jobs))
+        config = BuildConfig(
+            (FIXTURES,), out, cwd=REPO, progress=quiet, jobs=jobs, policies=project_policies()
+        )
+        build_site(config)
         sites[jobs] = tree(out)
     assert sites[1] == sites[2]
     assert len(sites[1]) > 15

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from distributed import LocalCluster
 
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, project_policies
 from sandbox_replay.report.build import BuildConfig, build_site
 from sandbox_replay.report.parallel import SchedulerError
 
@@ -44,10 +44,19 @@ def scheduler() -> Iterator[str]:
 
 def test_a_build_on_the_cluster_equals_a_local_build(tmp_path: Path, scheduler: str) -> None:
     local, remote = tmp_path / "local", tmp_path / "remote"
-    build_site(BuildConfig((FIXTURES,), local, cwd=REPO, progress=quiet, jobs=1))
+    # The project's policies: the Cedar scenario's policy travels to the workers too.
+    policies = project_policies()
+    build_site(BuildConfig((FIXTURES,), local, cwd=REPO, progress=quiet, jobs=1, policies=policies))
     lines: list[str] = []
     result = build_site(
-        BuildConfig((FIXTURES,), remote, cwd=REPO, progress=lines.append, scheduler=scheduler)
+        BuildConfig(
+            (FIXTURES,),
+            remote,
+            cwd=REPO,
+            progress=lines.append,
+            scheduler=scheduler,
+            policies=policies,
+        )
     )
     assert tree(remote) == tree(local)
     assert "on the Dask scheduler" in lines[-1]

@@ -27,9 +27,10 @@ from conftest import (
     read_json,
     replay_dir,
 )
-from sandbox_replay import InputMode, codes
+from sandbox_replay import InputMode, ReplayConfig, build_records, codes, replay
 from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.policy import read_policy
 from sandbox_replay.scan import load_forbidden_classes
 
 FAIL_CLOSED_RULE = "rule:sandbox_policy_fail_closed_unrecognized_action"
@@ -330,6 +331,8 @@ class Trigger:
 
     mode: InputMode
     edit: Callable[[Path], None] | None
+    # A Cedar policy to replay with (its text), where the code is about the policy.
+    cedar: str | None = None
 
 
 def fixture(edit: Callable[[Path], None] | None) -> Trigger:
@@ -485,6 +488,14 @@ TRIGGERS: dict[str, Trigger] = {
             folder, "action_requests.json", EXFIL, source_trust_label="trusted_user_request"
         )
     ),
+    codes.ACTION_POLICY_EVALUATION_ERROR: Trigger(
+        InputMode.FIXTURE,
+        None,
+        # No `has` guard, and no request of the fixture carries this field.
+        '@id("rule:careless")\nforbid (principal, action, resource)\n'
+        'when { context.no_such_field == "x" };\n'
+        '@id("rule:anything")\npermit (principal, action, resource);\n',
+    ),
     codes.ACTION_RISK_COVERAGE_LOW: fixture(too_few_risk_classes),
     codes.ACTION_REQUEST_DUPLICATE: fixture(duplicate_request),
     # Policy verdicts
@@ -606,7 +617,13 @@ def test_trigger_raises_its_code_and_blocks(code: str, tmp_path: Path) -> None:
     folder = copy_fixture(tmp_path, PASSING_NAMES[trigger.mode])
     if trigger.edit is not None:
         trigger.edit(folder)
-    outcome, records = replay_dir(folder, trigger.mode)
+    if trigger.cedar is None:
+        outcome, records = replay_dir(folder, trigger.mode)
+    else:
+        (tmp_path / "policy.cedar").write_text(trigger.cedar, "utf-8")
+        policy = read_policy(tmp_path / "policy.cedar")
+        outcome = replay(ReplayConfig(folder, trigger.mode, policy=policy))
+        records = build_records(outcome)
     assert code in codes_of(outcome)
     assert records.result["error_codes"] == codes_of(outcome)
     if code not in NEGATIVE_CASE_CODES:

@@ -108,6 +108,22 @@ EXPECTED = {
         '"modules": [',
         row=False,
     ),
+    "cedar_team_fixture_freeze": Expected(
+        frozenset(
+            {
+                # Replayed with fixtures/policies/team_sandbox.cedar (pyproject.toml): its
+                # release-freeze forbid contradicts the recorded allow of the fixture edit,
+                # which executed.
+                codes.VERDICT_SEMANTIC_MISMATCH,
+                codes.SIDE_EFFECT_SEMANTIC_MISMATCH,
+                codes.COLD_REPLAY_INVALID,
+            }
+        ),
+        codes.VERDICT_SEMANTIC_MISMATCH,
+        "req_safe_fixture_edit",
+        "policy_verdicts.json",
+        '"request_id": "req_safe_fixture_edit"',
+    ),
     "missing_verdict_row": Expected(
         frozenset(
             {

@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from conftest import FIXTURES, REPO, SCENARIOS
+from conftest import FIXTURES, REPO, SCENARIOS, project_policies
 from sandbox_replay.codes import REGISTRY
 from sandbox_replay.report.build import (
     BuildConfig,
@@ -43,7 +43,11 @@ def quiet(message: str) -> None:
 
 
 def build(paths: tuple[Path, ...], out: Path, epoch: int | None = None) -> BuildResult:
-    return build_site(BuildConfig(paths, out, source_date_epoch=epoch, cwd=REPO, progress=quiet))
+    # The project's policies, as `make run` builds the fixtures (the Cedar scenario's own).
+    config = BuildConfig(
+        paths, out, source_date_epoch=epoch, cwd=REPO, progress=quiet, policies=project_policies()
+    )
+    return build_site(config)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +150,8 @@ def test_passing_headlines(site: tuple[Path, BuildResult]) -> None:
     by_name = {r.name: r for r in result.runs}
     assert by_name["first_wave"].headline == (
         "All 6 verdicts re-derived; 4 blocks left no side effect; 2 rollbacks verified; "
-        "6/6 cold replays confirmed; 8/8 negative cases fired."
+        "6/6 cold replays confirmed; 8/8 negative cases fired; 1 of 7 rules never exercised: "
+        "rule:sandbox_policy_fail_closed_unrecognized_action."
     )
     assert by_name["exported_bundle"].status == "pass"
     assert by_name["exported_bundle"].headline.startswith("All 6 verdicts re-derived;")

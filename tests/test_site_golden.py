@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, project_policies
 from sandbox_replay.report.build import BuildConfig, build_site
 
 REFRESH = "run `make site` and commit site/"
@@ -23,7 +23,10 @@ def test_committed_site_matches_a_fresh_build(tmp_path: Path) -> None:
     assert (committed / "index.html").is_file(), f"site/ is missing: {REFRESH}"
     fresh = tmp_path / "site"
     # Paths on the pages are relative to the working directory: build as `make site` does.
-    build_site(BuildConfig((REPO / "fixtures",), fresh, cwd=REPO, progress=quiet))
+    config = BuildConfig(
+        (REPO / "fixtures",), fresh, cwd=REPO, progress=quiet, policies=project_policies()
+    )
+    build_site(config)
     want, have = _tree(fresh), _tree(committed)
     missing = sorted(set(want) - set(have))
     extra = sorted(set(have) - set(want))

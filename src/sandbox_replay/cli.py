@@ -18,6 +18,7 @@ from sandbox_replay.exports import ExportTargets, export_run, write_exports
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.policy import Policy, PolicyChoice, PolicyFileError, choose_policies
 from sandbox_replay.records import RunRecords, build_records, write_records
 from sandbox_replay.scan import (
     ForbiddenClassesError,
@@ -133,6 +134,30 @@ def read_forbidden_classes(path: Path | None) -> ForbiddenTable | None:
         raise usage_error(f"cannot read forbidden-classes table {path}: {error.strerror}") from None
 
 
+def read_policies(policy: Path | None, cedar_schema: Path | None) -> PolicyChoice:
+    """Read ``--policy``/``--cedar-schema`` or ``[tool.sandbox-replay]`` of ./pyproject.toml."""
+    try:
+        return choose_policies(policy, cedar_schema, Path.cwd())
+    except PolicyFileError as error:
+        raise usage_error(str(error)) from None
+
+
+def _shown_folder(folder: Path) -> str:
+    try:
+        return folder.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return folder.name
+
+
+def say_policy(policy: Policy, applies_to: str = "") -> None:
+    """Say which policy a replay derives with (nothing for the packaged table)."""
+    source = policy.source
+    progress(
+        f"policy: {source.kind} {source.policy_id} from {source.path} "
+        f"({source.rule_count} rules, {source.sha256[:19]}...){applies_to}"
+    )
+
+
 def extra_scanner(table: ForbiddenTable | None) -> ForbiddenScanner | None:
     """Return the scanner of the packaged table plus ``table``; None for the packaged one."""
     return scanner_with(table.classes) if table is not None else None
@@ -161,17 +186,23 @@ def _execute(
     limits: LoadLimits,
     jobs: int | None,
     forbidden_classes: Path | None,
+    policy_file: Path | None,
+    cedar_schema: Path | None,
 ) -> None:
     check_input_dir(input_dir)
     scanner = extra_scanner(read_forbidden_classes(forbidden_classes))
+    policy = read_policies(policy_file, cedar_schema).for_run(input_dir)
     check_out_dir(out_dir)
     if acceptance_out is not None:
         check_out_file(acceptance_out, "acceptance path")
     check_export_targets(targets)
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
+    if policy is not None:
+        say_policy(policy)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
-    outcome = replay(ReplayConfig(input_dir, mode, limits, scanner=scanner, progress=progress))
+    config = ReplayConfig(input_dir, mode, limits, policy, scanner=scanner, progress=progress)
+    outcome = replay(config)
     records = build_records(outcome)
     try:
         started = time.perf_counter()
@@ -277,6 +308,25 @@ ReplayJobsOpt = Annotated[
 ]
 
 
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--policy",
+        help="The policy to derive verdicts with: a .json table (sandbox-replay schema "
+        "policy_table) or a .cedar policy set; default: policy in [tool.sandbox-replay] "
+        "of ./pyproject.toml, else the packaged table.",
+        show_default=False,
+    ),
+]
+CedarSchemaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cedar-schema",
+        help="A Cedar schema the .cedar policy is validated against before any request "
+        "is evaluated.",
+        show_default=False,
+    ),
+]
 ForbiddenClassesOpt = Annotated[
     Path | None,
     typer.Option(
@@ -335,6 +385,8 @@ def run_fixture(
     max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
     jobs: ReplayJobsOpt = None,
     forbidden_classes: ForbiddenClassesOpt = None,
+    policy: PolicyOpt = None,
+    cedar_schema: CedarSchemaOpt = None,
 ) -> None:
     """Replay a fixture folder: the seven core files plus the eight negative-case files.
 
@@ -355,6 +407,8 @@ def run_fixture(
         limits,
         jobs,
         forbidden_classes,
+        policy,
+        cedar_schema,
     )
 
 
@@ -373,6 +427,8 @@ def run_bundle(
     max_string_chars: MaxStringOpt = _DEFAULT_LIMITS.max_string_chars,
     jobs: ReplayJobsOpt = None,
     forbidden_classes: ForbiddenClassesOpt = None,
+    policy: PolicyOpt = None,
+    cedar_schema: CedarSchemaOpt = None,
 ) -> None:
     """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
     the source-module manifest and the copied bodies under source_modules/.
@@ -383,7 +439,17 @@ def run_bundle(
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
     _execute(
-        input_dir, out_dir, InputMode.BUNDLE, card, None, targets, limits, jobs, forbidden_classes
+        input_dir,
+        out_dir,
+        InputMode.BUNDLE,
+        card,
+        None,
+        targets,
+        limits,
+        jobs,
+        forbidden_classes,
+        policy,
+        cedar_schema,
     )
 
 
@@ -561,6 +627,8 @@ def build(
         ),
     ] = False,
     forbidden_classes: ForbiddenClassesOpt = None,
+    policy: PolicyOpt = None,
+    cedar_schema: CedarSchemaOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -587,6 +655,7 @@ def build(
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
     table = read_forbidden_classes(forbidden_classes)
+    policies = read_policies(policy, cedar_schema)
     try:
         config = BuildConfig(
             tuple(paths),
@@ -599,14 +668,23 @@ def build(
             single_file=single_file,
             rebuild=rebuild,
             forbidden=table,
+            policies=policies,
         )
         result = build_site(config)
+        if policies.default is not None:
+            say_policy(policies.default, " for every run")
+        for folder, run_policy in policies.runs:
+            say_policy(run_policy, f" for runs under {_shown_folder(folder)}")
         # One SARIF run / test suite / summary section per run, named as the site names it.
         exported = []
         if targets.paths():
             summary = targets.markdown is not None
             runs = exported_runs(
-                config.paths, known=result.exports, summary=summary, scanner=extra_scanner(table)
+                config.paths,
+                known=result.exports,
+                summary=summary,
+                scanner=extra_scanner(table),
+                policies=policies,
             )
             exported = write_exports(targets, runs)
     except (BuildError, DiscoveryError, SchedulerError) as error:

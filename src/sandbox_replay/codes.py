@@ -254,6 +254,12 @@ ACTION_POLICY_SHAPE_MISMATCH = _r(
     S.HIGH,
     "A request's risk class is known but its action shape does not match the policy table.",
 )
+ACTION_POLICY_EVALUATION_ERROR = _r(
+    "SANDBOX_POLICY_ACTION_POLICY_EVALUATION_ERROR",
+    L.ACTION_REQUESTS,
+    S.HIGH,
+    "The policy in force could not be evaluated for a request, which derives to block.",
+)
 ACTION_RISK_COVERAGE_LOW = _r(
     "SANDBOX_POLICY_ACTION_RISK_COVERAGE_LOW",
     L.ACTION_REQUESTS,

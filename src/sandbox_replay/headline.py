@@ -5,6 +5,9 @@ its count and the ids it concerns, most fundamental first (the verdicts, then wh
 actions did, then recovery, then the record's own alarms and hygiene); it never reads as
 a bare "FAILED". The headline is computed from the (already redacted) result record, so
 every figure in it can be traced there.
+
+Both end with the rules of the policy in force that no request exercised, when there
+are any (FORMAT 6): no gap by the pass rule, but nothing in the evidence shows they hold.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer, Severity
 from sandbox_replay.lazyrows import column_of
+from sandbox_replay.policy_coverage import PolicyCoverage
 
 MAX_IDS = 3
 
@@ -169,6 +173,8 @@ class GapHeadline:
     # What the reader should know that is no gap: requests held to block by the
     # fail-closed rule because the policy does not recognise their shape (FORMAT 7.6).
     notices: tuple[str, ...] = ()
+    # The clause the text ends with naming the rules no request exercised ("" for none).
+    never_exercised: str = ""
 
 
 def _plural(count: int, one: str, many: str) -> str:
@@ -427,13 +433,18 @@ def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
-    """Return the headline of one run from its result record, its notices at the end."""
+    """Return the headline of one run from its result record.
+
+    Its notices come after the gaps, then the rules no request exercised.
+    """
     notices = _notices(result)
+    never = PolicyCoverage.of_record(result).never_exercised_text()
+    ending = [*notices, never] if never else list(notices)
     if result["status"] == "pass":
         text = _pass_text(result)
-        if notices:
-            text = text.removesuffix(".") + "; " + "; ".join(notices) + "."
-        return GapHeadline(text, True, (), notices)
+        if ending:
+            text = text.removesuffix(".") + "; " + "; ".join(ending) + "."
+        return GapHeadline(text, True, (), notices, never)
     effects = _Effects(result)
     verdict_gaps, named = _verdict_gaps(result, effects)
     gaps = [
@@ -444,5 +455,5 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     ]
     if not gaps:
         gaps = [f"blocked by the pass rule with {result['finding_count']} finding(s); see Layers"]
-    text = "; ".join([*gaps, *notices])
-    return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps), notices)
+    text = "; ".join([*gaps, *ending])
+    return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps), notices, never)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input, read_input, sha256_of
-from sandbox_replay.policy import Derivation, PolicyTable
+from sandbox_replay.policy import Derivation, Policy
 
 
 class InputMode(StrEnum):
@@ -101,7 +101,7 @@ class RunInputs:
 
     root: Path
     mode: InputMode
-    table: PolicyTable
+    policy: Policy
     files: dict[str, LoadedFile]
     extra_files: dict[str, LoadedFile] = field(default_factory=dict)
     requests: list[RowRef] = field(default_factory=list)
@@ -146,10 +146,10 @@ def _row_refs(loaded: LoadedFile, positions: list[int]) -> list[RowRef]:
     return list(map(tuple.__new__, repeat(RowRef), fields))
 
 
-def _derive_all(table: PolicyTable, requests: Mapping[str, RowRef]) -> dict[str, Derivation]:
-    """Derive every request (once per distinct shape: ``PolicyTable.derive_each``)."""
+def _derive_all(policy: Policy, requests: Mapping[str, RowRef]) -> dict[str, Derivation]:
+    """Derive every request (once per distinct shape: ``Policy.derive_each``)."""
     rows = [ref.row for ref in requests.values()]
-    return dict(zip(requests, table.derive_each(rows), strict=True))
+    return dict(zip(requests, policy.derive_each(rows), strict=True))
 
 
 BytesHook = Callable[[str, bytes], None]
@@ -248,7 +248,7 @@ def _load_largest_first(
 def load_run(
     root: Path,
     mode: InputMode,
-    table: PolicyTable,
+    policy: Policy,
     limits: LoadLimits,
     extra: Mapping[str, str | None] | None = None,
     on_bytes: BytesHook = lambda name, raw: None,
@@ -266,7 +266,7 @@ def load_run(
         names.update(BUNDLE_FILES)
     files = _load_largest_first(root, names, limits, on_bytes)
     extra_files = _load_largest_first(root, extra or {}, limits, on_bytes)
-    run = RunInputs(root, mode, table, files, extra_files)
+    run = RunInputs(root, mode, policy, files, extra_files)
     lists = (ACTION_REQUESTS, POLICY_VERDICTS, SIDE_EFFECT_RECEIPTS, ROLLBACK_RECEIPTS, COLD_REPLAY)
     positions = list(range(max(len(files[name].rows) for name in lists)))
     run.requests = _row_refs(files[ACTION_REQUESTS], positions)
@@ -279,5 +279,5 @@ def load_run(
     run.effect_by_request = _index_by(run.effects, "request_id")
     run.rollback_by_id = _index_by(run.rollbacks, "rollback_id")
     run.replay_by_request = _index_by(run.replays, "request_id")
-    run.derivations = _derive_all(table, run.request_by_id)
+    run.derivations = _derive_all(policy, run.request_by_id)
     return run

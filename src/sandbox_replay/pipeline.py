@@ -31,7 +31,7 @@ from sandbox_replay.layers import (
 )
 from sandbox_replay.layers.base import LayerResult, forget_shared
 from sandbox_replay.loader import LoadLimits
-from sandbox_replay.policy import PolicyTable, default_table
+from sandbox_replay.policy import Policy, default_table
 from sandbox_replay.scan import ForbiddenScanner, ScanHit, ScanReport
 from sandbox_replay.trace import Trace, build_trace
 
@@ -43,7 +43,8 @@ class ReplayConfig:
     input_dir: Path
     mode: InputMode
     limits: LoadLimits = field(default_factory=LoadLimits)
-    table: PolicyTable | None = None
+    # The policy in force; the packaged table when None.
+    policy: Policy | None = None
     scanner: ForbiddenScanner | None = None
     # Told one line per phase (load, layers, trace) with its figures and time, for a long run.
     progress: Callable[[str], None] | None = field(default=None, compare=False)
@@ -191,12 +192,12 @@ def replay(config: ReplayConfig) -> Replay:
 
 
 def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Replay:
-    table = config.table or default_table()
+    policy = config.policy or default_table()
     collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
     started = time.perf_counter()
-    run = load_run(config.input_dir, config.mode, table, config.limits, extra, collector)
+    run = load_run(config.input_dir, config.mode, policy, config.limits, extra, collector)
     for loaded in run.all_files():
         if loaded.name in collector.escaped and loaded.data is not None:
             collector.scan_decoded(loaded.name, loaded.data)

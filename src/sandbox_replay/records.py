@@ -58,7 +58,7 @@ from sandbox_replay.layers.rows import (
 from sandbox_replay.layers.verdicts import derivation_passes
 from sandbox_replay.lazyrows import LazyRows
 from sandbox_replay.pipeline import Replay
-from sandbox_replay.policy import Derivation
+from sandbox_replay.policy import Derivation, coverage
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SCHEMA_VERSION = "sandbox-replay.result/1"
@@ -488,6 +488,8 @@ def build_result(replay: Replay) -> dict[str, Any]:
         "authority_ceiling": dict(AUTHORITY_CEILING),
         "public_agent_execution_trace": replay.trace.to_record(),
         "risk_classes": risk_classes,
+        "policy_source": run.policy.source.record(),
+        "policy_coverage": coverage(run.policy, run.derivations),
         **_counts(replay),
         "source_module_manifest_status": modules.status if modules else "not_applicable",
         "source_modules": [
@@ -633,7 +635,9 @@ def build_card(result: Mapping[str, Any]) -> dict[str, Any]:
         "forbidden_material_hit_count": result["secret_exclusion_scan"]["blocking_hit_count"],
     }
     card["authority_boundary"] = result["authority_ceiling"]
+    card["policy_source"] = result["policy_source"]
     shown = {
+        "policy_source",
         *CARD_KEYS,
         "error_codes",
         "finding_count",

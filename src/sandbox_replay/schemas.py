@@ -421,6 +421,30 @@ class RowRecord(OutputModel):
     line: Annotated[int, Field(ge=1)] | None
 
 
+class PolicySourceRecord(OutputModel):
+    """Which policy was in force (FORMAT 6)."""
+
+    kind: Literal["table", "cedar"]
+    id: str
+    sha256: Sha256Ref
+    rule_count: Count
+
+
+class PolicyRuleCoverage(OutputModel):
+    """One rule of the policy in force and how many requests it determined."""
+
+    rule_ref: str
+    verdict: Literal["allow", "warn", "block", "review"]
+    request_count: Count
+
+
+class PolicyCoverageRecord(OutputModel):
+    """Policy coverage (FORMAT 6): every rule, and those no request exercised."""
+
+    rules: list[PolicyRuleCoverage]
+    unexercised_rule_refs: list[str]
+
+
 class DerivedVerdictRecord(OutputModel):
     """One request's derived verdict beside the declared one."""
 
@@ -456,6 +480,8 @@ class ResultRecord(OutputModel):
     authority_ceiling: dict[str, Literal[False]]
     public_agent_execution_trace: TraceRecord
     risk_classes: list[str]
+    policy_source: PolicySourceRecord
+    policy_coverage: PolicyCoverageRecord
     action_request_count: Count
     policy_verdict_count: Count
     allow_count: Count
@@ -486,6 +512,58 @@ class ResultRecord(OutputModel):
 
 
 # ---------------------------------------------------------------------------------------
+# A team's policy table (``--policy FILE.json``, FORMAT 6)
+
+Verdict = Literal["allow", "warn", "block", "review"]
+
+
+class PolicyTableRule(BaseModel):
+    """One rule: a risk class, the action shape it requires, and what it derives."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    risk_class: Text
+    action_kind: Text
+    requested_capability: Text
+    source_trust_label: Text
+    verdict: Verdict
+    rule_ref: Text
+
+
+class PolicyTableFailClosed(BaseModel):
+    """What anything unrecognised derives to: always block."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal["block"]
+    rule_ref: Text
+
+
+class PolicyTableFile(BaseModel):
+    """A policy table given with ``--policy FILE.json``; the packaged one has this shape."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    table_id: Text
+    fail_closed: PolicyTableFailClosed
+    rules: Annotated[list[PolicyTableRule], Field(min_length=1)]
+
+
+def check_policy_table(document: Any) -> str | None:
+    """Return what is wrong with a policy table's document (one line), or None if valid."""
+    from pydantic import ValidationError
+
+    try:
+        PolicyTableFile.model_validate(document, strict=True)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        return f"{where}: {first['msg']}{more}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------
 # Generation
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
@@ -500,6 +578,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "source_module_manifest": SourceModuleManifest,
     "negative_case": NegativeCase,
     "result": ResultRecord,
+    "policy_table": PolicyTableFile,
 }
 
 

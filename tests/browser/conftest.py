@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, project_policies
 from sandbox_replay.report.build import BuildConfig, build_site
 
 if TYPE_CHECKING:
@@ -137,7 +137,10 @@ class PageLog:
 def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh build of the built-in fixtures, as `make site` builds it."""
     out = tmp_path_factory.mktemp("browser") / "site"
-    build_site(BuildConfig((REPO / "fixtures",), out, cwd=REPO, progress=lambda _: None))
+    config = BuildConfig(
+        (REPO / "fixtures",), out, cwd=REPO, progress=lambda _: None, policies=project_policies()
+    )
+    build_site(config)
     return out
 
 

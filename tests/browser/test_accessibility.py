@@ -20,6 +20,7 @@ PAGES = {
     "passing run": "runs/first_wave/index.html",
     "failing run": "runs/allow_network_exfil_executed/index.html",
     "catalog": "codes/index.html",
+    "policy coverage": "policy/index.html",
 }
 BLOCKING_IMPACTS = {"serious", "critical"}
 

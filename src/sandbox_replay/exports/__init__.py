@@ -31,6 +31,7 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.negative_cases import NegativeCaseOutcome
 from sandbox_replay.pipeline import Replay
+from sandbox_replay.policy_coverage import PolicyCoverage
 from sandbox_replay.records import COUNT_KEYS, build_result, redact
 
 # The result record's counts the Markdown summary's pipeline chart shows, and the trace's.
@@ -43,11 +44,13 @@ class ExportFacts:
     """What the exports show of one replayed run, already redacted.
 
     ``layers`` are the replay's layers without their counts; ``counts`` are the record's
-    ``CHART_COUNTS``; ``headline`` is the gap headline's text (for the Markdown summary),
-    None when the facts were made without it (``ExportFacts.of``). Nothing here but the
-    findings' texts, the bundle id and the headline comes from the inputs: read back from
-    a status file, which anyone may have edited, those are escaped by every exporter as
-    any input text is, and the rest is checked for type.
+    ``CHART_COUNTS``; ``policy`` is the policy in force and its coverage (the Markdown
+    summary names the rules no request exercised); ``headline`` is the gap headline's
+    text (for the Markdown summary), None when the facts were made without it
+    (``ExportFacts.of``). Nothing here but the findings' texts, the bundle id, the
+    headline and the policy's id and rule refs (from the user's policy file) comes from
+    the inputs: read back from a status file, which anyone may have edited, those are
+    escaped by every exporter as any input text is, and the rest is checked for type.
     """
 
     status: str
@@ -56,6 +59,7 @@ class ExportFacts:
     layers: tuple[LayerResult, ...]
     negative: NegativeCaseOutcome | None
     counts: Mapping[str, int]
+    policy: PolicyCoverage
     headline: str | None = None
 
     @property
@@ -107,6 +111,7 @@ class ExportFacts:
             layers=tuple(LayerResult(r.layer, list(r.findings), {}, r.ran) for r in shown.layers),
             negative=shown.negative,
             counts=counts,
+            policy=PolicyCoverage.of_record(record),
             headline=headline if summary else None,
         )
 
@@ -131,6 +136,7 @@ class ExportFacts:
                 else {"observed": negative.observed, "missing": negative.missing}
             ),
             "counts": dict(self.counts),
+            "policy": self.policy.to_json(),
             "headline": self.headline,
         }
 
@@ -168,6 +174,7 @@ class ExportFacts:
                 )
             ),
             counts={key: _number(counts[key]) for key in CHART_COUNTS},
+            policy=PolicyCoverage.from_json(data["policy"]),
             headline=_optional_text(data["headline"]),
         )
 

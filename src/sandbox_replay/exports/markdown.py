@@ -2,14 +2,16 @@
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
 of every run (status, requests, findings), then per run: a heading with the run's name and
-status, its gap headline (``headline``: what the record claimed against what replayed), a layer status
+status, its gap headline (``headline``: what the record claimed against what replayed), the
+policy in force with the rules no request exercised (at most ``MAX_RULES`` named), a layer status
 table, the top findings (at most ``MAX_FINDINGS``, most severe first, each code linking
 to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermaid`` block.
 
 Every input-derived value goes through ``md_text``: HTML's ``& < >`` become entities,
 every other ASCII punctuation character is backslash-escaped (so no input can open a
 link, an image, emphasis, a code span or a table cell), line breaks become spaces, and
-control and bidi characters are shown as ``<U+XXXX>``. Only the tool's own strings (codes,
+control and bidi characters are shown as ``<U+XXXX>``. The policy's id and rule refs, from the
+user's policy file, are escaped the same way. Only the tool's own strings (codes,
 layer titles, counts) are written unescaped, and the Mermaid block holds no input value.
 """
 
@@ -29,9 +31,12 @@ from sandbox_replay.findings import Finding
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.policy_coverage import PolicyCoverage
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
+# Never-exercised rules named per run before "and N more" (the site's policy page lists all).
+MAX_RULES = 20
 # The site page holding the finding-code catalog, relative to the site root.
 CATALOG_PAGE = "codes/index.html"
 MAX_TEXT = 200
@@ -207,6 +212,20 @@ def _layer_mark(layer: LayerResult, facts: ExportFacts) -> str:
     return STATUS_MARK.get(layer.status, md_text(layer.status))
 
 
+def policy_line(policy: PolicyCoverage) -> str:
+    """Name the policy in force and the rules of it that no request exercised."""
+    shown = f"Policy {md_text(policy.kind)} {md_text(policy.policy_id)} ({md_text(policy.sha256)})"
+    unexercised = policy.unexercised
+    total = len(policy.rules)
+    in_force = f"{total} {'rule' if total == 1 else 'rules'} in force"
+    if not unexercised:
+        return f"{shown}: each of its {in_force} determined at least one request."
+    named = ", ".join(md_text(ref) for ref in unexercised[:MAX_RULES])
+    if len(unexercised) > MAX_RULES:
+        named += f" and {len(unexercised) - MAX_RULES} more"
+    return f"{shown}: {len(unexercised)} of {in_force} never exercised: {named}."
+
+
 def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
     facts = run.facts
     if facts.headline is None:
@@ -218,6 +237,8 @@ def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
         "",
         f"Input `{facts.input_mode.value}`, bundle {md_text(facts.bundle_id)}, "
         f"folder {md_text(run.source_root or '.')}.",
+        "",
+        policy_line(facts.policy),
         "",
     ]
     layer_rows = [

@@ -107,9 +107,22 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "action_request",
             )
-    # Only a string equals a rule's risk class, so the non-strings drop out.
+        if derivation.error_policy_ids:
+            result.add_for_row(
+                codes.ACTION_POLICY_EVALUATION_ERROR,
+                f"{request_id}: evaluating policy {describe(derivation.error_policy_ids)} "
+                f"failed; derives to block by {derivation.rule_ref}",
+                FLOOR,
+                ref,
+                "request_id",
+                "action_request",
+            )
     risk_classes = scan.columns["risk_class"]
-    recognized = {name for name in run.table.rules if name in risk_classes}
+    decided = (
+        (run.request_by_id[request_id].get("risk_class"), derivation)
+        for request_id, derivation in run.derivations.items()
+    )
+    recognized = run.policy.recognized_classes(risk_classes, decided)
     if len(recognized) < MIN_RISK_CLASSES:
         result.add(
             codes.ACTION_RISK_COVERAGE_LOW,

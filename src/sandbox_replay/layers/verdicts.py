@@ -38,14 +38,14 @@ _SCAN_READ = ("verdict", "policy_version", "rule_refs", "approval_ref")
 
 
 def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None) -> bool:
-    """Say whether a verdict row matches the derived verdict and cites the derived rule."""
+    """Say whether a verdict row matches the derived verdict and cites a derived rule."""
     if verdict is None:
         return False
     refs = verdict.get("rule_refs")
     return (
         verdict.get("verdict") == derivation.verdict
         and isinstance(refs, list)
-        and derivation.rule_ref in refs
+        and any(ref in refs for ref in derivation.determining)
     )
 
 
@@ -117,7 +117,7 @@ def declared_mismatch_count(run: RunInputs, scan: FloorScan) -> int:
     a string, which matches no verdict and no request).
     """
     derived = {request_id: d.verdict for request_id, d in run.derivations.items()}
-    fallback = repeat(run.table.fail_closed_verdict)
+    fallback = repeat(run.policy.fail_closed_verdict)
     expected = map(derived.get, scan.columns["request_id"], fallback)
     return sum(map(ne, scan.columns["verdict"], expected))
 

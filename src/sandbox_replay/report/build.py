@@ -40,7 +40,8 @@ Site layout (all links relative, so it opens from ``file://`` or any static host
 record, byte for byte as ``run`` writes it); for a run with more than ``views.PAGE_ROWS``
 join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
 ``runs/<run>/findings/page-NNNN.html`` and ``runs/<run>/trace/page-NNNN.html``;
-``codes/index.html``; ``build-status.json`` (``incremental``); ``assets/site.css`` and
+``codes/index.html``; ``policy/index.html`` (every rule of each policy in force, a column
+per run); ``build-status.json`` (``incremental``); ``assets/site.css`` and
 ``assets/site.js``; with ``--single-file``, ``single/<run>.html`` (``single_file.py``); and
 ``manifest.json``:
 
@@ -63,6 +64,7 @@ import ctypes
 import filecmp
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -80,6 +82,7 @@ from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import usable_cpus
 from sandbox_replay.loader import open_regular
+from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, discover_runs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
@@ -93,7 +96,12 @@ from sandbox_replay.report.parallel import (
 )
 from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.single_file import single_file_pages
-from sandbox_replay.report.site_views import RunSummary, build_catalog_view, build_index_view
+from sandbox_replay.report.site_views import (
+    RunSummary,
+    build_catalog_view,
+    build_index_view,
+    build_policy_view,
+)
 from sandbox_replay.report.views import plural
 from sandbox_replay.scan import ForbiddenTable
 from sandbox_replay.version import TOOL_NAME, __version__
@@ -122,6 +130,8 @@ class BuildConfig:
     rebuild: bool = False
     # A user's forbidden-classes table, scanned for besides the packaged one.
     forbidden: ForbiddenTable | None = None
+    # The policies the runs are replayed with (the packaged table where none is given).
+    policies: PolicyChoice = field(default_factory=PolicyChoice)
 
 
 @dataclass(frozen=True)
@@ -211,7 +221,10 @@ def build_site(config: BuildConfig) -> BuildResult:
     shown_time = build_time or "not recorded (SOURCE_DATE_EPOCH was not set)"
     forbidden = config.forbidden
     settings = incremental.settings_hash(
-        config.templates, shown_time, forbidden.sha256 if forbidden else ""
+        config.templates,
+        shown_time,
+        forbidden.sha256 if forbidden else "",
+        _policies_digest(runs, config.policies),
     )
     extra = forbidden.classes if forbidden else ()
     # With rebuild, the last build's status is ignored, so every run is replayed afresh.
@@ -243,13 +256,31 @@ def build_site(config: BuildConfig) -> BuildResult:
             old = previous.get(tuple(keys[run.name].values())) if previous else None
             if old is None:
                 if config.scheduler is None:
-                    tasks.append(RunTask(run, config.templates, shown_time, staging, extra))
+                    tasks.append(
+                        RunTask(
+                            run,
+                            config.templates,
+                            shown_time,
+                            staging,
+                            extra,
+                            policy=config.policies.for_run(run.path),
+                        )
+                    )
                 else:
                     # A worker reads the inputs itself, from its own working directory, and
                     # returns the pages: absolute paths, no staging folder.
                     remote = replace(run, path=run.path.resolve())
                     templates = config.templates.resolve() if config.templates else None
-                    tasks.append(RunTask(remote, templates, shown_time, None, extra))
+                    tasks.append(
+                        RunTask(
+                            remote,
+                            templates,
+                            shown_time,
+                            None,
+                            extra,
+                            policy=config.policies.for_run(run.path),
+                        )
+                    )
                 continue
             for path in old.files:
                 reuse_file(staging, path, out_dir)
@@ -306,12 +337,14 @@ def build_site(config: BuildConfig) -> BuildResult:
         ordered = [summaries[run.name] for run in runs]
         index = build_index_view(ordered, shown_time, __version__)
         catalog = build_catalog_view(ordered, shown_time, __version__)
+        policy = build_policy_view(ordered, shown_time, __version__)
         renderer = Renderer(config.templates)
         pages.add("index.html", renderer.render("index.html", view=index))
         pages.add("codes/index.html", renderer.render("codes.html", view=catalog))
+        pages.add("policy/index.html", renderer.render("policy.html", view=policy))
         for asset in ASSETS:
             pages.add(asset, renderer.asset(asset))
-        manifest = _manifest(runs, ordered, build_time, forbidden)
+        manifest = _manifest(runs, ordered, build_time, forbidden, config.policies)
         if config.single_file:  # see report/single_file.py
             single = single_file_pages(
                 [run.name for run in runs],
@@ -387,17 +420,42 @@ def _run_keys(runs: Sequence[DiscoveredRun]) -> _Hashed:
     return hashed
 
 
+def _policies_digest(runs: Sequence[DiscoveredRun], policies: PolicyChoice) -> str:
+    """Digest which policy each run is replayed with ("" when every run has the packaged one).
+
+    By each run's shown path and the policy file's sha256, so it does not depend on where
+    the folders are: a site rebuilt elsewhere (``verify``) hashes the same.
+    """
+    chosen = []
+    for run in runs:
+        policy = policies.for_run(run.path)
+        if policy is not None:
+            chosen.append([run.display_path, policy.source.kind, policy.source.sha256])
+    if not chosen:
+        return ""
+    return hashlib.sha256(json.dumps(chosen).encode()).hexdigest()
+
+
 def _manifest(
     runs: Sequence[DiscoveredRun],
     summaries: Sequence[RunSummary],
     build_time: str | None,
     forbidden: ForbiddenTable | None,
+    policies: PolicyChoice,
 ) -> dict[str, object]:
     table = (
         {"forbidden_classes": {"path": forbidden.path, "sha256": forbidden.sha256}}
         if forbidden is not None
         else {}
     )
+
+    def policy_of(run: DiscoveredRun) -> dict[str, object]:
+        policy = policies.for_run(run.path)
+        if policy is None:
+            return {}
+        source = policy.source
+        return {"policy": {**source.record(), "path": source.path}}
+
     return {
         "schema_version": SITE_SCHEMA,
         "tool": {"name": TOOL_NAME, "version": __version__},
@@ -413,6 +471,7 @@ def _manifest(
                 "result": f"runs/{summary.name}/result.json",
                 "result_sha256": summary.result_sha256,
                 "input_digests": dict(summary.input_digests),
+                **policy_of(run),
             }
             for run, summary in zip(runs, summaries, strict=True)
         ],

@@ -19,6 +19,7 @@ from pathlib import Path
 from sandbox_replay import pipeline
 from sandbox_replay.exports import ExportFacts, ExportRun, export_run, source_root_of
 from sandbox_replay.inputs import BUNDLE_MANIFEST, CORE_FILES, InputMode
+from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.scan import ForbiddenScanner
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
@@ -126,6 +127,7 @@ def exported_runs(
     *,
     summary: bool = True,
     scanner: ForbiddenScanner | None = None,
+    policies: PolicyChoice | None = None,
 ) -> list[ExportRun]:
     """Return every run ``build`` finds under ``paths`` for the exports, named as the site
     names them.
@@ -137,7 +139,9 @@ def exported_runs(
     for run in discover_runs(paths, cwd):
         facts = (known or {}).get(run.name)
         if facts is None:
-            outcome = pipeline.replay(pipeline.ReplayConfig(run.path, run.mode, scanner=scanner))
+            policy = policies.for_run(run.path) if policies is not None else None
+            config = pipeline.ReplayConfig(run.path, run.mode, policy=policy, scanner=scanner)
+            outcome = pipeline.replay(config)
             runs.append(export_run(run.name, outcome, cwd, summary=summary))
         else:
             runs.append(ExportRun(run.name, facts, source_root_of(run.path, cwd)))

@@ -2,7 +2,8 @@
 
 A run is reused when nothing that shapes its pages changed: the same tool version, the
 same templates and assets (built-in and ``--templates``), the same build time, the same
-``--forbidden-classes`` table (or none), and the same content of every file under its input folder, read under the same name and path.
+``--forbidden-classes`` table (or none), the same policies (``--policy``, the project's
+``[tool.sandbox-replay]``), and the same content of every file under its input folder, read under the same name and path.
 Any change to the first three rebuilds every run. Times and mtimes play no part.
 
 The status file ``build-status.json`` at the root of the site records this (written with
@@ -14,7 +15,7 @@ The status file ``build-status.json`` at the root of the site records this (writ
      "runs": [{"name", "source_path", "mode",
                "inputs_sha256": "<hex over each file's relative path and bytes>",
                "files": [<site-relative paths of this run's pages, sorted>],
-               "summary": {<what the index, catalog and manifest need of the run>},
+               "summary": {<what the index, catalog, policy page and manifest need of the run>},
                "exports": {<what the exports show of the run: exports.ExportFacts>}}]}
 
 A status file that is missing, unreadable or of another format is ignored (a full build).
@@ -40,7 +41,7 @@ from sandbox_replay.report.site_views import RunSummary
 from sandbox_replay.version import __version__
 
 STATUS_FILE = "build-status.json"
-STATUS_FORMAT = 2  # 2: each run's export facts
+STATUS_FORMAT = 3  # 2: each run's export facts; 3: its policy and coverage
 _CHUNK = 1 << 20
 
 
@@ -63,11 +64,14 @@ def _walk_package(node: Traversable, prefix: str) -> Iterable[tuple[str, bytes]]
             yield name, child.read_bytes()
 
 
-def settings_hash(templates: Path | None, shown_time: str, forbidden_sha256: str = "") -> str:
-    """Hash everything global that shapes the pages: version, templates, assets, time, and
-    the digest of a user's forbidden-classes table ("" for none)."""
+def settings_hash(
+    templates: Path | None, shown_time: str, forbidden_sha256: str = "", policies: str = ""
+) -> str:
+    """Hash everything global that shapes the pages: version, templates, assets, time, the
+    digest of a user's forbidden-classes table and that of the policies given ("" for
+    none: ``PolicyChoice.digest``). A changed policy rebuilds every run."""
     digest = hashlib.sha256()
-    digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0".encode())
+    digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0{policies}\0".encode())
     for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     if templates is not None:

@@ -31,6 +31,7 @@ from typing import Any
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, replay
+from sandbox_replay.policy import Policy
 from sandbox_replay.records import RunRecords, build_records
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
@@ -59,6 +60,8 @@ class RunTask:
     # A user's forbidden classes, scanned for besides the packaged ones.
     forbidden: tuple[ForbiddenClass, ...] = ()
     page_jobs: int = 1
+    # The policy in force for this run; None for the packaged table.
+    policy: Policy | None = None
     # Told each phase of the run as it ends, for a lone run built here (one that takes
     # long enough to need it); never sent to another process.
     progress: Callable[[str], None] | None = field(default=None, compare=False)
@@ -139,7 +142,9 @@ def build_run(task: RunTask) -> RunBuilt:
     """
     started = time.perf_counter()
     scanner = scanner_with(task.forbidden) if task.forbidden else None
-    config = ReplayConfig(task.run.path, task.run.mode, scanner=scanner, progress=_phases(task))
+    config = ReplayConfig(
+        task.run.path, task.run.mode, policy=task.policy, scanner=scanner, progress=_phases(task)
+    )
     return _build_run(task, config, started)
 
 

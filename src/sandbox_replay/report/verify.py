@@ -15,7 +15,9 @@ inputs root (the working directory unless given). Then:
 
 A site built with ``--forbidden-classes`` records that table's path (relative to the
 inputs root) and digest; the rebuild scans with it, and a table missing, unreadable or
-changed since the build is a difference.
+changed since the build is a difference. So is a run's policy (``--policy``, the
+project's ``[tool.sandbox-replay]``): each run's recorded policy file is read again at
+its path, must have its recorded sha256, and the run is re-derived with it.
 
 Whatever cannot be checked fails (inputs not found, an unreadable manifest, another tool
 version). Each difference is one line; the lines come in the order above, runs and paths
@@ -39,6 +41,7 @@ from typing import Any
 
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.loader import open_regular
+from sandbox_replay.policy import Policy, PolicyChoice, PolicyFileError, read_policy
 from sandbox_replay.report.build import MANIFEST, SITE_SCHEMA, BuildConfig, BuildError, build_site
 from sandbox_replay.report.discover import DiscoveryError
 from sandbox_replay.report.parallel import SchedulerError
@@ -83,6 +86,9 @@ class _Run:
     result_sha256: str
     input_digests: Mapping[str, str]
     single_file: bool
+    # The policy file it was replayed with (path relative to the inputs root, sha256);
+    # None for the packaged table.
+    policy: tuple[str, str] | None = None
 
 
 # Every file is opened with ``open_regular``: a symlink or FIFO swapped in after the site's
@@ -160,9 +166,52 @@ def read_manifest(site_dir: Path) -> tuple[dict[str, Any], list[_Run]]:
                 result_sha256=_text(entry, "result_sha256"),
                 input_digests=digests,
                 single_file="single_file" in entry,
+                policy=_policy_entry(entry),
             )
         )
     return manifest, runs
+
+
+def _policy_entry(entry: Mapping[str, Any]) -> tuple[str, str] | None:
+    recorded = entry.get("policy")
+    if recorded is None:
+        return None
+    path = recorded.get("path") if isinstance(recorded, dict) else None
+    digest = recorded.get("sha256") if isinstance(recorded, dict) else None
+    if not isinstance(path, str) or not _inside(path) or not isinstance(digest, str):
+        raise VerifyError(
+            f"{MANIFEST}: run {_text(entry, 'name')!r} has a policy without a valid path and sha256"
+        )
+    return path, digest
+
+
+def _policies(runs: list[_Run], root: Path) -> tuple[PolicyChoice, list[str]]:
+    """Return the policies the site's runs were replayed with, and what is wrong with them.
+
+    Each run's policy is the file at its recorded path; one that cannot be read or has
+    changed since the build is a difference, and that run is rebuilt with the packaged
+    table instead (so its pages differ too).
+    """
+    chosen: list[tuple[Path, Policy]] = []
+    differences: list[str] = []
+    read: dict[str, Policy | None] = {}
+    for run in sorted(runs, key=lambda r: r.name):
+        if run.policy is None:
+            continue
+        path, digest = run.policy
+        if path not in read:
+            try:
+                read[path] = read_policy(root / path)
+            except PolicyFileError:
+                read[path] = None
+        policy = read[path]
+        if policy is None:
+            differences.append(f"policy not readable as the build read it: {path} (run {run.name})")
+        elif policy.source.sha256 != digest:
+            differences.append(f"policy changed since the site was built: {path} (run {run.name})")
+        else:
+            chosen.append(((root / run.source_path).resolve(), policy))
+    return PolicyChoice(None, tuple(chosen)), differences
 
 
 def _epoch(build_time: object) -> int | None:
@@ -247,6 +296,7 @@ def _rebuild(
     epoch: int | None,
     single: bool,
     forbidden: ForbiddenTable | None,
+    policies: PolicyChoice,
 ) -> None:
     root = config.inputs_root or Path.cwd()
     build_site(
@@ -260,6 +310,7 @@ def _rebuild(
             jobs=config.jobs,
             single_file=single,
             forbidden=forbidden,
+            policies=policies,
         )
     )
 
@@ -289,6 +340,8 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     epoch = _epoch(manifest.get("build_time"))
     forbidden, table_differences = _forbidden_table(manifest, root)
     differences.extend(table_differences)
+    policies, policy_differences = _policies(runs, root)
+    differences.extend(policy_differences)
 
     folders: list[Path] = []
     missing: list[str] = []
@@ -317,7 +370,7 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     try:
         try:
             single = any(r.single_file for r in runs)
-            _rebuild(config, folders, out, epoch, single, forbidden)
+            _rebuild(config, folders, out, epoch, single, forbidden, policies)
         except (BuildError, DiscoveryError, SchedulerError) as error:
             differences.append(f"site could not be rebuilt from its inputs: {error}")
             return _report(runs, 0, differences)

@@ -1,4 +1,5 @@
-"""The calibration tables: declared against derived verdicts, and the negative cases."""
+"""The calibration tables: declared against derived verdicts, the negative cases, and the
+policy's coverage (every rule in force and how many requests it determined)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,21 @@ from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
 from sandbox_replay.lazyrows import column_of
 from sandbox_replay.policy import VERDICTS
+from sandbox_replay.policy_coverage import PolicyCoverage
 from sandbox_replay.report import charts
 from sandbox_replay.report.views.base import RunBase
-from sandbox_replay.report.views.common import CORE_VERDICTS, MAIN_PAGE, Badge, code_href, plural
+from sandbox_replay.report.views.common import (
+    CORE_VERDICTS,
+    MAIN_PAGE,
+    Badge,
+    code_href,
+    plural,
+    policy_kind_label,
+    verdict_css,
+)
 from sandbox_replay.report.views.models import (
+    CoverageRow,
+    CoverageView,
     FindingLink,
     MatrixCell,
     MatrixRow,
@@ -102,3 +114,29 @@ class Calibration(RunBase):
                 )
             )
         return tuple(rows)
+
+    def coverage(self) -> CoverageView:
+        """Every rule of the policy in force with the requests it determined, zero marked."""
+        policy = PolicyCoverage.of_record(self.result)
+        rows = tuple(
+            CoverageRow(
+                rule_ref=rule.rule_ref,
+                verdict=rule.verdict,
+                verdict_css=verdict_css(rule.verdict),
+                request_count=rule.request_count,
+                never=not rule.request_count,
+                css="" if rule.request_count else "row-never",
+            )
+            for rule in policy.rules
+        )
+        never = len(policy.unexercised)
+        summary = (
+            f"{plural(len(rows), 'rule')} in force under the {policy_kind_label(policy.kind)} "
+            f"{policy.policy_id}; "
+            + (
+                f"{never} never exercised by this run's requests."
+                if never
+                else "each determined at least one of this run's requests."
+            )
+        )
+        return CoverageView(summary, rows, f"{self.root_of(MAIN_PAGE)}policy/index.html")

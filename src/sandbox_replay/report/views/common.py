@@ -26,6 +26,8 @@ ACTIONS_FILE = "action_requests.json"
 CORE_VERDICTS = ("allow", "block", "review")
 TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
 MODE_LABELS = {InputMode.FIXTURE: "fixture", InputMode.BUNDLE: "bundle"}
+# How each kind of policy file is named on the pages (FORMAT 6).
+POLICY_KINDS = {"table": "policy table", "cedar": "Cedar policy set"}
 STATUS_LABELS = {
     "pass": "Pass",
     "blocked": "Blocked",
@@ -48,6 +50,7 @@ class Chrome:
     js_href: str
     index_href: str
     codes_href: str
+    policy_href: str
     active: str
     build_time: str
     tool_version: str
@@ -62,6 +65,7 @@ def chrome(title: str, root: str, active: str, build_time: str, version: str) ->
         js_href=f"{root}assets/site.js",
         index_href=f"{root}index.html",
         codes_href=f"{root}codes/index.html",
+        policy_href=f"{root}policy/index.html",
         active=active,
         build_time=build_time,
         tool_version=version,
@@ -146,6 +150,15 @@ def _texts(values: list[Any]) -> list[str]:
 def _are_true(values: list[Any]) -> list[bool]:
     """Return ``[v is True for v in values]``."""
     return list(map(is_, values, repeat(True)))
+
+
+def policy_kind_label(kind: str) -> str:
+    return POLICY_KINDS.get(kind, kind)
+
+
+def verdict_css(verdict: str) -> str:
+    """Return the CSS class of a verdict shown with its marker ("" for an unknown one)."""
+    return f"v-{verdict}" if verdict in VERDICTS else ""
 
 
 def plural(count: int, one: str, many: str | None = None) -> str:

@@ -110,6 +110,27 @@ class NegativeRow:
 
 
 @dataclass(frozen=True)
+class CoverageRow:
+    """One rule of the policy in force and how many of this run's requests it determined."""
+
+    rule_ref: str
+    verdict: str
+    verdict_css: str
+    request_count: int
+    never: bool
+    css: str
+
+
+@dataclass(frozen=True)
+class CoverageView:
+    """The run page's policy coverage table: every rule in force, never-exercised marked."""
+
+    summary: str
+    rows: tuple[CoverageRow, ...]
+    policy_href: str
+
+
+@dataclass(frozen=True)
 class LayerRow:
     anchor: str
     title: str
@@ -202,6 +223,10 @@ class ProvenanceView:
     result_sha256: str
     digests: tuple[DigestRow, ...]
     build_time: str
+    policy_kind: str
+    policy_id: str
+    policy_rules: str
+    policy_sha256: str
 
 
 @dataclass(frozen=True)
@@ -241,6 +266,7 @@ class RunView:
     gap_finding_count: int
     matrix: MatrixView
     negative_rows: tuple[NegativeRow, ...] | None
+    coverage: CoverageView
     layer_rows: tuple[LayerRow, ...]
     scan: ScanView
     trace: TraceView

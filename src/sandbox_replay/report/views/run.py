@@ -19,6 +19,8 @@ from sandbox_replay.report.views.common import (
     badge,
     chrome,
     page_nav,
+    plural,
+    policy_kind_label,
     relative_href,
     text,
 )
@@ -40,12 +42,16 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
             receipt = self.records.receipt
         else:  # the digest the build took as it wrote the record: no second pass over it
             receipt = build_receipt(self.records.result, result_sha256)
+        source = self.result["policy_source"]
+        # A run derived with a policy of its own is reproduced only with that policy.
+        policy_path = self.replay.run.policy.source.path
+        policy = f" --policy {_shell_word(policy_path)}" if policy_path is not None else ""
         return ProvenanceView(
             tool=self.result["tool"]["name"],
             version=self.result["tool"]["version"],
             command=(
                 f"sandbox-replay {command} --input {_shell_word(self.run.display_path)} "
-                f"--out {_shell_word('out/' + self.run.name)}"
+                f"--out {_shell_word('out/' + self.run.name)}{policy}"
             ),
             source_path=self.run.display_path,
             bundle_id=text(self.result["bundle_id"]),
@@ -53,6 +59,10 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
             result_sha256=receipt["result_record_sha256"],
             digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
             build_time=self.build_time,
+            policy_kind=policy_kind_label(source["kind"]),
+            policy_id=source["id"],
+            policy_rules=plural(source["rule_count"], "rule"),
+            policy_sha256=source["sha256"],
         )
 
     def chrome(self, title: str, from_page: str) -> Chrome:
@@ -97,6 +107,7 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
             gap_finding_count=counts.findings,
             matrix=self.matrix(),
             negative_rows=self.negative_rows(),
+            coverage=self.coverage(),
             layer_rows=self.layer_rows(),
             scan=self.scan(),
             trace=self.trace(),
