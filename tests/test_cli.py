@@ -304,9 +304,24 @@ def test_internal_error_prints_no_traceback_and_never_passes(
     monkeypatch.setattr(
         sys, "argv", ["sandbox-replay", "run", "-i", str(FIXTURE), "-o", str(tmp_path)]
     )
+    # ``main`` tunes its process's collector: not this test process's.
+    monkeypatch.setattr(cli_module, "_process_is_ours", False)
+    for name in ("disable", "freeze", "set_threshold"):
+        monkeypatch.setattr(cli_module.gc, name, lambda *args: None)
     with pytest.raises(SystemExit) as exit_info:
         cli_module.main()
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and "PLANTED_INPUT_TEXT" not in err
     assert "sandbox-replay: internal error: ValueError at" in err
+
+
+def test_an_in_process_command_leaves_the_collector_on(tmp_path: Path) -> None:
+    # Only ``main`` owns its process's collector; a caller in process (this runner, a
+    # library user) keeps its own settings.
+    import gc
+
+    assert gc.isenabled()
+    result = CliRunner().invoke(app, ["run", "-i", str(FIXTURE), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0
+    assert gc.isenabled()
