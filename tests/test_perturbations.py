@@ -396,12 +396,30 @@ def duplicate_request(folder: Path) -> None:
     edit_rows(folder, "action_requests.json", lambda found: [*found, found[0]])
 
 
+def look_alike_request(folder: Path) -> None:
+    """Add a copy of the first request under its id with a Cyrillic "е" for the last "e"."""
+
+    def add(found: list[Any]) -> list[Any]:
+        twin = dict(found[0])
+        head, _, tail = twin["request_id"].rpartition("e")
+        twin["request_id"] = f"{head}\u0435{tail}"
+        return [*found, twin]
+
+    edit_rows(folder, "action_requests.json", add)
+
+
 def module_edit(**changes: Any) -> Callable[[Path], None]:
     def edit(folder: Path) -> None:
         with edit_json(folder / "source_module_manifest.json") as manifest:
             manifest["modules"][0].update(changes)
 
     return edit
+
+
+def module_listed_twice(folder: Path) -> None:
+    with edit_json(folder / "source_module_manifest.json") as data:
+        data["modules"].append(dict(data["modules"][0], module_id="module:again"))
+        data["module_count"] = len(data["modules"])
 
 
 def first_module_body(folder: Path) -> Path:
@@ -454,6 +472,12 @@ TRIGGERS: dict[str, Trigger] = {
     codes.INPUT_ROW_NOT_OBJECT: fixture(
         lambda folder: edit_rows(folder, "cold_replay.json", lambda found: [*found, "replay"])
     ),
+    codes.INPUT_UNEXPECTED_KEY: fixture(
+        replace_in("side_effect_receipts.json", "{", '{"side_effect_receipts_2": [], ')
+    ),
+    codes.INPUT_ROW_NESTED_OBJECT: fixture(
+        lambda folder: edit_row(folder, "side_effect_receipts.json", EXFIL, details={"a": 1})
+    ),
     # Forbidden material
     codes.FORBIDDEN_MATERIAL_DETECTED: fixture(sentinel_in_a_ref),
     codes.FORBIDDEN_KEY_PRESENT: fixture(
@@ -498,6 +522,7 @@ TRIGGERS: dict[str, Trigger] = {
     ),
     codes.ACTION_RISK_COVERAGE_LOW: fixture(too_few_risk_classes),
     codes.ACTION_REQUEST_DUPLICATE: fixture(duplicate_request),
+    codes.ACTION_ID_CONFUSABLE: fixture(look_alike_request),
     # Policy verdicts
     codes.VERDICT_INVALID: fixture(
         lambda folder: edit_row(folder, "policy_verdicts.json", EXFIL, body_redacted=False)
@@ -591,6 +616,7 @@ TRIGGERS: dict[str, Trigger] = {
         lambda folder: edit_object(folder, "source_module_manifest.json", module_count=5)
     ),
     codes.SOURCE_MODULE_TARGET_MISSING: bundle(lambda folder: first_module_body(folder).unlink()),
+    codes.SOURCE_MODULE_DUPLICATE: bundle(module_listed_twice),
     codes.SOURCE_MODULE_DIGEST_MISMATCH: bundle(tamper_body),
     codes.SOURCE_MODULE_BODY_UNREADABLE: bundle(latin1_body),
     codes.SOURCE_MODULE_ANCHOR_MISSING: bundle(

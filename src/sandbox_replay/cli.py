@@ -15,6 +15,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageErro
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
 from sandbox_replay.exports import ExportTargets, export_run, write_exports
+from sandbox_replay.exports.text import one_line, visible
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
@@ -50,12 +51,16 @@ _process_is_ours = False
 
 
 def progress(message: str) -> None:
-    """Write one progress line to stderr, keeping stdout for machine-readable output."""
-    print(f"sandbox-replay: {message}", file=sys.stderr, flush=True)
+    """Write one progress line to stderr, keeping stdout for machine-readable output.
+
+    The message names folders and files, whose names are input too: it is printed on one
+    line with its control and invisible characters shown as ``<U+XXXX>``.
+    """
+    print(f"sandbox-replay: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def usage_error(message: str) -> typer.Exit:
-    print(f"sandbox-replay: error: {message}", file=sys.stderr, flush=True)
+    print(f"sandbox-replay: error: {one_line(message)}", file=sys.stderr, flush=True)
     return typer.Exit(EXIT_USAGE)
 
 
@@ -83,8 +88,14 @@ def check_out_file(path: Path, what: str) -> None:
 
 
 def terminal_safe(text: object, limit: int = 120) -> str:
-    """Return input-derived text fit for a terminal: control and bidi characters escaped."""
-    shown = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in str(text)[:limit])
+    """Return input-derived text fit for a terminal: one line, nothing hidden.
+
+    Every character ``visible`` marks, and any other one that is not printable (a line
+    break, a tab, a no-break space, an unassigned code point), is shown as ``<U+XXXX>``.
+    """
+    shown = "".join(
+        c if c.isprintable() else f"<U+{ord(c):04X}>" for c in visible(str(text)[:limit])
+    )
     return shown + ("..." if len(str(text)) > limit else "")
 
 
@@ -360,6 +371,17 @@ def load_limits(
     )
 
 
+ExcludeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        help="Accept a skipped folder (hidden, symbolic link, unreadable or too deep) as not "
+        "replayed, so it no longer counts as blocked: a folder path relative to the working "
+        "directory, or a glob of such paths ('*' also matches '/'); it names that folder and "
+        "every folder under it. Repeatable.",
+        show_default=False,
+    ),
+]
 SiteUrlOpt = Annotated[
     str | None,
     typer.Option(
@@ -638,11 +660,13 @@ def build(
     forbidden_classes: ForbiddenClassesOpt = None,
     policy: PolicyOpt = None,
     cedar_schema: CedarSchemaOpt = None,
+    exclude: ExcludeOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
     Exit 0 when the site is built, whatever the runs found; with --fail-on blocked,
-    1 if any run was blocked; 2 on a usage error.
+    1 if any run was blocked or any folder that may hold a run was skipped (hidden,
+    symbolic link, unreadable, too deep) and no --exclude names it; 2 on a usage error.
     """
     from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
     from sandbox_replay.report.discover import DiscoveryError, exported_runs
@@ -678,6 +702,7 @@ def build(
             rebuild=rebuild,
             forbidden=table,
             policies=policies,
+            exclude=tuple(exclude or ()),
         )
         result = build_site(config)
         if policies.default is not None:
@@ -701,10 +726,14 @@ def build(
     for path in exported:
         progress(f"wrote {path}")
     blocked = sum(1 for run in result.runs if run.status == "blocked")
+    skipped = len(result.unexcluded)
+    excluded = len(result.skipped) - skipped
     state = "unchanged" if result.unchanged else "written"
     progress(
         f"site {state}: {result.out_dir}/index.html "
-        f"({len(result.runs)} runs, {blocked} blocked, {result.file_count} files)"
+        f"({len(result.runs)} runs, {blocked} blocked, {skipped} skipped"
+        + (f", {excluded} excluded" if excluded else "")
+        + f", {result.file_count} files)"
     )
     raise typer.Exit(EXIT_BLOCKED if fail_on == "blocked" and result.any_blocked else EXIT_PASS)
 
@@ -772,7 +801,8 @@ def main() -> None:
     """Run the CLI: a usage error is one line, and no error ever prints a traceback.
 
     A traceback could quote input text; an internal error names only its type and place,
-    and exits 1 (never pass) without a record.
+    and exits 1 (never pass) without a record. A full, read-only or forbidden disk
+    (``build.WRITE_FAULTS``) is no bug: a usage error naming the path.
 
     The collector's pace is the command's process's alone, so it is set here and nowhere
     in the library: a replay builds millions of rows, refs and record pieces, none in a
@@ -801,6 +831,13 @@ def main() -> None:
         print("sandbox-replay: aborted", file=sys.stderr)
         sys.exit(EXIT_BLOCKED)
     except Exception as error:
+        from sandbox_replay.report.build import WRITE_FAULTS
+
+        if isinstance(error, OSError) and error.errno in WRITE_FAULTS:
+            # A full, read-only or forbidden disk is the user's to fix, not a bug.
+            where = f": {terminal_safe(error.filename, 400)}" if error.filename else ""
+            print(f"sandbox-replay: error: {error.strerror}{where}", file=sys.stderr)
+            sys.exit(EXIT_USAGE)
         place = traceback.extract_tb(error.__traceback__)[-1]
         print(
             f"sandbox-replay: internal error: {type(error).__name__} at "

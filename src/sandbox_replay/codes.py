@@ -192,6 +192,18 @@ INPUT_ROW_NOT_OBJECT = _r(
     S.HIGH,
     "A row in an input file's list is not a JSON object.",
 )
+INPUT_UNEXPECTED_KEY = _r(
+    "SANDBOX_POLICY_INPUT_UNEXPECTED_KEY",
+    L.STRICT_LOAD,
+    S.HIGH,
+    "A list file holds a top-level key besides its list: rows there would go unchecked.",
+)
+INPUT_ROW_NESTED_OBJECT = _r(
+    "SANDBOX_POLICY_INPUT_ROW_NESTED_OBJECT",
+    L.STRICT_LOAD,
+    S.HIGH,
+    "A row holds an object as a value, where the format names none: it would go unchecked.",
+)
 
 # Forbidden material.
 FORBIDDEN_MATERIAL_DETECTED = _r(
@@ -271,6 +283,12 @@ ACTION_REQUEST_DUPLICATE = _r(
     L.ACTION_REQUESTS,
     S.HIGH,
     "Two action request rows share one request id, so joins on it are ambiguous.",
+)
+ACTION_ID_CONFUSABLE = _r(
+    "SANDBOX_POLICY_ACTION_ID_CONFUSABLE",
+    L.ACTION_REQUESTS,
+    S.HIGH,
+    "Two distinct ids of one kind look alike (one Unicode confusable skeleton).",
 )
 
 # Policy verdicts.
@@ -490,6 +508,12 @@ SOURCE_MODULE_COUNT_MISMATCH = _r(
     S.MEDIUM,
     "The manifest's module_count differs from the number of modules it lists.",
 )
+SOURCE_MODULE_DUPLICATE = _r(
+    "SANDBOX_POLICY_SOURCE_MODULE_DUPLICATE",
+    L.SOURCE_MODULES,
+    S.HIGH,
+    "Two entries of the source-module manifest name the same module id or the same body.",
+)
 SOURCE_MODULE_TARGET_MISSING = _r(
     "SANDBOX_POLICY_SOURCE_MODULE_TARGET_MISSING",
     L.SOURCE_MODULES,
@@ -526,7 +550,7 @@ BUNDLE_MANIFEST_INVALID = _r(
     "SANDBOX_POLICY_BUNDLE_MANIFEST_INVALID",
     L.BUNDLE_MANIFEST,
     S.HIGH,
-    "The bundle manifest loaded but names no bundle_id (a missing manifest is a strict-load finding).",
+    "The bundle manifest names no bundle_id, or says a body is in the receipt.",
 )
 
 del _r, L, S

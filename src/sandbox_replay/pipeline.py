@@ -20,6 +20,7 @@ from sandbox_replay.layers import (
     actions,
     bundle_manifest,
     cold_replay,
+    confusables,
     forbidden_keys,
     negative_cases,
     projection,
@@ -222,7 +223,7 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
     layers += [
         projection.check(run),
         sandbox_policy.check(run),
-        actions.check(run),
+        confusables.check(actions.check(run), run),
         verdicts.check(run),
         side_effects.check(run),
         rollbacks.check(run),

@@ -10,9 +10,13 @@ to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermai
 Every input-derived value goes through ``md_text``: HTML's ``& < >`` become entities,
 every other ASCII punctuation character is backslash-escaped (so no input can open a
 link, an image, emphasis, a code span or a table cell), line breaks become spaces, and
-control and bidi characters are shown as ``<U+XXXX>``. The policy's id and rule refs, from the
-user's policy file, are escaped the same way. Only the tool's own strings (codes,
-layer titles, counts) are written unescaped, and the Mermaid block holds no input value.
+control, format and other invisible characters are shown as ``<U+XXXX>``. An ``@`` with
+the name after it (``@octocat``, ``@org/team``) is written as a code span instead: a
+backslash before the ``@`` is not a reliable way to keep GitHub from linking and
+notifying a mention in a comment, but GitHub never does in code, and the code span still
+shows the name as it was. The policy's id and rule refs, from the user's policy file,
+are escaped the same way. Only the tool's own strings (codes, layer titles, counts) are
+written unescaped, and the Mermaid block holds no input value.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ CATALOG_PAGE = "codes/index.html"
 MAX_TEXT = 200
 STATUS_MARK = {"pass": "✅ pass", "blocked": "❌ blocked", "not_run": "⚪ not run"}
 _PUNCT = re.compile(r"([!\"#$%'()*+,\-./:;=?@\[\\\]^_`{|}~])")
+# A mention GitHub would link, as a capturing group: ``split`` gives it at odd indices.
+# Its characters are all plain in a code span: no backtick, no pipe, nothing to escape.
+_MENTION = re.compile(r"(@[A-Za-z0-9][A-Za-z0-9_./-]*)")
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _SEVERITY_RANK = {severity: index for index, severity in enumerate(Severity)}
 
@@ -51,6 +58,11 @@ def md_text(value: object, limit: int = MAX_TEXT) -> str:
     text = one_line(str(value))
     if len(text) > limit:
         text = text[:limit] + "…"
+    parts = _MENTION.split(text)
+    return "".join(f"`{part}`" if index % 2 else _inert(part) for index, part in enumerate(parts))
+
+
+def _inert(text: str) -> str:
     # Backslashes first: the entities' own "&" and ";" must stay unescaped to be entities.
     text = _PUNCT.sub(r"\\\1", text)
     return "".join(_ENTITIES.get(char, char) for char in text)

@@ -6,7 +6,10 @@ regular files under one top folder named after the archive (``<stem>/...``), in 
 order of their posix paths. Every entry has uid/gid 0, empty owner and group names,
 mode 0755 for folders and 0644 for files, and mtime ``SOURCE_DATE_EPOCH`` (0 when unset),
 so the same site gives the same bytes on any machine. A symlink or any other special
-file in the site is refused rather than followed or stored.
+file in the site is refused rather than followed or stored, and so is a site folder
+nested deeper than any site this tool builds. Each file is read through a handle opened
+without following a symlink, which must be the very file listed (same device and inode,
+same size): a file swapped after the listing is refused, never archived.
 
 ``SHA256SUMS`` is written beside the archive in ``sha256sum`` format (``<hex>  <name>``),
 so ``sha256sum -c SHA256SUMS`` checks a download.
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_replay.atomic import write_bytes_atomic
+from sandbox_replay.loader import FileChangedError, SiteTooDeepError, read_same_file, site_entries
 
 SUMS_FILE = "SHA256SUMS"
 DIR_MODE = 0o755
@@ -67,16 +71,29 @@ def archive_stem(archive: Path) -> str:
     return archive.stem or "site"
 
 
-def _entries(site_dir: Path) -> list[tuple[str, Path]]:
-    """Return (posix path relative to the site, path) of every folder and file, sorted."""
-    found: list[tuple[str, Path]] = []
-    for path in site_dir.rglob("*"):
-        info = path.lstat()
+def _entries(site_dir: Path) -> list[tuple[str, os.stat_result]]:
+    """Return (posix path relative to the site, its ``lstat``) of every folder and file, sorted."""
+    try:
+        found = site_entries(site_dir)
+    except (OSError, SiteTooDeepError) as error:
+        raise PackError(f"site folder {site_dir} cannot be listed: {error}") from None
+    for relative, info in found:
         if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
             kind = "symlink" if stat.S_ISLNK(info.st_mode) else "special file"
-            raise PackError(f"{path} is a {kind}; a site holds only folders and regular files")
-        found.append((path.relative_to(site_dir).as_posix(), path))
-    return sorted(found)
+            raise PackError(
+                f"{site_dir / relative} is a {kind}; a site holds only folders and regular files"
+            )
+    return found
+
+
+def _read_listed(path: Path, listed: os.stat_result) -> bytes:
+    """Read the file at ``path``, which must still be the one listed (``listed``: its lstat)."""
+    try:
+        return read_same_file(path, listed, listed.st_size)
+    except FileChangedError as error:
+        raise PackError(f"{path} changed while it was packed: it {error}") from None
+    except OSError as error:
+        raise PackError(f"cannot read {path}: {error.strerror}") from None
 
 
 def _tar_info(name: str, is_dir: bool, size: int, mtime: int) -> tarfile.TarInfo:
@@ -102,11 +119,11 @@ def pack_bytes(config: PackConfig) -> bytes:
     tar_buffer = io.BytesIO()
     with tarfile.open(fileobj=tar_buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         tar.addfile(_tar_info(stem, True, 0, config.mtime))
-        for rel, path in _entries(site):
-            if path.is_dir():
+        for rel, listed in _entries(site):
+            if stat.S_ISDIR(listed.st_mode):
                 tar.addfile(_tar_info(f"{stem}/{rel}", True, 0, config.mtime))
             else:
-                data = path.read_bytes()
+                data = _read_listed(site / rel, listed)
                 info = _tar_info(f"{stem}/{rel}", False, len(data), config.mtime)
                 tar.addfile(info, io.BytesIO(data))
     gz_buffer = io.BytesIO()
@@ -124,9 +141,19 @@ def sums_line(name: str, data: bytes) -> str:
 
 
 def pack_site(config: PackConfig) -> list[Path]:
-    """Write the archive and its ``SHA256SUMS`` beside it; return both paths."""
+    """Write the archive and its ``SHA256SUMS`` beside it; return both paths.
+
+    A file that cannot be written (a full or read-only disk, a missing folder) is a
+    ``PackError`` naming it.
+    """
     data = pack_bytes(config)
     sums = config.archive.parent / SUMS_FILE
-    write_bytes_atomic(config.archive, data)
-    write_bytes_atomic(sums, sums_line(config.archive.name, data).encode("utf-8"))
+    for path, content in (
+        (config.archive, data),
+        (sums, sums_line(config.archive.name, data).encode("utf-8")),
+    ):
+        try:
+            write_bytes_atomic(path, content)
+        except OSError as error:
+            raise PackError(f"cannot write {path}: {error.strerror or error}") from None
     return [config.archive, sums]

@@ -14,8 +14,8 @@ File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newl
 - ``originalUriBaseIds``: ``%SRCROOT%``, the repository root the URIs are relative to.
 - ``results``: one per finding, in the finding order of the result record: ``ruleId``,
   ``ruleIndex``, ``level`` (critical/high: error, medium: warning), ``message.text``
-  (input values made visible and SARIF's link brackets escaped, so no input can open an
-  embedded link), one physical location (the input file relative to the repository root,
+  (on one line, input values made visible and SARIF's link brackets escaped, so no input
+  can open an embedded link nor forge a line of a log that prints it), one physical location (the input file relative to the repository root,
   ``uriBaseId: %SRCROOT%``, and the row's start line, 1 when unknown) and
   ``partialFingerprints["sandboxReplay/v1"]``: sha256 over code, file URI and subject id,
   then ``:<n>`` for the n-th result with that hash. The line is left out on purpose so a
@@ -46,7 +46,7 @@ from urllib.parse import quote
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.codes import REGISTRY, FindingCode, Layer, Severity
 from sandbox_replay.exports import ExportRun, is_expected
-from sandbox_replay.exports.text import visible
+from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
 from sandbox_replay.inputs import (
     ACTION_REQUESTS,
@@ -126,12 +126,14 @@ def build_rule(entry: FindingCode) -> dict[str, Any]:
 
 
 def plain_message(text: str) -> str:
-    """Return input-derived text fit for ``message.text``: visible, no live link syntax.
+    """Return input-derived text fit for ``message.text``: one line, visible, no live link syntax.
 
     SARIF reads ``[text](target)`` in a plain-text message as an embedded link and asks
-    literal brackets (and the backslash) to be escaped with a backslash (§3.11.6).
+    literal brackets (and the backslash) to be escaped with a backslash (§3.11.6). A
+    viewer or a CI log shows the message as it is: a line break from an id would start
+    a line the tool did not write.
     """
-    return _LINK_CHARS.sub(r"\\\1", visible(text))
+    return _LINK_CHARS.sub(r"\\\1", one_line(text))
 
 
 def artifact_uri(run: ExportRun, path: str) -> str:
@@ -179,8 +181,8 @@ def build_result(
         "partialFingerprints": {FINGERPRINT_KEY: f"{base}:{seen[base]}"},
         "properties": {
             "layer": finding.layer.value,
-            "subjectKind": visible(finding.subject_kind),
-            "negativeCaseId": visible(finding.negative_case_id),
+            "subjectKind": one_line(finding.subject_kind),
+            "negativeCaseId": one_line(finding.negative_case_id),
             "expected": expected,
         },
     }
@@ -229,7 +231,7 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
                 "rules": rules,
             }
         },
-        "automationDetails": {"id": f"{TOOL_NAME}/{visible(run.name)}/"},
+        "automationDetails": {"id": f"{TOOL_NAME}/{one_line(run.name)}/"},
         "originalUriBaseIds": {
             SRCROOT: {"description": {"text": "The repository root the command ran in."}}
         },
@@ -238,7 +240,7 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
         "properties": {
             "status": facts.status,
             "inputMode": facts.input_mode.value,
-            "bundleId": visible(facts.bundle_id),
+            "bundleId": one_line(facts.bundle_id),
             "findingCount": len(results),
             "omittedResultCount": len(results) - len(kept),
         },

@@ -18,10 +18,13 @@ def bundle_id_of(run: RunInputs) -> str | None:
 
 
 def check(run: RunInputs) -> LayerResult:
-    """Require a manifest with a bundle_id."""
+    """Require a manifest with a bundle_id that claims no body in the receipt."""
     result = LayerResult(Layer.BUNDLE_MANIFEST)
     manifest = run.object(BUNDLE_MANIFEST)
-    if manifest is not None and bundle_id_of(run) is None:
+    if manifest is None:
+        result.ran = False
+        return result
+    if bundle_id_of(run) is None:
         result.add(
             codes.BUNDLE_MANIFEST_INVALID,
             "bundle manifest has no bundle_id string",
@@ -31,6 +34,16 @@ def check(run: RunInputs) -> LayerResult:
             BUNDLE_MANIFEST,
             run.key_line(BUNDLE_MANIFEST, "bundle_id"),
         )
-    elif manifest is None:
-        result.ran = False
+    # Records carry refs, never bodies: a manifest that says otherwise is not believed
+    # away (absent, as in older exports, is the same as false).
+    if manifest.get("body_in_receipt", False) is not False:
+        result.add(
+            codes.BUNDLE_MANIFEST_INVALID,
+            "bundle manifest body_in_receipt is not false",
+            FLOOR,
+            bundle_id_of(run) or BUNDLE_MANIFEST,
+            "bundle_manifest",
+            BUNDLE_MANIFEST,
+            run.key_line(BUNDLE_MANIFEST, "body_in_receipt"),
+        )
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from itertools import compress, repeat
 from operator import attrgetter, is_, not_
@@ -13,11 +14,13 @@ from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import (
     NO_ROW,
     LayerResult,
+    column,
     describe,
     join,
     missing_fields,
     not_text,
     positions,
+    row_dicts,
     scan_floor,
     shared,
     wrong_flags,
@@ -44,11 +47,14 @@ def check(run: RunInputs) -> LayerResult:
     unfounded = set(shared(run, failing_requests)).union(unmatched)
     request_ids = scan.columns["request_id"]
     replays = join(run.replay_by_request, run.derivations, ())
+    replay_ids = column(row_dicts(run.replays), "replay_id")
     suspects = scan.suspects.union(
         replays.unknown(request_ids, run.request_by_id),
         positions(map(unfounded.__contains__, request_ids)),
+        _repeats(replay_ids),
     )
     seen: set[str] = set()
+    seen_replays: set[Any] = set()
     failing = 0
     for ref in map(run.replays.__getitem__, sorted(suspects)):
         row = ref.row
@@ -62,6 +68,10 @@ def check(run: RunInputs) -> LayerResult:
         flags = wrong_flags(row, REPLAY_FLAGS)
         if flags:
             problems.append(f"not true: {describe(flags)}")
+        replay_id = row.get("replay_id")
+        if isinstance(replay_id, str) and replay_id in seen_replays:
+            problems.append(f"replay id {replay_id} appears on more than one row")
+        seen_replays.add(replay_id)
         request_id = row.get("request_id")
         if isinstance(request_id, str):
             if request_id not in run.request_by_id:
@@ -96,6 +106,19 @@ def check(run: RunInputs) -> LayerResult:
         "cold_replay_confirmed_count": len(run.replays) - failing,
     }
     return result
+
+
+def _repeats(values: list[Any]) -> list[int]:
+    """Return the positions of each string value's occurrences, where any string repeats.
+
+    Every occurrence, not only the later ones: the loop above reads them in order, so
+    the first is seen before its repeats.
+    """
+    texts = [v for v in values if type(v) is str]
+    if len(set(texts)) == len(texts):
+        return []
+    counts = Counter(texts)
+    return [i for i, v in enumerate(values) if type(v) is str and counts[v] > 1]
 
 
 def labelled_pass_count(run: RunInputs) -> int:

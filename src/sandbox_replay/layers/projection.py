@@ -54,9 +54,12 @@ def check(run: RunInputs) -> LayerResult:
     ):
         not_lists.append("body_import_status")
     # The original implementation's floor (FORMAT 7.4): a body import that does not say
-    # it was verified has not been.
+    # it was verified has not been. A flag beside the status that says otherwise (a
+    # `verified` that is not true, a `body_in_receipt` that is not false) is believed.
     unverified = isinstance(verification, dict) and (
         verification.get("verification_status") != VERIFIED
+        or verification.get("verified", True) is not True
+        or verification.get("body_in_receipt", False) is not False
     )
     if missing or not_lists or unverified:
         parts = []
@@ -65,7 +68,10 @@ def check(run: RunInputs) -> LayerResult:
         if not_lists:
             parts.append(f"wrong type: {describe(sorted(set(not_lists)))}")
         if unverified:
-            parts.append(f"body_import_verification.verification_status is not {VERIFIED!r}")
+            parts.append(
+                f"body_import_verification does not say verified (verification_status "
+                f"{VERIFIED!r}, no verified other than true, no body_in_receipt other than false)"
+            )
         result.add(
             codes.PROJECTION_DENSITY_MISSING,
             "projection protocol " + "; ".join(parts),

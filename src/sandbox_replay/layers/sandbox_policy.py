@@ -47,6 +47,19 @@ def check(run: RunInputs) -> LayerResult:
     absent = missing_fields(policy, ("policy_id", "policy_version"))
     if absent:
         add(codes.POLICY_REQUIRED_FIELDS_INCOMPLETE, f"policy lacks {describe(absent)}", *absent)
+    # Ids and versions are text: a version of another type would match no verdict row's
+    # and turn off the check that each row cites it (the verdict layer reads a string only).
+    not_text = [
+        k
+        for k in ("policy_id", "policy_version")
+        if k not in absent and not isinstance(policy.get(k), str)
+    ]
+    if not_text:
+        add(
+            codes.POLICY_REQUIRED_FIELDS_INCOMPLETE,
+            f"not a string: {describe(not_text)}; verdict rows cannot be held to it",
+            *not_text,
+        )
     allowed = policy.get("allowed_verdicts")
     allowed_set = {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set()
     lacking = [v for v in VERDICTS if v not in allowed_set]

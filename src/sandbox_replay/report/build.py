@@ -31,7 +31,10 @@ one renamed into place: a kill between those two renames leaves no output folder
 instant, and the next build's recovery renames the old site back before anything else.
 Every build starts with that recovery: it restores a site renamed aside when the output
 folder is missing, then removes every ``.<out>.new-*`` and ``.<out>.old-*`` sibling
-folder left by a killed build. One build at a time may write a given output folder.
+folder left by a killed build (or symlink: an ``--out`` link being replaced). One build
+at a time writes a given output folder: each holds a lock (``_out_lock``) from before that
+recovery to its end, and a second build waits for it. A symlink given as the output
+folder is swapped out like a folder, never followed.
 ``tests/test_build_interrupt.py`` kills builds at random times and at every line of this
 phase, on both paths.
 
@@ -42,8 +45,9 @@ join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
 ``runs/<run>/findings/page-NNNN.html`` and ``runs/<run>/trace/page-NNNN.html``;
 ``codes/index.html``; ``policy/index.html`` (every rule of each policy in force, a column
 per run); ``build-status.json`` (``incremental``); ``assets/site.css`` and
-``assets/site.js``; with ``--single-file``, ``single/<run>.html`` (``single_file.py``); and
-``manifest.json``:
+``assets/site.js``; ``sandbox-replay-site.json``, the marker by which a later build knows
+the folder is a site it may replace (``_marker``); with ``--single-file``,
+``single/<run>.html`` (``single_file.py``); and ``manifest.json``:
 
     {"schema_version": "sandbox-replay.site/1",
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
@@ -61,6 +65,7 @@ recorded anywhere, so equal inputs always give equal bytes.
 from __future__ import annotations
 
 import ctypes
+import errno
 import filecmp
 import hashlib
 import io
@@ -68,23 +73,35 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple, cast
 
+import orjson
+
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts
+from sandbox_replay.exports.text import one_line
 from sandbox_replay.forking import usable_cpus
-from sandbox_replay.loader import open_regular
+from sandbox_replay.loader import (
+    FileChangedError,
+    LoadLimits,
+    SiteTooDeepError,
+    open_regular,
+    read_same_file,
+    site_entries,
+)
 from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.report import incremental
-from sandbox_replay.report.discover import DiscoveredRun, discover_runs
+from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
     MatchedTextError,
@@ -106,8 +123,20 @@ from sandbox_replay.report.views import plural
 from sandbox_replay.scan import ForbiddenTable
 from sandbox_replay.version import TOOL_NAME, __version__
 
+try:
+    import fcntl
+except ImportError:  # Windows: no build lock (``_out_lock``)
+    fcntl = None  # type: ignore[assignment]
+
 SITE_SCHEMA = "sandbox-replay.site/1"
 MANIFEST = "manifest.json"
+# The marker by which ``build`` knows a folder it may replace is a site it built (``_marker``).
+SITE_MARKER = "sandbox-replay-site.json"
+SITE_FORMAT = 1
+_MARKER_BYTES = 4096
+# The errors of a disk that is full, read-only or not ours to write: the user's to fix,
+# reported in one line, not as a bug.
+WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 class BuildError(ValueError):
@@ -132,6 +161,8 @@ class BuildConfig:
     forbidden: ForbiddenTable | None = None
     # The policies the runs are replayed with (the packaged table where none is given).
     policies: PolicyChoice = field(default_factory=PolicyChoice)
+    # Patterns of skipped folders accepted as not replayed (``discover.discover``).
+    exclude: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +174,8 @@ class RunOutcome:
 
 @dataclass(frozen=True)
 class BuildResult:
-    """What was built: the site folder, each run's status, and how many files."""
+    """What was built: the site folder, each run's status, how many files, and the folders
+    that may hold a run but were not replayed."""
 
     out_dir: Path
     runs: tuple[RunOutcome, ...]
@@ -152,10 +184,18 @@ class BuildResult:
     reused: int = 0
     # What the exports show of each run, by name: replayed or reused, none replays again.
     exports: Mapping[str, ExportFacts] = field(default_factory=dict)
+    skipped: tuple[SkippedFolder, ...] = ()
+
+    @property
+    def unexcluded(self) -> tuple[SkippedFolder, ...]:
+        """Return the skipped folders no ``--exclude`` pattern accepts."""
+        return tuple(folder for folder in self.skipped if folder.excluded_by is None)
 
     @property
     def any_blocked(self) -> bool:
-        return any(run.status == "blocked" for run in self.runs)
+        """Say whether ``--fail-on blocked`` fails: a run was blocked, or a folder that may
+        hold one was skipped and not excluded."""
+        return bool(self.unexcluded) or any(run.status == "blocked" for run in self.runs)
 
 
 def epoch_from_env(environ: Mapping[str, str] | None = None) -> int | None:
@@ -206,17 +246,43 @@ def default_jobs() -> int:
 
 
 def build_site(config: BuildConfig) -> BuildResult:
-    """Replay every run under ``config.paths`` and write the report site to ``config.out_dir``."""
+    """Replay every run under ``config.paths`` and write the report site to ``config.out_dir``.
+
+    A full, read-only or forbidden disk (``WRITE_FAULTS``) is a ``BuildError`` naming the
+    output folder and the path that failed; the previous site is then left as it was.
+    """
     started = time.perf_counter()
     progress = config.progress or _stderr
     # Absolute and normalised, so `--out .` or `--out ..` names a folder with a parent.
     out_dir = Path(os.path.abspath(config.out_dir))
     _refuse_enclosing_out_dir(out_dir, [Path.cwd(), *config.paths], config.out_dir)
-    _recover(out_dir)
-    _check_out_dir(out_dir)
+    _check_parents(out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        with _out_lock(out_dir, progress):
+            _recover(out_dir)
+            _check_out_dir(out_dir)
+            return _build_locked(config, out_dir, progress, started)
+    except OSError as error:
+        if error.errno not in WRITE_FAULTS:
+            raise
+        failed = f" ({one_line(str(error.filename))})" if error.filename else ""
+        raise BuildError(
+            f"cannot build the site into {config.out_dir}: {error.strerror}{failed}; "
+            "the previous site there is unchanged"
+        ) from None
+
+
+def _build_locked(
+    config: BuildConfig, out_dir: Path, progress: Callable[[str], None], started: float
+) -> BuildResult:
+    """Build the site, ``out_dir`` recovered, checked and locked (``build_site``)."""
     if config.templates is not None and not config.templates.is_dir():
         raise BuildError(f"templates folder {config.templates} does not exist")
-    runs = discover_runs(config.paths, config.cwd)
+    found = discover(config.paths, config.cwd, config.exclude)
+    runs = found.runs
+    for folder in found.skipped:
+        progress(folder.note)
     build_time = _build_time(config.source_date_epoch)
     shown_time = build_time or "not recorded (SOURCE_DATE_EPOCH was not set)"
     forbidden = config.forbidden
@@ -228,7 +294,9 @@ def build_site(config: BuildConfig) -> BuildResult:
     )
     extra = forbidden.classes if forbidden else ()
     # With rebuild, the last build's status is ignored, so every run is replayed afresh.
-    previous = {} if config.rebuild else incremental.read_status(out_dir, settings)
+    # A symlinked output folder is replaced, not followed: what it points to is not reused.
+    fresh = config.rebuild or out_dir.is_symlink()
+    previous = {} if fresh else incremental.read_status(out_dir, settings)
     # Every run's inputs are hashed for the status file (1.3 GB at 600,000 requests). When
     # no run can be reused that needs waiting for only at the end: it runs in a thread
     # while the runs replay (file reads and hashlib let go of the interpreter lock).
@@ -358,7 +426,9 @@ def build_site(config: BuildConfig) -> BuildResult:
             assert isinstance(entries, list)
             for entry, path in zip(entries, single, strict=True):
                 entry["single_file"] = path
-        pages.add(MANIFEST, dump_json(manifest))
+        manifest_bytes = dump_json(manifest)
+        pages.add(MANIFEST, manifest_bytes)
+        pages.add(SITE_MARKER, _marker(manifest_bytes))
         hashed = pending_keys.result()
         keys = hashed.keys
         for task, built in zip(tasks, results, strict=True):
@@ -400,6 +470,7 @@ def build_site(config: BuildConfig) -> BuildResult:
         unchanged=unchanged,
         reused=reused,
         exports=exports,
+        skipped=found.skipped,
     )
 
 
@@ -495,53 +566,216 @@ def _refuse_enclosing_out_dir(out_dir: Path, inside: Sequence[Path], shown: Path
             )
 
 
-def _check_out_dir(out_dir: Path) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise BuildError(f"output path {out_dir} exists and is not a folder")
+def _check_parents(out_dir: Path) -> None:
     for parent in out_dir.parents:
         if parent.exists() and not parent.is_dir():
             raise BuildError(f"output path {out_dir} lies under {parent}, which is a file")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse an output folder that is not empty and not a site this tool built.
+
+    A symlink given as ``--out`` is replaced by the site, never followed: what it points
+    to is left as it is, so it needs no check.
+    """
+    if out_dir.is_symlink():
+        return
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BuildError(f"output path {out_dir} exists and is not a folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not _own_site(out_dir):
         raise BuildError(
-            f"output folder {out_dir} is not empty and holds no {MANIFEST}; "
-            "refusing to replace a folder that is not a site this tool built"
+            f"output folder {out_dir} is not empty and is not a site this tool built "
+            f"(no {SITE_MARKER} that matches its {MANIFEST}); refusing to replace it: "
+            "choose another --out"
         )
 
 
+def _marker(manifest: bytes) -> bytes:
+    """Return the site marker for a site whose ``manifest.json`` holds ``manifest``.
+
+    ``sandbox-replay-site.json``, at the site root, written as every record is
+    (``atomic.dump_json``): ``{"tool": "sandbox-replay", "site_format": 1,
+    "manifest_sha256": "sha256:<hex of manifest.json's bytes>"}``. Only this tool writes
+    it, and ``build`` replaces a folder that is not empty only where it finds one that
+    matches (``_own_site``).
+    """
+    digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    record = {"tool": TOOL_NAME, "site_format": SITE_FORMAT, "manifest_sha256": digest}
+    return dump_json(record, may_hold_floats=False)
+
+
+def _read_site_json(path: Path, limit: int) -> object:
+    """Read a JSON file of a site: a regular file (no symlink followed, no FIFO waited on)
+    of at most ``limit`` bytes, nested at most 1,024 deep (orjson's bound). Raises
+    ``OSError``, ``FileChangedError`` or ``ValueError``."""
+    return orjson.loads(read_same_file(path, None, limit))
+
+
+def _own_site(out_dir: Path) -> bool:
+    """Say whether ``out_dir`` holds a site this tool built, which a build may replace.
+
+    Its marker (``_marker``) must name this tool and site format and hold the digest of
+    the folder's ``manifest.json``. A site built by this version before the marker
+    existed is recognised by its manifest instead (``_unmarked_site``).
+    """
+    try:
+        marker = _read_site_json(out_dir / SITE_MARKER, _MARKER_BYTES)
+    except FileNotFoundError:
+        return _unmarked_site(out_dir)
+    except (OSError, FileChangedError, ValueError):
+        return False
+    if not isinstance(marker, dict):
+        return False
+    try:
+        with open_regular(out_dir / MANIFEST) as handle:
+            reader = cast(io.BufferedReader, handle)  # what ``open_regular`` opens
+            digest = "sha256:" + hashlib.file_digest(reader, "sha256").hexdigest()
+    except OSError:
+        return False
+    return (
+        marker.get("tool") == TOOL_NAME
+        and marker.get("site_format") == SITE_FORMAT
+        and marker.get("manifest_sha256") == digest
+    )
+
+
+# What the root of a site holds; ``runs/`` and ``single/`` hold one entry per run.
+_SITE_ENTRIES = frozenset(
+    {"index.html", "codes", "policy", "assets", "runs", "single", MANIFEST, "build-status.json"}
+)
+
+
+def _unmarked_site(out_dir: Path) -> bool:
+    """Say whether ``out_dir`` is a site this very version built before it wrote a marker.
+
+    Its manifest must be this tool's, of this version, and the folder must hold nothing a
+    site does not: only the site's own entries at its root, and only the runs the
+    manifest lists under ``runs/`` and ``single/``.
+    """
+    try:
+        manifest = _read_site_json(out_dir / MANIFEST, LoadLimits().max_file_bytes)
+    except (OSError, FileChangedError, ValueError):
+        return False
+    if not (
+        isinstance(manifest, dict)
+        and manifest.get("schema_version") == SITE_SCHEMA
+        and manifest.get("tool") == {"name": TOOL_NAME, "version": __version__}
+        and isinstance(manifest.get("runs"), list)
+    ):
+        return False
+    names = {entry.get("name") for entry in manifest["runs"] if isinstance(entry, dict)}
+    if any(child.name not in _SITE_ENTRIES for child in out_dir.iterdir()):
+        return False
+    runs, single = out_dir / "runs", out_dir / "single"
+    return (not runs.is_dir() or all(c.name in names for c in runs.iterdir())) and (
+        not single.is_dir() or all(c.name.removesuffix(".html") in names for c in single.iterdir())
+    )
+
+
+@contextmanager
+def _out_lock(out_dir: Path, progress: Callable[[str], None]) -> Iterator[None]:
+    """Hold the lock on ``out_dir`` for a whole build: one build at a time writes a site.
+
+    The lock is a kernel ``flock`` on ``.<out>.lock`` beside the output folder (not in it:
+    the folder is swapped). A second build waits, saying so, and then builds on the first
+    one's site. A killed build's lock goes with its process; the file it leaves is reused.
+    The holder removes the file as it lets go, so a build that was waiting on that file
+    finds it gone and locks the next one. Where ``fcntl`` is missing, nothing is locked.
+    """
+    if fcntl is None:
+        yield
+        return
+    path = out_dir.parent / f".{out_dir.name}.lock"
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as error:
+            if error.errno in WRITE_FAULTS:
+                raise  # a full or read-only disk: ``build_site`` says so
+            raise BuildError(f"cannot open the lock file {path}: {error.strerror}") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                progress(f"waiting for another build into {out_dir} to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                now = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                now = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)  # the holder before removed this file: lock the one now there
+    try:
+        yield
+    finally:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def _current_files(out_dir: Path) -> dict[str, bytes] | None:
-    if not out_dir.is_dir():
+    if not out_dir.is_dir() or out_dir.is_symlink():
         return None
     found: dict[str, bytes] = {}
-    for path in sorted(out_dir.rglob("*")):
-        if path.is_file():
-            found[path.relative_to(out_dir).as_posix()] = path.read_bytes()
-        elif not path.is_dir():
-            return None
+    try:
+        for relative, info in site_entries(out_dir):
+            if stat.S_ISREG(info.st_mode):
+                limit = LoadLimits().max_file_bytes
+                found[relative] = read_same_file(out_dir / relative, info, limit)
+            elif not stat.S_ISDIR(info.st_mode):
+                return None
+    except (OSError, FileChangedError, SiteTooDeepError):
+        return None
     return found
 
 
 def _leftovers(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Return the staging and retired sibling folders a killed build may have left."""
+    """Return the staging and retired sibling folders a killed build may have left.
+
+    A retired one may be a symlink: the ``--out`` link a build was replacing.
+    """
     pattern = re.compile(rf"\.{re.escape(out_dir.name)}\.(new|old)-[A-Za-z0-9_]+")
     found: dict[str, list[Path]] = {"new": [], "old": []}
     if out_dir.parent.is_dir():
         for sibling in sorted(out_dir.parent.iterdir()):
             match = pattern.fullmatch(sibling.name)
-            if match and sibling.is_dir() and not sibling.is_symlink():
+            if match and (sibling.is_dir() or sibling.is_symlink()):
                 found[match.group(1)].append(sibling)
     return found["new"], found["old"]
+
+
+def _present(path: Path) -> bool:
+    """Say whether anything is at ``path``, a dangling symlink included."""
+    return path.is_symlink() or path.exists()
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder a build left, or a symlink in its place (never what it points to)."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _recover(out_dir: Path) -> None:
     """Undo what a killed build left: restore a site renamed aside, remove temp folders."""
     staged, retired = _leftovers(out_dir)
-    if retired and not out_dir.exists() and not out_dir.is_symlink():
+    if retired and not _present(out_dir):
         # Killed between the two renames of the fallback swap: the old site is whole.
         retired[0].rename(out_dir)
         retired = retired[1:]
         _fsync_dir(out_dir.parent)
     for folder in staged + retired:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -635,14 +869,18 @@ def _same_tree(staging: Path, out_dir: Path, digests: Mapping[str, str] | None =
 
     def listing(root: Path) -> dict[str, int] | None:
         found = {}
-        for path in root.rglob("*"):
-            if path.is_file() and not path.is_symlink():
-                found[path.relative_to(root).as_posix()] = path.stat().st_size
-            elif not path.is_dir() or path.is_symlink():
+        try:
+            entries = site_entries(root)
+        except (OSError, SiteTooDeepError):
+            return None
+        for relative, info in entries:
+            if stat.S_ISREG(info.st_mode):
+                found[relative] = info.st_size
+            elif not stat.S_ISDIR(info.st_mode):
                 return None
         return found
 
-    if not out_dir.is_dir():
+    if not out_dir.is_dir() or out_dir.is_symlink():
         return False
     new, old = listing(staging), listing(out_dir)
     if new is None or new != old:
@@ -705,22 +943,23 @@ def _write_site(
             shutil.rmtree(staging, ignore_errors=True)
             return True
         _sync_tree(staging)
-        if out_dir.exists() and _exchange(staging, out_dir):
+        # A symlink at ``out_dir`` (a dangling one too) is swapped out like a folder.
+        if _present(out_dir) and _exchange(staging, out_dir):
             retired, staging = staging, out_dir
         else:
-            if out_dir.exists():
+            if _present(out_dir):
                 retired = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
                 retired.rmdir()
                 out_dir.rename(retired)
             staging.rename(out_dir)
         _fsync_dir(parent)
     except BaseException:
-        if retired is not None and not out_dir.exists():
+        if retired is not None and not _present(out_dir):
             retired.rename(out_dir)
             retired = None
         if staging != out_dir:
             shutil.rmtree(staging, ignore_errors=True)
         raise
     if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)
+        _remove(retired)
     return False

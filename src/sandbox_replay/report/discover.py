@@ -4,25 +4,44 @@ A folder holding any of the seven core files is one run (a run missing some of t
 still a run: its strict-load layer reports what is missing, which the report must show
 rather than skip). It is a bundle when it holds ``bundle_manifest.json``, otherwise a
 fixture (whose absent negative-case files the negative-case layer then reports). Any other
-folder is searched recursively, in sorted order; a run folder is not searched further.
+folder is searched, in sorted order, with a stack rather than recursion; a run folder is
+not searched further.
+
+Some folders are not replayed, and each is reported as a ``SkippedFolder`` instead of
+being left out in silence, since it may hold a blocked run:
+
+- a run folder that is hidden (its name, or a folder's between it and the PATH, starts
+  with ``.``): hidden folders are searched, but only to report the runs in them;
+- a symbolic link to a folder, wherever it points: it is never followed;
+- a folder that cannot be listed;
+- a folder more than ``MAX_DEPTH`` levels below its PATH, which is not searched (no run
+  tree is that deep; a hostile one of thousands of levels would take long to walk).
+
+A skipped folder counts as blocked for ``build --fail-on blocked`` unless an
+``--exclude`` pattern names it or a folder above it.
 ``exported_runs`` gives the exports every run found, replayed unless the build made it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_replay import pipeline
 from sandbox_replay.exports import ExportFacts, ExportRun, export_run, source_root_of
+from sandbox_replay.exports.text import one_line
 from sandbox_replay.inputs import BUNDLE_MANIFEST, CORE_FILES, InputMode
 from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.scan import ForbiddenScanner
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
+
+# Levels of folders below a PATH that are searched; run trees are a few levels deep.
+MAX_DEPTH = 64
 
 
 class DiscoveryError(ValueError):
@@ -39,9 +58,43 @@ class DiscoveredRun:
     display_path: str
 
 
-def is_run_folder(folder: Path) -> bool:
-    """Say whether ``folder`` holds any of the seven core files."""
-    return any((folder / name).is_file() for name in CORE_FILES)
+@dataclass(frozen=True)
+class SkippedFolder:
+    """A folder that may hold a run and was not replayed: where it is, why, and who accepts it.
+
+    ``excluded_by`` is the ``--exclude`` pattern that accepts it (None: it counts as blocked).
+    """
+
+    path: Path
+    display_path: str
+    reason: str
+    excluded_by: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """Return the path for a terminal or a page: control and bidi characters made visible."""
+        return one_line(self.display_path)
+
+    @property
+    def note(self) -> str:
+        """Return the one progress line that reports this folder."""
+        if self.excluded_by is not None:
+            return (
+                f"excluded {self.shown} ({self.reason}): not replayed, "
+                f"as --exclude {one_line(self.excluded_by)} asks"
+            )
+        return (
+            f"skipped {self.shown} ({self.reason}): not replayed; it counts as blocked "
+            "for --fail-on blocked unless --exclude names it"
+        )
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Every run found under the paths, sorted by name, and every folder skipped, by path."""
+
+    runs: tuple[DiscoveredRun, ...]
+    skipped: tuple[SkippedFolder, ...]
 
 
 def mode_of(folder: Path) -> InputMode:
@@ -64,39 +117,127 @@ def display_path(path: Path, cwd: Path) -> str:
     return Path(relative).as_posix()
 
 
-def _walk(folder: Path) -> Iterable[Path]:
-    if is_run_folder(folder):
-        yield folder
-        return
-    for child in sorted(folder.iterdir(), key=lambda p: p.name):
-        if child.is_dir() and not child.is_symlink() and not child.name.startswith("."):
-            yield from _walk(child)
+class _Walked:
+    """What one walk found: run folders in search order, and skipped folders with a reason."""
+
+    def __init__(self) -> None:
+        self.runs: list[Path] = []
+        self.skipped: list[tuple[Path, str]] = []
 
 
-def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[DiscoveredRun]:
-    """Return every run under ``paths``, each once, with a unique path-safe name.
+def _is_core_file(entry: os.DirEntry[str]) -> bool:
+    if entry.name not in CORE_FILES:
+        return False
+    try:
+        return entry.is_file()
+    except OSError:  # named as one: the run's strict load reports it unreadable
+        return True
+
+
+def _kind(entry: os.DirEntry[str]) -> str:
+    """Return "folder", "link" (a symbolic link to a folder, or one that cannot be
+    checked), "unreadable" or "other" for one entry of a folder being searched."""
+    try:
+        if entry.is_symlink():
+            try:
+                return "link" if entry.is_dir() else "other"
+            except OSError:
+                return "link"
+        return "folder" if entry.is_dir(follow_symlinks=False) else "other"
+    except OSError:
+        return "unreadable"
+
+
+def _walk(root: Path, found: _Walked) -> None:
+    # Each entry: a folder, its depth below root, and whether it is (inside) a hidden folder.
+    stack: list[tuple[Path, int, bool]] = [(root, 0, False)]
+    while stack:
+        folder, depth, hidden = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            found.skipped.append((folder, f"cannot be read: {error.strerror or error}"))
+            continue
+        if any(_is_core_file(entry) for entry in entries):
+            if hidden:
+                found.skipped.append((folder, "a run in a hidden folder"))
+            else:
+                found.runs.append(folder)
+            continue
+        children: list[tuple[Path, int, bool]] = []
+        for entry in entries:
+            child = folder / entry.name
+            kind = _kind(entry)
+            if kind == "link":
+                found.skipped.append((child, "a symbolic link, not followed"))
+            elif kind == "unreadable":
+                found.skipped.append((child, "cannot be read"))
+            elif kind == "folder":
+                if depth + 1 > MAX_DEPTH:
+                    found.skipped.append((child, f"more than {MAX_DEPTH} levels deep"))
+                else:
+                    children.append((child, depth + 1, hidden or entry.name.startswith(".")))
+        stack.extend(reversed(children))  # popped in sorted order
+
+
+def _excluded_by(shown: str, patterns: Sequence[str]) -> str | None:
+    """Return the first pattern naming ``shown`` or a folder above it, else None."""
+    parts = shown.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pattern in patterns:
+        wanted = pattern.removeprefix("./").rstrip("/") or "."
+        if any(fnmatch.fnmatchcase(prefix, wanted) for prefix in prefixes):
+            return pattern
+    return None
+
+
+def _skipped_display(path: Path, cwd: Path) -> str:
+    # The parent is resolved, never the folder itself: a symbolic link is shown as itself.
+    parent = display_path(path.parent, cwd)
+    return path.name if parent == "." else f"{parent}/{path.name}"
+
+
+def discover(
+    paths: Sequence[Path], cwd: Path | None = None, exclude: Sequence[str] = ()
+) -> Discovery:
+    """Return every run under ``paths``, each once, with a unique path-safe name, and every
+    folder skipped.
 
     Names come from the folder name. When two folders give one name, each of them is
     named after its path relative to the working directory instead (its parent folders
     joined with ``-``), so the choice never depends on the order the paths were given;
-    if that still collides, the build is refused.
+    if that still collides, the build is refused. ``exclude`` holds glob patterns
+    (``fnmatch``: ``*`` also matches ``/``) of folder paths relative to ``cwd``; a skipped
+    folder they name, or a folder above it, is marked excluded.
     """
     base = cwd or Path.cwd()
-    folders: list[Path] = []
-    seen: set[Path] = set()
+    found = _Walked()
     for path in paths:
         if not path.exists():
             raise DiscoveryError(f"path {path} does not exist")
         if not path.is_dir():
             raise DiscoveryError(f"path {path} is not a folder")
-        for folder in _walk(path):
-            key = folder.resolve()
-            if key not in seen:
-                seen.add(key)
-                folders.append(folder)
+        _walk(path, found)
+    folders: list[Path] = []
+    seen: set[Path] = set()
+    for folder in found.runs:
+        key = folder.resolve()
+        if key not in seen:
+            seen.add(key)
+            folders.append(folder)
+    skipped: dict[str, SkippedFolder] = {}
+    for folder, reason in found.skipped:
+        shown = _skipped_display(folder, base)
+        if shown not in skipped:
+            skipped[shown] = SkippedFolder(folder, shown, reason, _excluded_by(shown, exclude))
+    ordered_skipped = tuple(skipped[shown] for shown in sorted(skipped))
     if not folders:
         shown = ", ".join(str(p) for p in paths)
-        raise DiscoveryError(f"no fixture or bundle folder found under {shown}")
+        notes = [f"{folder.shown} ({folder.reason})" for folder in ordered_skipped]
+        also = f"; not replayed: {', '.join(notes[:5])}" if notes else ""
+        more = f" and {len(notes) - 5} more" if len(notes) > 5 else ""
+        raise DiscoveryError(f"no fixture or bundle folder found under {shown}{also}{more}")
     shown_paths = {folder: display_path(folder, base) for folder in folders}
     short = {folder: safe_name(folder.resolve().name) for folder in folders}
     counts: dict[str, int] = {}
@@ -117,7 +258,12 @@ def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[Discov
             )
         taken[name] = folder
     runs = [DiscoveredRun(names[f], mode_of(f), f, shown_paths[f]) for f in folders]
-    return sorted(runs, key=lambda r: r.name)
+    return Discovery(tuple(sorted(runs, key=lambda r: r.name)), ordered_skipped)
+
+
+def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[DiscoveredRun]:
+    """Return every run under ``paths`` (``discover``), without the folders skipped."""
+    return list(discover(paths, cwd).runs)
 
 
 def exported_runs(

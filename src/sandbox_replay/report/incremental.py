@@ -24,7 +24,6 @@ A status file that is missing, unreadable or of another format is ignored (a ful
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -33,14 +32,17 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from sandbox_replay.exports import ExportFacts
-from sandbox_replay.loader import open_regular
+from sandbox_replay.loader import FileChangedError, LoadLimits, open_regular, read_same_file
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
 from sandbox_replay.report.site_views import RunSummary
 from sandbox_replay.version import __version__
 
 STATUS_FILE = "build-status.json"
+DATA_PACKAGE = "sandbox_replay"
 STATUS_FORMAT = 3  # 2: each run's export facts; 3: its policy and coverage
 _CHUNK = 1 << 20
 
@@ -68,11 +70,14 @@ def settings_hash(
     templates: Path | None, shown_time: str, forbidden_sha256: str = "", policies: str = ""
 ) -> str:
     """Hash everything global that shapes the pages: version, templates, assets, time, the
-    digest of a user's forbidden-classes table and that of the policies given ("" for
-    none: ``PolicyChoice.digest``). A changed policy rebuilds every run."""
+    packaged data (policy table, forbidden classes, code docs), the digest of a user's
+    forbidden-classes table and that of the policies given ("" for none). A change to
+    any of them rebuilds every run: a verdict is never reused from another policy."""
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0{policies}\0".encode())
     for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    for name, data in _walk_package(resources.files(DATA_PACKAGE) / "data", "data/"):
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     if templates is not None:
         for path in sorted(p for p in templates.rglob("*") if p.is_file()):
@@ -163,9 +168,16 @@ def run_key(run: DiscoveredRun, inputs_sha256: str) -> dict[str, str]:
 
 
 def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], ReusableRun]:
-    """Return the runs of the previous build keyed by ``run_key``; empty on any global change."""
+    """Return the runs of the previous build keyed by ``run_key``; empty on any global change.
+
+    The old site is anyone's to edit: the status file is read only if it is a regular file
+    (no symlink followed, no FIFO waited on) within the input size limit, and parsed by
+    orjson, which refuses nesting deeper than 1,024 levels.
+    """
     try:
-        status = json.loads((out_dir / STATUS_FILE).read_bytes())
+        status = orjson.loads(
+            read_same_file(out_dir / STATUS_FILE, None, LoadLimits().max_file_bytes)
+        )
         if (
             status.get("format") != STATUS_FORMAT
             or status.get("tool_version") != __version__
@@ -180,7 +192,7 @@ def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], Re
                 summary = RunSummary.from_json(entry["summary"])
                 found[key] = ReusableRun(summary, files, ExportFacts.from_json(entry["exports"]))
         return found
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, FileChangedError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 

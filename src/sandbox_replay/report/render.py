@@ -7,9 +7,10 @@ an input: templates get only view-models, and the only ``|safe`` values are the
 ``Markup`` objects this package builds (SVG, Pygments output, the catalog's Markdown).
 
 Every plain string a template prints, in text and in attribute values alike, first has
-its control and bidi characters shown as ``<U+XXXX>`` (``exports.text.visible``) and is
-then HTML-escaped: a NUL, an ANSI escape or a right-to-left override from an input can
-neither break the page's parse nor reorder what a reviewer reads.
+its control, format and other invisible characters shown as ``<U+XXXX>``
+(``exports.text.visible``) and is then HTML-escaped: a NUL, an ANSI escape or a
+right-to-left override from an input can neither break the page's parse nor reorder what
+a reviewer reads, and a zero-width space or a tag character cannot hide in an id.
 
 Three partials are printed by Python instead when no user folder overrides them: the rows
 of the join table (``_joins.html``), of the trace (``_spans.html``) and the join-table
@@ -42,7 +43,7 @@ ASSETS = ("assets/site.css", "assets/site.js")
 def _shown(value: Any) -> Any:
     """Finalize every printed value: plain text gets its hidden characters made visible."""
     if isinstance(value, str) and not isinstance(value, Markup):
-        # Printable ASCII holds no control or bidi character: skip the substitution (a
+        # Printable ASCII holds no character ``visible`` marks: skip the substitution (a
         # large run prints tens of millions of values).
         return value if value.isascii() and value.isprintable() else visible(value)
     return value
@@ -127,11 +128,11 @@ def _print_as_is(values: Iterable[str]) -> bool:
     check of the joined text instead of a call per value. ``visible`` and the escapes
     replace single characters, so the joined text passes exactly when each value does.
 
-    Every character ``visible`` replaces (controls, bidi and other format characters,
-    surrogates, non-characters) is one ``str.isprintable`` refuses, so a printable text
-    is left as it is without running its pattern; a text that is not (a tab, a line
-    break, a no-break space) is checked by running it. Each escaped character is looked
-    for with ``in``, several times faster than one pattern over the text.
+    ``visible`` replaces no printable ASCII character, so such a text is left as it is
+    without running its pattern; any other text (a tab, a line break, a letter outside
+    ASCII, which may be a variation selector or another invisible one) is checked by
+    running it. Each escaped character is looked for with ``in``, several times faster
+    than one pattern over the text.
     """
     try:
         joined = "".join(values)
@@ -139,7 +140,7 @@ def _print_as_is(values: Iterable[str]) -> bool:
         return False
     if any(character in joined for character in _ESCAPED):
         return False
-    return joined.isprintable() or visible(joined) == joined
+    return (joined.isascii() and joined.isprintable()) or visible(joined) == joined
 
 
 def _print_cell(cell: Any) -> Markup:

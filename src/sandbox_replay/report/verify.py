@@ -20,7 +20,11 @@ project's ``[tool.sandbox-replay]``): each run's recorded policy file is read ag
 its path, must have its recorded sha256, and the run is re-derived with it.
 
 Whatever cannot be checked fails (inputs not found, an unreadable manifest, another tool
-version). Each difference is one line; the lines come in the order above, runs and paths
+version). The site may be hostile: its manifest is read only as a regular file within the
+input size limit and nesting depth, its folders are listed without recursion to a
+bounded depth, and a recorded path (a run's source, a policy, a forbidden-classes table)
+that is absolute, climbs with ``..`` or resolves out of the inputs root is a difference,
+never opened. Each difference is one line; the lines come in the order above, runs and paths
 sorted, so two verifications of one site print the same report. Each line, and each
 progress line, has its control and bidi characters made visible and stays one line. A site built with
 ``--templates`` does not verify: its pages follow from templates the site does not hold.
@@ -28,10 +32,11 @@ progress line, has its control and bidi characters made visible and stays one li
 
 from __future__ import annotations
 
+import errno
 import hashlib
-import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,10 +44,25 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import orjson
+
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.loader import open_regular
+from sandbox_replay.loader import (
+    FileChangedError,
+    LoadLimits,
+    SiteTooDeepError,
+    open_regular,
+    read_same_file,
+    site_entries,
+)
 from sandbox_replay.policy import Policy, PolicyChoice, PolicyFileError, read_policy
-from sandbox_replay.report.build import MANIFEST, SITE_SCHEMA, BuildConfig, BuildError, build_site
+from sandbox_replay.report.build import (
+    MANIFEST,
+    SITE_SCHEMA,
+    BuildConfig,
+    BuildError,
+    build_site,
+)
 from sandbox_replay.report.discover import DiscoveryError
 from sandbox_replay.report.parallel import SchedulerError
 from sandbox_replay.scan import ForbiddenClassesError, ForbiddenTable, read_forbidden_table
@@ -133,14 +153,41 @@ def _inside(relative: str) -> bool:
     return not path.is_absolute() and ".." not in path.parts and "\\" not in relative
 
 
+def _under(root: Path, relative: str) -> Path | None:
+    """Return ``root / relative`` if it lies inside ``root``, symlinks resolved; else None.
+
+    A recorded path is the site's word, and the site may be hostile: one that is absolute,
+    climbs with ``..`` or leads out through a symlink is never opened.
+    """
+    if not _inside(relative):
+        return None
+    path = root / relative
+    try:
+        inside = path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):
+        return None
+    return path if inside else None
+
+
 def read_manifest(site_dir: Path) -> tuple[dict[str, Any], list[_Run]]:
-    """Return the site's manifest and its runs; raise VerifyError when it is unusable."""
+    """Return the site's manifest and its runs; raise VerifyError when it is unusable.
+
+    The manifest must be a regular file (no symlink followed, no FIFO waited on) within
+    the input size limit, nested at most 1,024 levels deep (orjson's bound).
+    """
     path = site_dir / MANIFEST
     try:
-        manifest = json.loads(path.read_bytes())
+        manifest = orjson.loads(read_same_file(path, None, LoadLimits().max_file_bytes))
     except FileNotFoundError:
         raise VerifyError(f"{path} is missing: not a site this tool built") from None
-    except (OSError, ValueError) as error:
+    except (OSError, FileChangedError) as error:
+        if getattr(error, "errno", None) == errno.ELOOP:
+            raise VerifyError(f"{path} is a symlink, not followed") from None
+        raise VerifyError(
+            f"{path} is not readable as a regular file within the size limit "
+            f"({type(error).__name__})"
+        ) from None
+    except ValueError as error:
         raise VerifyError(f"{path} is not readable JSON: {type(error).__name__}") from None
     if not isinstance(manifest, dict) or manifest.get("schema_version") != SITE_SCHEMA:
         raise VerifyError(f"{path} is not a {SITE_SCHEMA} manifest")
@@ -200,8 +247,9 @@ def _policies(runs: list[_Run], root: Path) -> tuple[PolicyChoice, list[str]]:
             continue
         path, digest = run.policy
         if path not in read:
+            found = _under(root, path)
             try:
-                read[path] = read_policy(root / path)
+                read[path] = read_policy(found) if found is not None else None
             except PolicyFileError:
                 read[path] = None
         policy = read[path]
@@ -228,15 +276,21 @@ def _epoch(build_time: object) -> int | None:
 
 
 def _site_files(root: Path) -> tuple[dict[str, Path], list[str]]:
-    """Return a site's regular files by relative path, and the paths that are not files."""
+    """Return a site's regular files by relative path, and the paths that are not files.
+
+    Listed by ``loader.site_entries``: no symlink followed, no recursion, a bounded depth.
+    """
     files: dict[str, Path] = {}
     odd: list[str] = []
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
-        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+    try:
+        entries = site_entries(root)
+    except (OSError, SiteTooDeepError) as error:
+        raise VerifyError(f"site folder {root} cannot be listed: {error}") from None
+    for relative, info in entries:
+        if stat.S_ISREG(info.st_mode):
+            files[relative] = root / relative
+        elif not stat.S_ISDIR(info.st_mode):
             odd.append(relative)
-        elif path.is_file():
-            files[relative] = path
     return files, odd
 
 
@@ -280,8 +334,11 @@ def _forbidden_table(
     path, digest = recorded.get("path"), recorded.get("sha256")
     if not isinstance(path, str) or not _inside(path) or not isinstance(digest, str):
         raise VerifyError(f"{MANIFEST}: forbidden_classes has no valid path and sha256")
+    found = _under(root, path)
+    if found is None:
+        return None, [f"forbidden-classes table outside the inputs root, not read: {path}"]
     try:
-        table = read_forbidden_table(root / path)
+        table = read_forbidden_table(found)
     except (OSError, ForbiddenClassesError):
         return None, [f"forbidden-classes table not readable as the build read it: {path}"]
     if table.sha256 != digest:
@@ -346,7 +403,13 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     folders: list[Path] = []
     missing: list[str] = []
     for run in sorted(runs, key=lambda r: r.name):
-        folder = root / run.source_path
+        folder = _under(root, run.source_path)
+        if folder is None:
+            missing.append(run.name)
+            differences.append(
+                f"inputs outside the inputs root, not read: {run.source_path} (run {run.name})"
+            )
+            continue
         if not folder.is_dir():
             missing.append(run.name)
             differences.append(f"inputs not found: {run.source_path} (run {run.name})")

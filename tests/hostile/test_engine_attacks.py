@@ -1,0 +1,263 @@
+"""Red-team attacks on the replay itself (issue #28, items 1 to 3 and 5 to 8), each reproduced.
+
+Every case starts from the passing exported bundle (or fixture), plants one attack and
+shows the run now fails closed with the finding that names it, or that the work it
+forced is bounded. Before the fixes each of these passed silently, reused a stale
+verdict, or took time or memory out of proportion to the input.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, find_row, replay_dir
+from sandbox_replay import InputMode, codes
+from sandbox_replay.cli import app
+from sandbox_replay.layers import source_modules
+from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input
+from sandbox_replay.report import incremental
+
+EXFIL = "req_network_exfil_attempt"
+
+
+def _bundle(tmp_path: Path) -> Path:
+    folder = tmp_path / "bundle"
+    shutil.copytree(EXPORTED_BUNDLE, folder)
+    return folder
+
+
+def _blocked_with(folder: Path, *expected: str, mode: InputMode = InputMode.BUNDLE) -> Any:
+    outcome, _ = replay_dir(folder, mode)
+    assert outcome.status == "blocked"
+    for code in expected:
+        assert code in codes_of(outcome), codes_of(outcome)
+    return outcome
+
+
+# --- 1. smuggled rows ------------------------------------------------------------------
+
+
+def test_rows_under_a_second_top_level_key_are_a_finding(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "side_effect_receipts.json") as data:
+        smuggled = copy.deepcopy(find_row(data["side_effect_receipts"], EXFIL))
+        smuggled.update(execution_attempted=True, side_effect_diff_count=1)
+        data["side_effect_receipts_2"] = [smuggled]
+    with edit_json(folder / "policy_verdicts.json") as data:
+        override = copy.deepcopy(find_row(data["policy_verdicts"], EXFIL))
+        override["verdict"] = "allow"
+        data["policy_verdicts_override"] = [override]
+    outcome = _blocked_with(folder, codes.INPUT_UNEXPECTED_KEY)
+    named = [f for f in outcome.findings if f.error_code == codes.INPUT_UNEXPECTED_KEY]
+    assert sorted(f.path for f in named) == ["policy_verdicts.json", "side_effect_receipts.json"]
+    assert any("'side_effect_receipts_2'" in f.message for f in named)
+    assert all(f.line and f.line > 1 for f in named)  # the key's own line
+
+
+def test_an_object_nested_in_a_row_is_a_finding(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "side_effect_receipts.json") as data:
+        row = find_row(data["side_effect_receipts"], EXFIL)
+        row["details"] = {"execution_attempted": True, "side_effect_diff_count": 3}
+        find_row(data["side_effect_receipts"], "req_secret_env_read")["notes"] = [{"x": 1}]
+    outcome = _blocked_with(folder, codes.INPUT_ROW_NESTED_OBJECT)
+    nested = [f for f in outcome.findings if f.error_code == codes.INPUT_ROW_NESTED_OBJECT]
+    assert len(nested) == 2
+    assert any("'details'" in f.message for f in nested)
+    assert any("'notes'" in f.message for f in nested)
+
+
+def test_the_passing_bundle_and_fixture_raise_neither() -> None:
+    for folder, mode in ((EXPORTED_BUNDLE, InputMode.BUNDLE), (FIRST_WAVE, InputMode.FIXTURE)):
+        found = codes_of(replay_dir(folder, mode)[0])
+        assert codes.INPUT_UNEXPECTED_KEY not in found
+        assert codes.INPUT_ROW_NESTED_OBJECT not in found
+
+
+# --- 2 and 3. fields that were never type-checked ----------------------------------------
+
+
+@pytest.mark.parametrize("version", [2026, ["2026.11.1"], {"v": 1}])
+def test_a_policy_version_that_is_not_text_blocks(tmp_path: Path, version: Any) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "sandbox_policy.json") as data:
+        data["policy_version"] = version
+    with edit_json(folder / "policy_verdicts.json") as data:
+        for row in data["policy_verdicts"]:
+            row["policy_version"] = "1999.1"  # another version: the check must not be off
+    outcome = _blocked_with(folder, codes.POLICY_REQUIRED_FIELDS_INCOMPLETE)
+    assert any(
+        "not a string: policy_version" in f.message
+        for f in outcome.findings
+        if f.error_code == codes.POLICY_REQUIRED_FIELDS_INCOMPLETE
+    )
+
+
+def test_a_policy_id_that_is_not_text_blocks(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "sandbox_policy.json") as data:
+        data["policy_id"] = 7
+    _blocked_with(folder, codes.POLICY_REQUIRED_FIELDS_INCOMPLETE)
+
+
+def test_a_repeated_replay_id_blocks(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "cold_replay.json") as data:
+        rows = data["cold_replay"]
+        rows[1]["replay_id"] = rows[0]["replay_id"]
+    outcome = _blocked_with(folder, codes.COLD_REPLAY_INVALID)
+    assert any("appears on more than one row" in f.message for f in outcome.findings)
+
+
+def test_a_module_listed_twice_blocks_and_is_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "source_module_manifest.json") as data:
+        first = data["modules"][0]
+        for n in range(400):  # the amplification of item 8: one body named 400 times
+            again = copy.deepcopy(first)
+            again["module_id"] = f"module:again_{n}"
+            data["modules"].append(again)
+        data["module_count"] = len(data["modules"])
+    reads: list[Path] = []
+    real = source_modules.read_same_file
+
+    def counted(path: Path, *args: Any) -> bytes:
+        reads.append(path)
+        return real(path, *args)
+
+    monkeypatch.setattr(source_modules, "read_same_file", counted)
+    outcome = _blocked_with(folder, codes.SOURCE_MODULE_DUPLICATE)
+    assert len(reads) == 4  # the four distinct bodies, each once
+    duplicates = [f for f in outcome.findings if f.error_code == codes.SOURCE_MODULE_DUPLICATE]
+    assert len(duplicates) == 400
+    assert "body path" in duplicates[0].message
+
+
+def test_a_repeated_module_id_blocks(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "source_module_manifest.json") as data:
+        data["modules"][1]["module_id"] = data["modules"][0]["module_id"]
+    outcome = _blocked_with(folder, codes.SOURCE_MODULE_DUPLICATE)
+    assert any("module id" in f.message for f in outcome.findings)
+
+
+def test_too_many_anchors_are_refused_unsearched(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "source_module_manifest.json") as data:
+        data["modules"][0]["required_anchors"] = [f"anchor_{n}" for n in range(20_000)]
+    outcome = _blocked_with(folder, codes.INPUT_LIMIT_EXCEEDED)
+    assert any("20000 required anchors" in f.message for f in outcome.findings)
+
+
+def test_a_manifest_that_says_a_body_is_in_the_receipt_blocks(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "bundle_manifest.json") as data:
+        data["body_in_receipt"] = True
+    outcome = _blocked_with(folder, codes.BUNDLE_MANIFEST_INVALID)
+    assert any("body_in_receipt" in f.message for f in outcome.findings)
+
+
+@pytest.mark.parametrize("flag", [{"verified": False}, {"body_in_receipt": True}])
+def test_a_verification_that_says_unverified_blocks(tmp_path: Path, flag: dict[str, Any]) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "projection_protocol.json") as data:
+        data["body_import_verification"].update(flag)
+    _blocked_with(folder, codes.PROJECTION_DENSITY_MISSING)
+
+
+# --- 5. stale reuse ----------------------------------------------------------------------
+
+
+def test_a_changed_packaged_table_rebuilds_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(EXPORTED_BUNDLE, tmp_path / "runs" / "bundle")
+    monkeypatch.chdir(tmp_path)
+    build = ["build", "runs", "--out", "site", "--jobs", "1"]
+    assert CliRunner().invoke(app, build).exit_code == 0
+    again = CliRunner().invoke(app, build)
+    assert "(inputs unchanged)" in again.output  # reuse works
+    real_walk = incremental._walk_package
+
+    def changed(node: Any, prefix: str) -> Any:
+        for name, data in real_walk(node, prefix):
+            if name == "data/policy_table.json":  # same version string, other rules
+                data = data.replace(b'"verdict": "block"', b'"verdict": "allow"', 1)
+            yield name, data
+
+    monkeypatch.setattr(incremental, "_walk_package", changed)
+    rebuilt = CliRunner().invoke(app, build)
+    assert rebuilt.exit_code == 0
+    assert "(inputs unchanged)" not in rebuilt.output, rebuilt.output
+
+
+# --- 6 and 7. parsing cost ---------------------------------------------------------------
+
+
+def test_many_top_level_keys_are_parsed_with_their_lines_counted_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sandbox_replay import loader
+
+    calls: list[int] = []
+    real = loader._line_at
+    monkeypatch.setattr(loader, "_line_at", lambda doc, pos: calls.append(pos) or real(doc, pos))
+    keys = 20_000
+    text = "{\n" + ",\n".join(f'  "k{n}": {n}' for n in range(keys)) + "\n}\n"
+    loaded = parse_input(text.encode(), LoadedFile("projection_protocol.json"), None, LoadLimits())
+    assert loaded.ok
+    assert loaded.key_lines["k0"] == 2 and loaded.key_lines[f"k{keys - 1}"] == keys + 1
+    # Counting each key's line from the start of the file was the quadratic part.
+    assert calls == []
+
+
+def test_the_row_limit_holds_before_rows_are_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox_replay import loader
+
+    decoded: list[int] = []
+    real = loader._decode_plain
+    monkeypatch.setattr(loader, "_decode_plain", lambda raw: decoded.append(1) or real(raw))
+    raw = b'{"action_requests": [' + b",".join([b"{}"] * 5000) + b"]}"
+    loaded = parse_input(
+        raw, LoadedFile("action_requests.json"), "action_requests", LoadLimits(max_rows=1000)
+    )
+    assert not loaded.ok
+    [finding] = loaded.findings
+    assert finding.error_code == codes.INPUT_LIMIT_EXCEEDED
+    assert "more objects than the limit of 1000 rows" in finding.message
+    assert decoded == []  # no row of the file was materialised by the whole-file decoder
+
+
+def test_braces_inside_strings_do_not_count_as_rows() -> None:
+    # 200 rows whose strings hold 50 braces each: 10,200 `{` bytes, 201 objects.
+    rows = [{"request_id": f"r{n}", "note": "{" * 50 + '\\"{'} for n in range(200)]
+    raw = json.dumps({"action_requests": rows}).encode()
+    loaded = parse_input(
+        raw, LoadedFile("action_requests.json"), "action_requests", LoadLimits(max_rows=1000)
+    )
+    assert loaded.ok and len(loaded.rows) == 200
+
+
+def test_a_plain_file_within_the_limit_still_takes_the_whole_file_decoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sandbox_replay import loader
+
+    decoded: list[int] = []
+    real = loader._decode_plain
+    monkeypatch.setattr(loader, "_decode_plain", lambda raw: decoded.append(1) or real(raw))
+    raw = json.dumps({"action_requests": [{"request_id": f"r{n}"} for n in range(50)]}).encode()
+    loaded = parse_input(
+        raw, LoadedFile("action_requests.json"), "action_requests", LoadLimits(max_rows=1000)
+    )
+    assert loaded.ok and len(loaded.rows) == 50
+    assert decoded == [1]
