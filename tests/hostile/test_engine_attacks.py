@@ -261,3 +261,25 @@ def test_a_plain_file_within_the_limit_still_takes_the_whole_file_decoder(
     )
     assert loaded.ok and len(loaded.rows) == 50
     assert decoded == [1]
+
+
+@pytest.mark.parametrize(
+    "file, change",
+    [
+        ("projection_protocol.json", {"protocol_id": 7}),
+        ("source_module_manifest.json", None),
+    ],
+)
+def test_ids_of_object_files_are_text(tmp_path: Path, file: str, change: Any) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / file) as data:
+        if change is None:
+            data["modules"][0]["module_id"] = ["module:policy_table"]
+        else:
+            data.update(change)
+    expected = (
+        codes.PROJECTION_DENSITY_MISSING
+        if file == "projection_protocol.json"
+        else codes.SOURCE_MODULE_CLASS_REQUIRED
+    )
+    _blocked_with(folder, expected)

@@ -49,10 +49,10 @@ def check(run: RunInputs) -> LayerResult:
     verification = protocol.get("body_import_verification")
     if not isinstance(verification, dict):
         not_lists.append("body_import_verification")
-    if "body_import_status" not in missing and not isinstance(
-        protocol.get("body_import_status"), str
-    ):
-        not_lists.append("body_import_status")
+    # Ids and statuses are text.
+    for name in ("protocol_id", "body_import_status"):
+        if name not in missing and not isinstance(protocol.get(name), str):
+            not_lists.append(name)
     # The original implementation's floor (FORMAT 7.4): a body import that does not say
     # it was verified has not been. A flag beside the status that says otherwise (a
     # `verified` that is not true, a `body_in_receipt` that is not false) is believed.

@@ -213,6 +213,14 @@ def _check_module(
     module_id = module.get("module_id")
     subject = module_id if isinstance(module_id, str) and module_id else f"module#{index}"
     ok = True
+    if not (isinstance(module_id, str) and module_id.strip()):
+        add(
+            codes.SOURCE_MODULE_CLASS_REQUIRED,
+            f"{subject} has no module_id string",
+            subject,
+            line,
+        )
+        ok = False
     if (
         not isinstance(module.get("material_class"), str)
         or module.get("material_class") not in MATERIAL_CLASSES
