@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import signal
 from collections.abc import Iterator
@@ -52,6 +53,17 @@ def read_json(path: Path) -> Any:
 
 def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
+
+
+@contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    """Run the block with ``path`` as the working directory, as a user in that folder would."""
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 @contextmanager

@@ -9,30 +9,17 @@ policy rebuilds every run (never reuses a verdict derived by another policy), an
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
 
-from conftest import EXPORTED_BUNDLE, FIXTURES, REPO
+from conftest import EXPORTED_BUNDLE, FIXTURES, REPO, working_directory
 from sandbox_replay.cli import app
 from sandbox_replay.report.verify import VerifyConfig, verify_site
 
 TEAM_CEDAR = FIXTURES / "policies" / "team_sandbox.cedar"
-
-
-@contextmanager
-def working_directory(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def build(*options: str) -> Any:

@@ -9,7 +9,9 @@ UTF-8 and a byte-order mark.
 
 A plain list file, as exporters write it, is first parsed whole (by msgspec, else
 orjson) and proved to be what that parser would have loaded (``_parse_list_file_fast``);
-any other file, and any error, goes the row-by-row way, which alone words the findings.
+so is an object file (``_parse_object_file_fast``), whose keys' lines are found when
+asked. Any other file, and any error, goes the row-by-row way, which alone words the
+findings.
 msgspec's typed decoding stops at the first value nested deeper than a list in a row, and
 orjson refuses nesting deeper than 1,024 levels on its own, so that first parse needs no
 depth check.
@@ -380,6 +382,12 @@ def parse_input(
     if fast is not None:
         loaded.data, loaded.rows = fast
         return loaded
+    if rows_key is None:
+        whole = _parse_object_file_fast(raw, limits)
+        if whole is not None:
+            loaded.data = whole
+            loaded.key_lines = _KeyLines(raw)
+            return loaded
     try:
         doc = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -827,6 +835,131 @@ def _max_depth(raw: bytes) -> int:
 
 
 _NOT_BRACE_OR_QUOTE = bytes(b for b in range(256) if b not in b'{"')
+_NOT_QUOTE_OR_COLON = bytes(b for b in range(256) if b not in b'":')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_CONTAINERS = (dict, list)
+
+
+def _parse_object_file_fast(raw: bytes, limits: LoadLimits) -> dict[str, Any] | None:
+    """Parse an object file (no row list) in one C call; None to use the row-by-row parser.
+
+    The file is decoded by msgspec into plain values, which refuses what the strict
+    parser refuses (invalid UTF-8, NaN/Infinity, overflowing numbers, lone surrogate
+    escapes) and reads integers exactly; the rest of the strictness is proved on the
+    whole buffer: the nesting depth (``_max_depth``), string lengths (only where one may
+    exceed the limit), and that no key was dropped as a duplicate (the keys spelled in
+    the text, ``_keys_in_text``, are as many as the parsed objects hold). Anything else,
+    including any error, goes to the row-by-row parser, which words the finding. Each
+    top-level key's line is found when asked (``_KeyLines``): a file of 3 million keys
+    took 30 s to parse key by key, against 2 s for this.
+    """
+    if _max_depth(raw) > limits.max_depth:
+        return None
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if type(data) is not dict:
+        return None
+    layout = raw.translate(None, _ALL_BUT_LAYOUT)
+    if _strings_may_exceed(raw, layout, limits.max_string_chars) and _has_long_string(
+        data, limits.max_string_chars
+    ):
+        return None
+    if _keys_in_text(raw) != _keys_parsed(data):
+        return None
+    return data
+
+
+def _keys_in_text(raw: bytes) -> int:
+    """Count the keys ``raw`` spells: the colons outside strings (valid JSON has no other).
+
+    Escaped backslashes and quotes are dropped first, so every quote left delimits a
+    string; then every byte but quotes and colons. A string without a colon is then
+    ``""`` and is dropped; so is a closing quote next to the following opening one,
+    which only merges two strings with nothing outside between them. Where quotes are
+    left (strings holding a colon), the strings are cut out by splitting on quotes.
+    """
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    layout = raw.translate(None, _NOT_QUOTE_OR_COLON).replace(b'""', b"")
+    if b'"' in layout:
+        layout = b"".join(layout.split(b'"')[::2])
+    return layout.count(b":")
+
+
+def _keys_parsed(value: Any) -> int:
+    """Count the keys of every object in a parsed value (one container at a time, in C)."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            total += len(item)
+            item = list(item.values())
+        stack.extend(compress(item, map(isinstance, item, repeat(_CONTAINERS))))
+    return total
+
+
+class _KeyLines(dict[str, int]):
+    """The lines of an object file's top-level keys, each found when it is first asked for.
+
+    A key's spelling (as JSON writes it) is looked for followed by its colon, and taken
+    where it stands at depth 1 (one bracket open before it, outside strings). Without a
+    backslash in the file that is the only way to spell it; in a file with one, a key not
+    found so may be spelled with other escapes, and the lines of all keys are then counted
+    by the key-by-key parser, once (linear in the file).
+    """
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__()
+        self.raw = raw
+        self.absent: set[str] = set()
+        self.counted: dict[str, int] | None = None
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or key in self.absent:
+            return False
+        if dict.__contains__(self, key):
+            return True
+        line = self._find(key)
+        if line is None:
+            self.absent.add(key)
+            return False
+        self[key] = line
+        return True
+
+    def __missing__(self, key: str) -> int:
+        if key in self:  # found now, and kept
+            return dict.__getitem__(self, key)
+        raise KeyError(key)
+
+    def _find(self, key: str) -> int | None:
+        raw = self.raw
+        for spelling in {json.dumps(key).encode(), json.dumps(key, ensure_ascii=False).encode()}:
+            for match in re.finditer(re.escape(spelling) + rb"[ \t\n\r]*:", raw):
+                if _depth_at(raw, match.start()) == 1:
+                    return raw.count(b"\n", 0, match.start()) + 1
+        if b"\\" not in raw:
+            return None
+        if self.counted is None:
+            scratch = LoadedFile("")
+            _parse_top_object(raw.decode("utf-8"), None, scratch, LoadLimits(max_rows=0))
+            self.counted = scratch.key_lines
+        return self.counted.get(key)
+
+
+def _depth_at(raw: bytes, position: int) -> int:
+    """Return how many arrays and objects are open at ``position`` (outside strings)."""
+    before = raw[:position]
+    if b"\\" in before:
+        before = before.replace(b"\\\\", b"").replace(b'\\"', b"")
+    reduced = before.translate(None, _NOT_BRACKET_OR_QUOTE).replace(b'""', b"")
+    if b'"' in reduced:
+        if reduced.count(b'"') % 2:  # ``position`` is inside a string
+            return -1
+        reduced = b"".join(reduced.split(b'"')[::2])
+    return reduced.count(b"{") + reduced.count(b"[") - reduced.count(b"}") - reduced.count(b"]")
 
 
 def _line_of_nth(raw: bytes, byte: bytes, n: int) -> int:

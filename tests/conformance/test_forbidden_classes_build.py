@@ -8,31 +8,19 @@ table that changed since the build.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
 
+from conftest import working_directory
 from sandbox_replay.cli import app
 from sandbox_replay.report.verify import VerifyConfig, verify_site
 
 from .cases import ORIGINAL_BUNDLE, ORIGINAL_FORBIDDEN_CLASSES, edit_object, read
 
 TOKEN = "TEAM_TICKET_BODY_MARKER_31"
-
-
-@contextmanager
-def working_directory(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def team_table(path: Path, token: str = TOKEN) -> None:

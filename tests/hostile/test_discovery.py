@@ -18,22 +18,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIRST_WAVE, SCENARIOS
+from conftest import FIRST_WAVE, SCENARIOS, working_directory
 from sandbox_replay.cli import app
 from sandbox_replay.report.discover import MAX_DEPTH
 
 BLOCKED = SCENARIOS / "missing_verdict_row"
 DEEP = 1_100
-
-
-@contextmanager
-def working_directory(path: Path) -> Iterator[None]:
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def build(*options: str) -> Any:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, find_row, replay_dir
@@ -213,11 +215,19 @@ def test_many_top_level_keys_are_parsed_with_their_lines_counted_once(
     monkeypatch.setattr(loader, "_line_at", lambda doc, pos: calls.append(pos) or real(doc, pos))
     keys = 20_000
     text = "{\n" + ",\n".join(f'  "k{n}": {n}' for n in range(keys)) + "\n}\n"
+    # The whole-buffer path: lines found when asked.
     loaded = parse_input(text.encode(), LoadedFile("projection_protocol.json"), None, LoadLimits())
     assert loaded.ok
-    assert loaded.key_lines["k0"] == 2 and loaded.key_lines[f"k{keys - 1}"] == keys + 1
-    # Counting each key's line from the start of the file was the quadratic part.
-    assert calls == []
+    assert loaded.key_line("k0") == 2 and loaded.key_line(f"k{keys - 1}") == keys + 1
+    assert loaded.key_line("no_such_key") == 1
+    # The key-by-key path (a duplicate last key sends the file there): each key's line is
+    # counted on from the one before; counting from the start of the file was quadratic.
+    duplicated = text.replace("\n}\n", ',\n  "k0": 1\n}\n').encode()
+    refused = parse_input(duplicated, LoadedFile("projection_protocol.json"), None, LoadLimits())
+    assert [f.error_code for f in refused.findings] == [codes.INPUT_DUPLICATE_KEY]
+    assert refused.findings[0].line == keys + 2
+    assert refused.key_lines[f"k{keys - 1}"] == keys + 1
+    assert len(calls) <= 1  # the duplicate's own error line only
 
 
 def test_the_row_limit_holds_before_rows_are_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,3 +293,59 @@ def test_ids_of_object_files_are_text(tmp_path: Path, file: str, change: Any) ->
         else codes.SOURCE_MODULE_CLASS_REQUIRED
     )
     _blocked_with(folder, expected)
+
+
+# --- the whole-buffer path for object files says what the key-by-key parser says ----------
+
+_TEXT = st.text(alphabet='ab:"\\{}[] \u00e9\n', max_size=4)
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), _TEXT),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(st.tuples(_TEXT, inner), max_size=3).map(lambda pairs: ("obj", pairs)),
+    ),
+    max_leaves=12,
+)
+
+
+def _spell(value: Any, ascii_only: bool) -> str:
+    """Write a value as JSON, objects as key/value pairs that may repeat a key.
+
+    Without ``ascii_only``, an ``a`` in a string is spelled ``\\u0061``: a key JSON would
+    write otherwise.
+    """
+    if isinstance(value, tuple) and value[:1] == ("obj",):
+        items = (f"{_spell(k, ascii_only)} : {_spell(v, ascii_only)}" for k, v in value[1])
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_spell(v, ascii_only) for v in value) + "]"
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    return text if ascii_only or not isinstance(value, str) else text.replace("a", "\\u0061")
+
+
+@settings(max_examples=400, deadline=None)
+@given(pairs=st.lists(st.tuples(_TEXT, _JSON), max_size=5), ascii_only=st.booleans())
+def test_object_files_parse_alike_both_ways(pairs: list[Any], ascii_only: bool) -> None:
+    from sandbox_replay import loader
+
+    raw = (
+        "{\n"
+        + ",\n".join(f"{_spell(k, ascii_only)}: {_spell(v, ascii_only)}" for k, v in pairs)
+        + "\n}"
+    ).encode()
+    whole = parse_input(raw, LoadedFile("projection_protocol.json"), None, LoadLimits())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loader, "_parse_object_file_fast", lambda raw, limits: None)
+        by_key = parse_input(raw, LoadedFile("projection_protocol.json"), None, LoadLimits())
+    assert whole.data == by_key.data
+    assert [f.error_code for f in whole.findings] == [f.error_code for f in by_key.findings]
+    for key in {k for k, _ in pairs}:
+        assert whole.key_line(key) == by_key.key_line(key), key
+
+
+def test_a_replay_id_of_another_type_is_the_floors_finding_not_a_crash(tmp_path: Path) -> None:
+    folder = _bundle(tmp_path)
+    with edit_json(folder / "cold_replay.json") as data:
+        data["cold_replay"][0]["replay_id"] = ["replay", "list"]
+        data["cold_replay"][1]["replay_id"] = {"an": "object"}
+    _blocked_with(folder, codes.COLD_REPLAY_INVALID)

@@ -54,7 +54,7 @@ def check(run: RunInputs) -> LayerResult:
         _repeats(replay_ids),
     )
     seen: set[str] = set()
-    seen_replays: set[Any] = set()
+    seen_replays: set[str] = set()
     failing = 0
     for ref in map(run.replays.__getitem__, sorted(suspects)):
         row = ref.row
@@ -69,9 +69,10 @@ def check(run: RunInputs) -> LayerResult:
         if flags:
             problems.append(f"not true: {describe(flags)}")
         replay_id = row.get("replay_id")
-        if isinstance(replay_id, str) and replay_id in seen_replays:
-            problems.append(f"replay id {replay_id} appears on more than one row")
-        seen_replays.add(replay_id)
+        if isinstance(replay_id, str):  # any other value is the floor's finding above
+            if replay_id in seen_replays:
+                problems.append(f"replay id {replay_id} appears on more than one row")
+            seen_replays.add(replay_id)
         request_id = row.get("request_id")
         if isinstance(request_id, str):
             if request_id not in run.request_by_id:
