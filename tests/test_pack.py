@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import tarfile
@@ -27,6 +28,15 @@ def make_site(root: Path) -> Path:
     (site / "index.html").write_text("<!doctype html><title>x</title>\n", "utf-8")
     (site / "assets" / "site.css").write_text("body{}\n", "utf-8")
     (site / "runs" / "é-unicode.html").write_text("ok\n", "utf-8")
+    # What makes it a site ``build`` made, for ``pack`` (format: ``report.build._marker``).
+    manifest = b'{"schema_version": "sandbox-replay.site/1"}\n'
+    (site / "manifest.json").write_bytes(manifest)
+    marker = {
+        "tool": "sandbox-replay",
+        "site_format": 1,
+        "manifest_sha256": "sha256:" + hashlib.sha256(manifest).hexdigest(),
+    }
+    (site / "sandbox-replay-site.json").write_text(json.dumps(marker), "utf-8")
     return site
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,10 +164,11 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
     """Write the concatenated ``chunks`` to ``path`` atomically, one piece at a time.
 
     The pieces go to a temp file in the same folder, which is synced and then renamed over
-    ``path``; on any error the temp file is removed and ``path`` is left as it was.
+    ``path``; on any error the temp file is removed and ``path`` is left as it was. The
+    file gets the mode a plain ``open`` would give it (0666 less the umask).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path)
     try:
         try:
             with open(fd, "wb", closefd=False) as out:
@@ -179,6 +180,22 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """Create a new temp file beside ``path`` and return its descriptor and path.
+
+    ``tempfile.mkstemp`` creates it 0600 whatever the umask; created here with mode 0666,
+    the kernel applies the umask itself, with no process-wide ``os.umask`` call to read it.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
 
 
 def write_json_atomic(path: Path, value: Any) -> bytes:

@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 import time
 import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TextIO
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from sandbox_replay.codes import REGISTRY, Layer, lookup
-from sandbox_replay.exports import ExportTargets, export_run, write_exports
+from sandbox_replay.exports import ExportTargets, export_run, outside_root, write_exports
 from sandbox_replay.exports.text import one_line, visible
-from sandbox_replay.inputs import InputMode
+from sandbox_replay.inputs import CORE_FILES, InputMode
 from sandbox_replay.loader import LoadLimits
 from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.policy import Policy, PolicyChoice, PolicyFileError, choose_policies
+from sandbox_replay.policy import (
+    Policy,
+    PolicyChoice,
+    PolicyFileError,
+    choose_policies,
+    project_defaults,
+)
 from sandbox_replay.records import RunRecords, build_records, write_records
 from sandbox_replay.scan import (
     ForbiddenClassesError,
@@ -35,8 +44,12 @@ app = typer.Typer(
     help=(
         "Replay recorded AI-agent sandbox actions, re-derive what the fail-closed policy "
         "should have decided, and hold the recorded verdicts, side effects, rollbacks and "
-        "replays to it. Exit status: 0 pass, 1 blocked, 2 usage error."
+        "replays to it. run and run-sandbox-bundle exit 0 pass, 1 blocked, 2 usage error; "
+        "build exits 0 once the site is built (1 with --fail-on blocked when a run blocked), "
+        "2 on a usage error. Defaults of most options can be set in SANDBOX_REPLAY_* "
+        "environment variables (each option's help names its own)."
     ),
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -44,19 +57,50 @@ app = typer.Typer(
 )
 
 EXIT_PASS, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 # Set by ``main``: this process is the command's own, so its collector is ours to tune.
 # Never set in the tests' in-process runner, nor for a library caller.
 _process_is_ours = False
 
 
+@dataclass
+class _Output:
+    """How much a command says, set by its -q/-v options (each command sets it anew)."""
+
+    quiet: bool = False
+    verbose: bool = False
+
+
+_output = _Output()
+
+
+def set_output(quiet: bool, verbose: bool) -> None:
+    if quiet and verbose:
+        raise usage_error("-q and -v ask for opposite things; give one")
+    _output.quiet, _output.verbose = quiet, verbose
+
+
 def progress(message: str) -> None:
     """Write one progress line to stderr, keeping stdout for machine-readable output.
 
     The message names folders and files, whose names are input too: it is printed on one
-    line with its control and invisible characters shown as ``<U+XXXX>``.
+    line with its control and invisible characters shown as ``<U+XXXX>``. With ``-q``
+    nothing is said but errors and the summary.
     """
-    print(f"sandbox-replay: {one_line(message)}", file=sys.stderr, flush=True)
+    if not _output.quiet:
+        print(f"sandbox-replay: {one_line(message)}", file=sys.stderr, flush=True)
+
+
+def colour(text: str, code: str, stream: TextIO) -> str:
+    """Wrap ``text`` in an ANSI colour on a terminal: never with NO_COLOR set, always with
+    FORCE_COLOR set (https://no-color.org, https://force-color.org), else when ``stream``
+    is a TTY."""
+    if os.environ.get("NO_COLOR"):
+        return text
+    if not os.environ.get("FORCE_COLOR") and not (hasattr(stream, "isatty") and stream.isatty()):
+        return text
+    return f"\033[{code}m{text}\033[0m"
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -99,7 +143,46 @@ def terminal_safe(text: object, limit: int = 120) -> str:
     return shown + ("..." if len(str(text)) > limit else "")
 
 
-def summary_lines(records: RunRecords) -> list[str]:
+# At most this many findings are listed after a run (``-v``: all of them).
+SHOWN_FINDINGS = 10
+
+
+def expected_alarms(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Return the findings that are a fixture's planted negative cases firing, by design."""
+    observed = result["observed_negative_cases"]
+    return [
+        f
+        for f in result["findings"]
+        if f["layer"] == Layer.NEGATIVE_CASES.value
+        and f["error_code"] in observed.get(f.get("negative_case_id"), ())
+    ]
+
+
+def finding_lines(
+    result: Mapping[str, Any], where: str, limit: int | None = SHOWN_FINDINGS
+) -> list[str]:
+    """Return the run's findings as ``path:line: CODE message`` lines (as ruff prints them).
+
+    The expected negative-case alarms are left out (they are counted on their own);
+    ``where`` is the input folder as given, so a line's path opens from the working
+    directory. Past ``limit``, one line says how many more the result record holds.
+    """
+    expected = {id(f) for f in expected_alarms(result)}
+    shown = [f for f in result["findings"] if id(f) not in expected]
+    lines = []
+    for finding in shown[:limit] if limit is not None else shown:
+        path = f"{where.rstrip('/')}/{finding['path']}" if finding.get("path") else where
+        line = f":{finding['line']}" if finding.get("line") else ""
+        lines.append(
+            f"{terminal_safe(path, 200)}{line}: {finding['error_code']} "
+            f"{terminal_safe(finding['message'], 200)}"
+        )
+    if limit is not None and len(shown) > limit:
+        lines.append(f"... and {len(shown) - limit} more in the result record (-v lists all)")
+    return lines
+
+
+def summary_lines(records: RunRecords, stream: TextIO | None = None) -> list[str]:
     """Return the human summary of a run: status, headline figures, codes."""
     r = records.result
     trace = r["public_agent_execution_trace"]
@@ -107,8 +190,11 @@ def summary_lines(records: RunRecords) -> list[str]:
     outcomes = ", ".join(
         f"{n} {terminal_safe(k, 40)}" for k, n in trace["summary"]["outcome_counts"].items()
     )
+    status = r["status"]
+    if stream is not None:
+        status = colour(status, "32" if status == "pass" else "1;31", stream)
     lines = [
-        f"status: {r['status']}  ({r['input_mode']}, bundle {terminal_safe(r['bundle_id'])})",
+        f"status: {status}  ({r['input_mode']}, bundle {terminal_safe(r['bundle_id'])})",
         f"requests: {r['action_request_count']}  derived: {r['derived_block_count']} block, "
         f"{r['derived_allow_count']} allow, {r['derived_review_count']} review  "
         f"mismatches: {r['derived_policy_verdict_mismatch_count']}",
@@ -130,9 +216,19 @@ def summary_lines(records: RunRecords) -> list[str]:
                 else ""
             )
         )
-    lines.append(f"findings: {r['finding_count']}  error codes: {len(r['error_codes'])}")
-    lines.extend(f"  {code}" for code in r["error_codes"])
+    alarms = expected_alarms(r)
+    alarm_codes = {f["error_code"] for f in alarms}
+    other_codes = [c for c in r["error_codes"] if c not in alarm_codes or _also_a_gap(r, c)]
+    expected = f" ({len(alarms)} of them the expected negative-case alarms)" if alarms else ""
+    lines.append(f"findings: {r['finding_count']}{expected}  error codes: {len(other_codes)}")
+    lines.extend(f"  {code}" for code in other_codes)
     return lines
+
+
+def _also_a_gap(result: Mapping[str, Any], code: str) -> bool:
+    """Say whether ``code`` is raised by a finding other than an expected alarm too."""
+    alarms = {id(f) for f in expected_alarms(result)}
+    return any(f["error_code"] == code and id(f) not in alarms for f in result["findings"])
 
 
 def read_forbidden_classes(path: Path | None) -> ForbiddenTable | None:
@@ -178,10 +274,29 @@ def extra_scanner(table: ForbiddenTable | None) -> ForbiddenScanner | None:
     return scanner_with(table.classes) if table is not None else None
 
 
-def check_export_targets(targets: ExportTargets) -> None:
+def check_export_targets(targets: ExportTargets, site_dir: Path | None = None) -> None:
+    """Refuse export paths that cannot be written, or that a build would lose.
+
+    ``site_dir`` is the site folder of ``build``: every build replaces it whole, so an
+    export inside it would vanish on the next build and fail ``verify`` meanwhile.
+    """
+    from sandbox_replay.exports.sarif import part_number
+
+    site = site_dir.resolve() if site_dir is not None else None
+    sarif = targets.sarif.resolve() if targets.sarif is not None else None
     for path in targets.paths():
         if path.is_dir():
             raise usage_error(f"export path {path} is a folder, not a file")
+        if site is not None and path.resolve().is_relative_to(site):
+            raise usage_error(
+                f"export path {path} lies inside the site folder {site_dir}, which every "
+                "build replaces whole; write exports outside --out"
+            )
+        if sarif is not None and part_number(sarif, path.resolve()) is not None:
+            raise usage_error(
+                f"export path {path} is a name the SARIF log {targets.sarif} "
+                "takes when split; choose another"
+            )
     if targets.site_url is not None:
         from sandbox_replay.exports.markdown import check_site_url  # its chart code, only here
 
@@ -203,8 +318,15 @@ def _execute(
     forbidden_classes: Path | None,
     policy_file: Path | None,
     cedar_schema: Path | None,
+    root: Path | None = None,
 ) -> None:
     check_input_dir(input_dir)
+    if not any((input_dir / name).exists() for name in CORE_FILES):
+        # A wrong path in CI must not look like a containment failure (exit 1).
+        raise usage_error(
+            f"{input_dir} holds none of the seven core files ({', '.join(CORE_FILES)}): "
+            "not a fixture or bundle folder"
+        )
     scanner = extra_scanner(read_forbidden_classes(forbidden_classes))
     policy = read_policies(policy_file, cedar_schema).for_run(input_dir)
     check_out_dir(out_dir)
@@ -221,7 +343,10 @@ def _execute(
     if policy is not None:
         say_policy(policy)
     progress(f"replaying {input_dir} ({'fixture' if mode is InputMode.FIXTURE else 'bundle'} mode)")
-    config = ReplayConfig(input_dir, mode, limits, policy, scanner=scanner, progress=progress)
+    detail = progress if _output.verbose else None
+    config = ReplayConfig(
+        input_dir, mode, limits, policy, scanner=scanner, progress=progress, detail=detail
+    )
     outcome = replay(config)
     records = build_records(outcome)
     try:
@@ -231,7 +356,10 @@ def _execute(
         if targets.paths():
             summary = targets.markdown is not None  # only it shows headline and chart
             name = input_dir.resolve().name
-            runs = [export_run(name, outcome, None, records.result, summary=summary)]
+            warning = outside_root(input_dir, root)
+            if warning is not None:
+                progress(warning)
+            runs = [export_run(name, outcome, root, records.result, summary=summary)]
             written += write_exports(targets, runs)
     except OSError as error:
         where = f" {error.filename}" if error.filename else ""
@@ -239,7 +367,13 @@ def _execute(
     for path in written:
         progress(f"wrote {path}")
     stream = sys.stderr if card else sys.stdout
-    for line in summary_lines(records):
+    said = summary_lines(records, stream)
+    if _output.quiet:
+        said = said[:1]
+    else:
+        limit = None if _output.verbose else SHOWN_FINDINGS
+        said += finding_lines(records.result, str(input_dir), limit)
+    for line in said:
         print(line, file=stream)
     if card:
         print(json.dumps(records.card, indent=2))
@@ -295,17 +429,25 @@ MaxFileMbOpt = Annotated[
     int,
     typer.Option(
         "--max-file-mb",
+        envvar="SANDBOX_REPLAY_MAX_FILE_MB",
         min=1,
         help="Refuse any input file or copied body larger than this many MiB, unread.",
     ),
 ]
 MaxRowsOpt = Annotated[
-    int, typer.Option("--max-rows", min=1, help="Refuse a list file with more rows than this.")
+    int,
+    typer.Option(
+        "--max-rows",
+        min=1,
+        envvar="SANDBOX_REPLAY_MAX_ROWS",
+        help="Refuse a list file with more rows than this.",
+    ),
 ]
 MaxDepthOpt = Annotated[
     int,
     typer.Option(
         "--max-depth",
+        envvar="SANDBOX_REPLAY_MAX_DEPTH",
         min=1,
         max=512,
         help="Refuse a file whose arrays and objects nest deeper than this (checked before "
@@ -314,7 +456,12 @@ MaxDepthOpt = Annotated[
 ]
 MaxStringOpt = Annotated[
     int,
-    typer.Option("--max-string-chars", min=1, help="Refuse a file holding a longer string or key."),
+    typer.Option(
+        "--max-string-chars",
+        min=1,
+        envvar="SANDBOX_REPLAY_MAX_STRING_CHARS",
+        help="Refuse a file holding a longer string or key.",
+    ),
 ]
 ReplayJobsOpt = Annotated[
     int | None,
@@ -332,6 +479,7 @@ PolicyOpt = Annotated[
     Path | None,
     typer.Option(
         "--policy",
+        envvar="SANDBOX_REPLAY_POLICY",
         help="The policy to derive verdicts with: a .json table (sandbox-replay schema "
         "policy_table) or a .cedar policy set; default: policy in [tool.sandbox-replay] "
         "of ./pyproject.toml, else the packaged table.",
@@ -342,6 +490,7 @@ CedarSchemaOpt = Annotated[
     Path | None,
     typer.Option(
         "--cedar-schema",
+        envvar="SANDBOX_REPLAY_CEDAR_SCHEMA",
         help="A Cedar schema the .cedar policy is validated against before any request "
         "is evaluated.",
         show_default=False,
@@ -351,6 +500,7 @@ ForbiddenClassesOpt = Annotated[
     Path | None,
     typer.Option(
         "--forbidden-classes",
+        envvar="SANDBOX_REPLAY_FORBIDDEN_CLASSES",
         help="A forbidden-classes table (ours, or the original implementation's "
         "classes[].terms[].token shape) whose classes are added to the packaged ones; "
         "a hit of any class blocks the run.",
@@ -371,6 +521,26 @@ def load_limits(
     )
 
 
+RootOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--root",
+        envvar="SANDBOX_REPLAY_ROOT",
+        help="Folder the exports' file paths are relative to (default: the repository the "
+        "working folder lies in, found by its .git, else the working folder).",
+        show_default=False,
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", envvar="SANDBOX_REPLAY_QUIET", help="Say only the summary line and errors."
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Also say each layer's time and list every finding."),
+]
 ExcludeOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -386,6 +556,7 @@ SiteUrlOpt = Annotated[
     str | None,
     typer.Option(
         "--site-url",
+        envvar="SANDBOX_REPLAY_SITE_URL",
         help="Absolute URL of the published report site; the Markdown summary links codes "
         "to its catalog.",
         show_default=False,
@@ -418,6 +589,9 @@ def run_fixture(
     forbidden_classes: ForbiddenClassesOpt = None,
     policy: PolicyOpt = None,
     cedar_schema: CedarSchemaOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    root: RootOpt = None,
 ) -> None:
     """Replay a fixture folder: the seven core files plus the eight negative-case files.
 
@@ -426,6 +600,7 @@ def run_fixture(
     (--max-*) is refused with SANDBOX_POLICY_INPUT_LIMIT_EXCEEDED, which blocks.
     Exit 0 pass, 1 blocked, 2 usage error.
     """
+    set_output(quiet, verbose)
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
     _execute(
@@ -440,6 +615,7 @@ def run_fixture(
         forbidden_classes,
         policy,
         cedar_schema,
+        root,
     )
 
 
@@ -460,6 +636,9 @@ def run_bundle(
     forbidden_classes: ForbiddenClassesOpt = None,
     policy: PolicyOpt = None,
     cedar_schema: CedarSchemaOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    root: RootOpt = None,
 ) -> None:
     """Replay an exported sandbox bundle: the seven core files, the bundle manifest,
     the source-module manifest and the copied bodies under source_modules/.
@@ -467,6 +646,7 @@ def run_bundle(
     Writes the bundle validation result. A file over a limit (--max-*) is refused with
     SANDBOX_POLICY_INPUT_LIMIT_EXCEEDED, which blocks. Exit 0 pass, 1 blocked, 2 usage error.
     """
+    set_output(quiet, verbose)
     targets = ExportTargets(sarif, junit, markdown, site_url)
     limits = load_limits(max_file_mb, max_rows, max_depth, max_string_chars)
     _execute(
@@ -481,6 +661,7 @@ def run_bundle(
         forbidden_classes,
         policy,
         cedar_schema,
+        root,
     )
 
 
@@ -567,10 +748,11 @@ def pack(
         ),
     ] = None,
 ) -> None:
-    """Pack a built site into a reproducible tar.gz and write SHA256SUMS beside it.
+    """Pack a site built by build into a reproducible tar.gz and list it in SHA256SUMS.
 
     Entries are sorted, owned by 0:0 with normalised modes, and dated SOURCE_DATE_EPOCH
-    (0 when unset), so packing the same site twice gives the same bytes.
+    (0 when unset), so packing the same site twice gives the same bytes. SHA256SUMS beside
+    the archive is merged: other files' lines are kept, this archive's line replaced.
     """
     from sandbox_replay.exports.pack import (
         PackConfig,
@@ -627,6 +809,7 @@ def build(
         typer.Option(
             "--jobs",
             "-j",
+            envvar="SANDBOX_REPLAY_JOBS",
             help="Runs replayed and rendered at once, in separate processes "
             "(default: the number of cores; 1 builds in this process).",
             show_default=False,
@@ -661,6 +844,8 @@ def build(
     policy: PolicyOpt = None,
     cedar_schema: CedarSchemaOpt = None,
     exclude: ExcludeOpt = None,
+    quiet: QuietOpt = False,
+    root: RootOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -668,8 +853,9 @@ def build(
     1 if any run was blocked or any folder that may hold a run was skipped (hidden,
     symbolic link, unreadable, too deep) and no --exclude names it; 2 on a usage error.
     """
+    set_output(quiet, False)
     from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
-    from sandbox_replay.report.discover import DiscoveryError, exported_runs
+    from sandbox_replay.report.discover import DiscoveryError, discover_runs, exported_runs
     from sandbox_replay.report.parallel import SchedulerError
 
     if fail_on not in (None, "blocked"):
@@ -684,7 +870,7 @@ def build(
     if templates is not None and not templates.is_dir():
         raise usage_error(f"templates folder {templates} does not exist")
     targets = ExportTargets(sarif, junit, markdown, site_url)
-    check_export_targets(targets)
+    check_export_targets(targets, out_dir)
     if jobs is not None and jobs < 1:
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
     table = read_forbidden_classes(forbidden_classes)
@@ -719,7 +905,12 @@ def build(
                 summary=summary,
                 scanner=extra_scanner(table),
                 policies=policies,
+                root=root,
             )
+            for folder in sorted({run.path for run in discover_runs(config.paths)}):
+                warning = outside_root(folder, root)
+                if warning is not None:
+                    progress(warning)
             exported = write_exports(targets, runs)
     except (BuildError, DiscoveryError, SchedulerError) as error:
         raise usage_error(str(error)) from None
@@ -731,7 +922,8 @@ def build(
     state = "unchanged" if result.unchanged else "written"
     progress(
         f"site {state}: {result.out_dir}/index.html "
-        f"({len(result.runs)} runs, {blocked} blocked, {skipped} skipped"
+        f"({len(result.runs)} run{'' if len(result.runs) == 1 else 's'}, "
+        f"{blocked} blocked, {skipped} skipped"
         + (f", {excluded} excluded" if excluded else "")
         + f", {result.file_count} files)"
     )
@@ -787,6 +979,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -794,7 +987,15 @@ def main_options(
         ),
     ] = False,
 ) -> None:
-    """Replay recorded AI-agent sandbox actions and check their containment claims."""
+    """Replay recorded AI-agent sandbox actions and check their containment claims.
+
+    Option defaults may also be set in [tool.sandbox-replay] of ./pyproject.toml (README,
+    Commands); a command-line option or a SANDBOX_REPLAY_* variable wins over them.
+    """
+    try:
+        ctx.default_map = project_defaults(Path.cwd())
+    except PolicyFileError as error:
+        raise usage_error(str(error)) from None
 
 
 def main() -> None:
@@ -827,9 +1028,8 @@ def main() -> None:
     except ClickException as error:
         print(f"sandbox-replay: error: {error.format_message()}", file=sys.stderr)
         sys.exit(error.exit_code)
-    except typer.Abort:
-        print("sandbox-replay: aborted", file=sys.stderr)
-        sys.exit(EXIT_BLOCKED)
+    except (typer.Abort, KeyboardInterrupt):
+        code = EXIT_INTERRUPTED
     except Exception as error:
         from sandbox_replay.report.build import WRITE_FAULTS
 
@@ -847,4 +1047,10 @@ def main() -> None:
         )
         sys.exit(EXIT_BLOCKED)
     code = code if isinstance(code, int) else EXIT_PASS
+    if code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into this exit status
+        # Records and sites are written whole or not at all: nothing is left half-written.
+        print(
+            "sandbox-replay: interrupted; no record or site was left half-written",
+            file=sys.stderr,
+        )
     sys.exit(code)

@@ -34,10 +34,11 @@ import stat
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from io import BufferedReader
 from itertools import accumulate, chain, compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, cast
 
 import msgspec
 import orjson
@@ -45,6 +46,7 @@ import re2
 
 from sandbox_replay import codes
 from sandbox_replay.findings import Finding
+from sandbox_replay.version import TOOL_NAME
 
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -335,6 +337,48 @@ def site_entries(root: Path) -> list[tuple[str, os.stat_result]]:
                         raise SiteTooDeepError(f"{relative} lies {SITE_DEPTH} folders deep")
                     pending.append((relative + "/", depth + 1))
     return sorted(found, key=lambda item: item[0])
+
+
+# A built site's root holds its manifest and the marker naming it a site this tool built
+# (``report.build._marker`` writes it; ``build`` and ``pack`` read it here).
+SITE_MANIFEST = "manifest.json"
+SITE_MARKER = "sandbox-replay-site.json"
+SITE_FORMAT = 1
+_MARKER_BYTES = 4096
+
+
+def read_site_json(path: Path, limit: int) -> object:
+    """Read a JSON file of a site: a regular file (no symlink followed, no FIFO waited on)
+    of at most ``limit`` bytes, nested at most 1,024 deep (orjson's bound). Raises
+    ``OSError``, ``FileChangedError`` or ``ValueError``."""
+    return orjson.loads(read_same_file(path, None, limit))
+
+
+def site_marker_matches(site: Path) -> bool | None:
+    """Say whether ``site`` holds a marker of a site this tool built; ``None``: no marker.
+
+    The marker must name this tool and site format and hold the digest of the folder's
+    ``manifest.json`` as it is now (``report.build._marker`` gives its format).
+    """
+    try:
+        marker = read_site_json(site / SITE_MARKER, _MARKER_BYTES)
+    except FileNotFoundError:
+        return None
+    except (OSError, FileChangedError, ValueError):
+        return False
+    if not isinstance(marker, dict):
+        return False
+    try:
+        with open_regular(site / SITE_MANIFEST) as handle:
+            reader = cast(BufferedReader, handle)  # what ``open_regular`` opens
+            digest = "sha256:" + hashlib.file_digest(reader, "sha256").hexdigest()
+    except OSError:
+        return False
+    return (
+        marker.get("tool") == TOOL_NAME
+        and marker.get("site_format") == SITE_FORMAT
+        and marker.get("manifest_sha256") == digest
+    )
 
 
 def sha256_of(raw: bytes) -> str:

@@ -49,6 +49,8 @@ class ReplayConfig:
     scanner: ForbiddenScanner | None = None
     # Told one line per phase (load, layers, trace) with its figures and time, for a long run.
     progress: Callable[[str], None] | None = field(default=None, compare=False)
+    # Told one line per layer with its time (the command line's -v).
+    detail: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -220,15 +222,21 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
     keys_layer = forbidden_keys.check(run)
     layers[-1].findings.extend(keys_layer.findings)
     layers[-1].counts.update(keys_layer.counts)
-    layers += [
-        projection.check(run),
-        sandbox_policy.check(run),
-        confusables.check(actions.check(run), run),
-        verdicts.check(run),
-        side_effects.check(run),
-        rollbacks.check(run),
-        cold_replay.check(run),
+    checks: list[Callable[[], LayerResult]] = [
+        lambda: projection.check(run),
+        lambda: sandbox_policy.check(run),
+        lambda: confusables.check(actions.check(run), run),
+        lambda: verdicts.check(run),
+        lambda: side_effects.check(run),
+        lambda: rollbacks.check(run),
+        lambda: cold_replay.check(run),
     ]
+    for check in checks:
+        layer_started = time.perf_counter()
+        layers.append(check())
+        if config.detail is not None:
+            took = time.perf_counter() - layer_started
+            config.detail(f"  {layers[-1].layer.label}: {took:.2f}s")
     forget_shared(run)  # the joins the layers shared; the trace and records need none
     say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
     started = time.perf_counter()

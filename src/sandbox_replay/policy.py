@@ -409,7 +409,25 @@ class PolicyChoice:
 
 PROJECT_FILE = "pyproject.toml"
 PROJECT_TABLE = "sandbox-replay"
-_PROJECT_KEYS = {"policy", "cedar-schema", "run-policies"}
+# Option defaults the table may set, by command (``project_defaults``); the policy keys are
+# read by ``choose_policies``.
+RUN_DEFAULTS = frozenset(
+    {
+        "max-file-mb",
+        "max-rows",
+        "max-depth",
+        "max-string-chars",
+        "site-url",
+        "forbidden-classes",
+        "root",
+        "quiet",
+    }
+)
+BUILD_DEFAULTS = frozenset(
+    {"jobs", "fail-on", "site-url", "forbidden-classes", "root", "exclude", "quiet"}
+)
+_PATH_DEFAULTS = frozenset({"forbidden-classes", "root"})
+_PROJECT_KEYS = {"policy", "cedar-schema", "run-policies"} | RUN_DEFAULTS | BUILD_DEFAULTS
 
 
 def read_project_settings(folder: Path) -> tuple[dict[str, Any], Path | None]:
@@ -442,6 +460,32 @@ def read_project_settings(folder: Path) -> tuple[dict[str, Any], Path | None]:
             f"known: {known}"
         )
     return table, path
+
+
+def project_defaults(folder: Path) -> dict[str, dict[str, Any]]:
+    """Return the option defaults ``[tool.sandbox-replay]`` of ``folder/pyproject.toml``
+    sets, by command, as click's ``default_map`` takes them (keys as option names with
+    underscores). A path is taken relative to the project file's folder. A command-line
+    option or a ``SANDBOX_REPLAY_*`` variable still wins over it.
+    """
+    settings, project = read_project_settings(folder)
+    if project is None:
+        return {}
+    values: dict[str, Any] = {}
+    for key in RUN_DEFAULTS | BUILD_DEFAULTS:
+        if key in settings:
+            value = settings[key]
+            if key in _PATH_DEFAULTS:
+                if not isinstance(value, str) or not value:
+                    raise PolicyFileError(f"{project}: {key} must be a path (a string)")
+                value = str(_relative_to_cwd(project.parent / value))
+            values[key] = value
+
+    def for_command(keys: frozenset[str]) -> dict[str, Any]:
+        return {k.replace("-", "_"): v for k, v in values.items() if k in keys}
+
+    run = for_command(RUN_DEFAULTS)
+    return {"run": run, "run-sandbox-bundle": dict(run), "build": for_command(BUILD_DEFAULTS)}
 
 
 def choose_policies(policy: Path | None, cedar_schema: Path | None, folder: Path) -> PolicyChoice:

@@ -462,7 +462,7 @@ class DerivedVerdictRecord(OutputModel):
 
 
 class ResultRecord(OutputModel):
-    """The result record of one run (``*_result.json``); see FORMAT.md section 4."""
+    """The result record of one run (``*_result.json``); see docs/FORMAT.md section 4."""
 
     schema_version: Literal["sandbox-replay.result/1"]
     tool: ToolInfo

@@ -40,10 +40,11 @@ def runs(tmp_path: Path) -> Iterator[Path]:
 
 def assert_gate(shown: str, reason: str, built_runs: int = 1) -> None:
     """The folder is named, counted as skipped, fails the gate, and --exclude accepts it."""
+    runs = f"{built_runs} run" + ("" if built_runs == 1 else "s")
     gated = build("--fail-on", "blocked")
     assert gated.exit_code == 1, gated.output
     assert f"skipped {shown} ({reason})" in gated.output
-    assert f"({built_runs} runs, 0 blocked, 1 skipped," in gated.output
+    assert f"({runs}, 0 blocked, 1 skipped," in gated.output
     # Without the gate the site is still built, and still says so.
     plain = build()
     assert plain.exit_code == 0, plain.output
@@ -53,7 +54,7 @@ def assert_gate(shown: str, reason: str, built_runs: int = 1) -> None:
     assert f"excluded {shown} ({reason}): not replayed, as --exclude {shown} asks" in (
         accepted.output
     )
-    assert f"({built_runs} runs, 0 blocked, 0 skipped, 1 excluded," in accepted.output
+    assert f"({runs}, 0 blocked, 0 skipped, 1 excluded," in accepted.output
 
 
 def test_a_blocked_run_in_a_dot_folder_fails_the_gate(runs: Path) -> None:

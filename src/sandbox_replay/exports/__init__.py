@@ -18,7 +18,8 @@ bundle id holding a matched text is replaced (``records.redact``), as in the rec
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,7 @@ from typing import Any
 
 from sandbox_replay.atomic import write_bytes_atomic
 from sandbox_replay.codes import Layer
+from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
 from sandbox_replay.inputs import InputMode
 from sandbox_replay.layers.base import LayerResult
@@ -231,8 +233,9 @@ class ExportRun:
     """One replayed run as the exports name it.
 
     ``source_root`` is the run's input folder as a posix path relative to the repository
-    root (the working folder), or ``""`` when the folder lies outside it; finding paths,
-    which are relative to the input folder, are joined onto it. It never holds a host path.
+    root (``repository_root``, or ``--root``), or ``""`` when the folder lies outside it
+    (the command line then warns); finding paths, which are relative to the input folder,
+    are joined onto it. It never holds a host path.
     """
 
     name: str
@@ -244,13 +247,27 @@ class ExportRun:
         return str(PurePosixPath(self.source_root, path)) if self.source_root else path
 
 
+def repository_root(start: Path | None = None) -> Path:
+    """Return the repository ``start`` (default: the working folder) lies in: the nearest
+    folder up from it that holds ``.git``, else ``start`` itself.
+
+    Code scanning and merge-request widgets resolve an alert's path from the repository's
+    root, so exports name files from there, wherever in the repository the command runs.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
+
+
 def source_root_of(input_dir: Path, base: Path | None = None) -> str:
-    """Return ``input_dir`` relative to ``base`` (default: the working folder) as posix.
+    """Return ``input_dir`` relative to ``base`` (default: ``repository_root()``) as posix.
 
     A folder outside ``base`` gives ``""``: the exports then name files relative to the
     input folder alone rather than leak where on the host the folder lives.
     """
-    root = (base or Path.cwd()).resolve()
+    root = (base or repository_root()).resolve()
     target = input_dir.resolve()
     try:
         rel = target.relative_to(root)
@@ -275,6 +292,19 @@ def redacted(outcome: Replay) -> Replay:
 def _redact_finding(finding: Finding, matched: frozenset[bytes]) -> Finding:
     message, subject_id, path = redact([finding.message, finding.subject_id, finding.path], matched)
     return dataclasses.replace(finding, message=message, subject_id=subject_id, path=path)
+
+
+def outside_root(input_dir: Path, base: Path | None = None) -> str | None:
+    """Return the warning for an input folder outside the exports' root, else None."""
+    root = (base or repository_root()).resolve()
+    if input_dir.resolve().is_relative_to(root):
+        return None
+    return (
+        f"warning: {input_dir} lies outside {root.name or root}, the root export paths are "
+        "relative to: its alerts name files relative to the input folder alone, which may "
+        "not exist there and may collide with another run's; run from the repository that "
+        "holds the inputs, or pass --root"
+    )
 
 
 def export_run(
@@ -321,14 +351,28 @@ class ExportTargets:
         return [p for p in (self.sarif, self.junit, self.markdown) if p is not None]
 
 
-def render_exports(targets: ExportTargets, runs: Sequence[ExportRun]) -> list[tuple[Path, bytes]]:
-    """Return every requested export as (path, bytes), rendering all before any is written."""
+def render_exports(
+    targets: ExportTargets, runs: Sequence[ExportRun], progress: Callable[[str], None] | None = None
+) -> list[tuple[Path, bytes]]:
+    """Return every requested export as (path, bytes), rendering all before any is written.
+
+    The SARIF log comes as one or more files (``sarif.sarif_files``); ``progress`` is told
+    of a run too big for a file of its own.
+    """
     # Imported here because every exporter imports ExportRun from this module.
     from sandbox_replay.exports import junit, markdown, sarif
 
     rendered = []
     if targets.sarif is not None:
-        rendered.append((targets.sarif, sarif.sarif_bytes(runs)))
+        for number, part in enumerate(sarif.sarif_files(runs), start=1):
+            path = sarif.part_path(targets.sarif, number)
+            if part.oversize and progress is not None:
+                progress(
+                    f"SARIF run {one_line(part.run_names[0])!r} alone is "
+                    f"{part.gzipped_size:,} bytes gzipped, over GitHub code scanning's "
+                    f"{sarif.MAX_GZIPPED_BYTES:,}; written alone to {path}"
+                )
+            rendered.append((path, part.data))
     if targets.junit is not None:
         rendered.append((targets.junit, junit.junit_bytes(runs)))
     if targets.markdown is not None:
@@ -336,9 +380,31 @@ def render_exports(targets: ExportTargets, runs: Sequence[ExportRun]) -> list[tu
     return rendered
 
 
-def write_exports(targets: ExportTargets, runs: Sequence[ExportRun]) -> list[Path]:
-    """Render and then write every requested export atomically; return the paths written."""
-    rendered = render_exports(targets, runs)
+def write_exports(
+    targets: ExportTargets, runs: Sequence[ExportRun], progress: Callable[[str], None] | None = None
+) -> list[Path]:
+    """Render and then write every requested export atomically; return the paths written.
+
+    Then remove the numbered SARIF files an earlier, longer split left (regular files
+    only, never one just written), telling ``progress`` (default: stderr) of each.
+    """
+    from sandbox_replay.exports import sarif
+
+    say = progress or _stderr
+    rendered = render_exports(targets, runs, say)
     for path, data in rendered:
         write_bytes_atomic(path, data)
-    return [path for path, _ in rendered]
+    written = [path for path, _ in rendered]
+    if targets.sarif is not None:
+        count = 1
+        while sarif.part_path(targets.sarif, count + 1) in written:
+            count += 1
+        for stale in sarif.stale_parts(targets.sarif, count):
+            if stale not in written:
+                stale.unlink(missing_ok=True)
+                say(f"removed {stale}, a SARIF file of an earlier, longer export")
+    return written
+
+
+def _stderr(message: str) -> None:
+    print(f"sandbox-replay: {one_line(message)}", file=sys.stderr, flush=True)

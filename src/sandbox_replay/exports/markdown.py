@@ -7,6 +7,12 @@ policy in force with the rules no request exercised (at most ``MAX_RULES`` named
 table, the top findings (at most ``MAX_FINDINGS``, most severe first, each code linking
 to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermaid`` block.
 
+A summary over ``MAX_SUMMARY_BYTES`` (GitHub's 1 MiB job-summary limit, UTF-8 bytes) is
+shortened, for every run alike: first the flowcharts go, then the details (all but the
+heading with the status and the gap headline), then the run sections; last, the run
+table's final rows. A note after a horizontal rule then says what was left out and where
+the full report is (the site at ``site_url``, else the site and the other exports).
+
 Every input-derived value goes through ``md_text``: HTML's ``& < >`` become entities,
 every other ASCII punctuation character is backslash-escaped (so no input can open a
 link, an image, emphasis, a code span or a table cell), line breaks become spaces, and
@@ -24,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +46,8 @@ from sandbox_replay.policy_coverage import PolicyCoverage
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
+# GitHub refuses a job summary over 1 MiB; a longer one is shortened (``build_markdown``).
+MAX_SUMMARY_BYTES = 1024 * 1024
 # Never-exercised rules named per run before "and N more" (the site's policy page lists all).
 MAX_RULES = 20
 # The site page holding the finding-code catalog, relative to the site root.
@@ -238,15 +247,31 @@ def policy_line(policy: PolicyCoverage) -> str:
     return f"{shown}: {len(unexercised)} of {in_force} never exercised: {named}."
 
 
-def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
+@dataclass(frozen=True)
+class RunSection:
+    """One run's section in three parts, the order they are left out in reverse.
+
+    ``head`` is the heading (name and status) and the gap headline; ``details`` the input,
+    the policy, the layer table and the top findings; ``chart`` the pipeline flowchart.
+    """
+
+    head: list[str]
+    details: list[str]
+    chart: list[str]
+
+
+def run_section(run: ExportRun, site_url: str | None) -> RunSection:
+    """Return the Markdown of one run's section, in its parts."""
     facts = run.facts
     if facts.headline is None:
         raise ValueError(f"run {run.name!r}: its export facts were made without the summary")
-    lines = [
+    head = [
         f"## {md_text(run.name)}: {STATUS_MARK[facts.status]}",
         "",
         md_text(facts.headline, limit=2000),
         "",
+    ]
+    details = [
         f"Input `{facts.input_mode.value}`, bundle {md_text(facts.bundle_id)}, "
         f"folder {md_text(run.source_root or '.')}.",
         "",
@@ -257,11 +282,11 @@ def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
         [layer.layer.label, _layer_mark(layer, facts), str(len(layer.findings))]
         for layer in facts.layers
     ]
-    lines += _table(["Layer", "Status", "Findings"], layer_rows)
+    details += _table(["Layer", "Status", "Findings"], layer_rows)
     findings = top_findings(run)
     if findings:
         total = len(facts.findings)
-        lines += ["", f"### Findings ({len(findings)} of {total}, most severe first)", ""]
+        details += ["", f"### Findings ({len(findings)} of {total}, most severe first)", ""]
         rows = []
         for f in findings:
             entry = REGISTRY[f.error_code]
@@ -276,34 +301,110 @@ def _run_section(run: ExportRun, site_url: str | None) -> list[str]:
                     md_text(f.message),
                 ]
             )
-        lines += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
-    lines += ["", "```mermaid", pipeline_mermaid(_chart_fields(facts)).rstrip("\n"), "```", ""]
+        details += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
+    details.append("")
+    chart = ["```mermaid", pipeline_mermaid(_chart_fields(facts)).rstrip("\n"), "```", ""]
+    return RunSection(head, details, chart)
+
+
+class Detail(IntEnum):
+    """How much of each run's section a summary keeps, from all of it down to none."""
+
+    FULL = 3
+    NO_CHARTS = 2
+    HEADLINES = 1
+    TABLE = 0
+
+
+# What a summary shortened to each level says it left out.
+LEFT_OUT = {
+    Detail.NO_CHARTS: "the pipeline flowchart of each run",
+    Detail.HEADLINES: "the pipeline flowchart and the details of each run (input, policy, "
+    "layer table and findings); each run keeps its status and headline",
+    Detail.TABLE: "every run's section (flowchart, details and headline)",
+}
+
+
+def _section_lines(section: RunSection, detail: Detail) -> list[str]:
+    lines = list(section.head)
+    if detail >= Detail.NO_CHARTS:
+        lines += section.details
+    if detail >= Detail.FULL:
+        lines += section.chart
     return lines
 
 
+def shortened_note(detail: Detail, site_url: str | None, runs_left_out: int = 0) -> list[str]:
+    """Return the closing note of a shortened summary: what it left out, where the rest is."""
+    left_out = LEFT_OUT[detail]
+    if runs_left_out:
+        left_out += f" and the last {runs_left_out} rows of the run table"
+    where = (
+        f"the report site at {site_url}"
+        if site_url
+        else "the report site built with this summary, and the SARIF and JUnit exports"
+    )
+    return [
+        "---",
+        "",
+        f"**Summary shortened** to stay under the {MAX_SUMMARY_BYTES:,}-byte limit of a "
+        f"GitHub job summary: it leaves out {left_out}. The full report is {where}.",
+    ]
+
+
 def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> str:
-    """Return the Markdown summary of ``runs``."""
+    """Return the Markdown summary of ``runs``, shortened to fit ``MAX_SUMMARY_BYTES``.
+
+    Over the limit it leaves out, for every run alike, first the flowcharts, then the
+    details, then the whole section; last, the table's rows from the end. A note at the
+    end says what was left out and where the full report is.
+    """
     if site_url is not None:
         check_site_url(site_url)
     passed = sum(1 for run in runs if run.facts.passed)
-    lines = [
-        f"# {TOOL_NAME} {__version__}: {passed}/{len(runs)} runs pass",
-        "",
-    ]
-    summary_rows = [
+    title = [f"# {TOOL_NAME} {__version__}: {passed}/{len(runs)} runs pass", ""]
+    header, rule, *rows = _table(
+        ["Run", "Status", "Requests", "Findings"],
         [
-            md_text(run.name),
-            STATUS_MARK[run.facts.status],
-            str(run.facts.request_count),
-            str(len(run.facts.findings)),
-        ]
-        for run in runs
-    ]
-    lines += _table(["Run", "Status", "Requests", "Findings"], summary_rows)
-    lines.append("")
-    for run in runs:
-        lines += _run_section(run, site_url)
+            [
+                md_text(run.name),
+                STATUS_MARK[run.facts.status],
+                str(run.facts.request_count),
+                str(len(run.facts.findings)),
+            ]
+            for run in runs
+        ],
+    )
+    sections = [run_section(run, site_url) for run in runs]
+    for detail in Detail:
+        lines = [*title, header, rule, *rows, ""]
+        if detail is not Detail.TABLE:
+            for section in sections:
+                lines += _section_lines(section, detail)
+        if detail is not Detail.FULL:
+            lines += shortened_note(detail, site_url)
+        text = _joined(lines)
+        if _fits(text):
+            return text
+    # The table alone is too long: keep its first rows, as many as fit.
+    size, kept = len(text.encode("utf-8")), len(rows)
+    while kept and size > MAX_SUMMARY_BYTES:
+        kept -= 1
+        size -= len(rows[kept].encode("utf-8")) + 1
+    while True:
+        note = shortened_note(Detail.TABLE, site_url, len(rows) - kept)
+        text = _joined([*title, header, rule, *rows[:kept], "", *note])
+        if _fits(text) or not kept:
+            return text
+        kept -= 1
+
+
+def _joined(lines: Sequence[str]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _fits(text: str) -> bool:
+    return len(text.encode("utf-8")) <= MAX_SUMMARY_BYTES
 
 
 def markdown_bytes(runs: Sequence[ExportRun], site_url: str | None = None) -> bytes:

@@ -11,8 +11,16 @@ nested deeper than any site this tool builds. Each file is read through a handle
 without following a symlink, which must be the very file listed (same device and inode,
 same size): a file swapped after the listing is refused, never archived.
 
-``SHA256SUMS`` is written beside the archive in ``sha256sum`` format (``<hex>  <name>``),
-so ``sha256sum -c SHA256SUMS`` checks a download.
+``pack_site`` packs only a site ``build`` made: the folder must hold the site marker
+naming this tool and the digest of its ``manifest.json`` (``loader.site_marker_matches``).
+``pack_bytes`` archives any folder of plain files.
+
+``SHA256SUMS`` is written beside the archive in ``sha256sum`` format (``<hex>  <name>``,
+one line per file, sorted by name), so ``sha256sum -c SHA256SUMS`` checks a download. An
+existing ``SHA256SUMS`` there is merged, not replaced: every other file's line is kept as
+it was and this archive's line replaced. A line in any other format (the BSD-style
+tagged one included) is refused, never dropped. The archive and ``SHA256SUMS`` get the mode the
+umask gives a new file (``atomic``).
 """
 
 from __future__ import annotations
@@ -21,15 +29,26 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_replay.atomic import write_bytes_atomic
-from sandbox_replay.loader import FileChangedError, SiteTooDeepError, read_same_file, site_entries
+from sandbox_replay.loader import (
+    SITE_MARKER,
+    FileChangedError,
+    SiteTooDeepError,
+    read_same_file,
+    site_entries,
+    site_marker_matches,
+)
 
 SUMS_FILE = "SHA256SUMS"
+SUMS_MAX_BYTES = 16 << 20
+# ``sha256sum``'s line: digest, a space, " " (text) or "*" (binary), the file name.
+_SUMS_LINE = re.compile(rb"([0-9a-fA-F]{64}) [ *](.+)")
 DIR_MODE = 0o755
 FILE_MODE = 0o644
 
@@ -112,6 +131,7 @@ def pack_bytes(config: PackConfig) -> bytes:
     site = config.site_dir
     if not site.is_dir():
         raise PackError(f"site folder {site} does not exist or is not a folder")
+    _check_archive_name(config.archive)
     archive = config.archive.resolve()
     if archive.is_relative_to(site.resolve()):
         raise PackError(f"archive {config.archive} must not lie inside the site folder")
@@ -136,22 +156,73 @@ def pack_bytes(config: PackConfig) -> bytes:
     return bytes(stream)
 
 
+def _check_archive_name(archive: Path) -> None:
+    """Refuse an archive path that ``SHA256SUMS`` could not list, or that is that file."""
+    name = archive.name
+    if name.casefold() == SUMS_FILE.casefold():
+        raise PackError(
+            f"archive {archive} would be overwritten by the {SUMS_FILE} written beside it; "
+            "choose another --out"
+        )
+    if any(char in name for char in "\\\n\r"):
+        raise PackError(f"archive name {name!r} holds a character {SUMS_FILE} cannot list")
+
+
 def sums_line(name: str, data: bytes) -> str:
     return f"{hashlib.sha256(data).hexdigest()}  {name}\n"
 
 
-def pack_site(config: PackConfig) -> list[Path]:
-    """Write the archive and its ``SHA256SUMS`` beside it; return both paths.
+def merged_sums(existing: bytes, name: str, data: bytes) -> bytes:
+    """Return ``existing`` (a ``SHA256SUMS``) with the line for ``name`` set to ``data``'s digest.
 
-    A file that cannot be written (a full or read-only disk, a missing folder) is a
-    ``PackError`` naming it.
+    Every other line is kept byte for byte; the lines are sorted by file name. A line not
+    in ``sha256sum`` format is a ``PackError``: a file this tool cannot read is not one it
+    may rewrite.
     """
+    own = name.encode("utf-8")
+    lines = [(own, sums_line(name, data).encode("utf-8"))]
+    for number, line in enumerate(existing.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        match = _SUMS_LINE.fullmatch(line)
+        if match is None:
+            raise PackError(
+                f"{SUMS_FILE} line {number} is not '<sha256>  <name>'; refusing to rewrite the file"
+            )
+        if match[2] != own:
+            lines.append((match[2], line + b"\n"))
+    return b"".join(line for _, line in sorted(lines))
+
+
+def _existing_sums(path: Path) -> bytes:
+    """Return the ``SHA256SUMS`` at ``path`` (empty when there is none), read without
+    following a symlink."""
+    try:
+        return read_same_file(path, None, SUMS_MAX_BYTES)
+    except FileNotFoundError:
+        return b""
+    except (OSError, FileChangedError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise PackError(f"cannot read {path} to add to it: {reason}") from None
+
+
+def pack_site(config: PackConfig) -> list[Path]:
+    """Write the archive of a built site and merge its line into ``SHA256SUMS`` beside it.
+
+    Returns both paths. A folder that is not a site ``build`` made, and a file that cannot
+    be read or written (a full or read-only disk, a missing folder), is a ``PackError``
+    naming it; nothing is written before the archive and the merged ``SHA256SUMS`` are
+    both ready.
+    """
+    if config.site_dir.is_dir() and not site_marker_matches(config.site_dir):
+        raise PackError(
+            f"{config.site_dir} is not a site sandbox-replay built (no {SITE_MARKER} that "
+            "matches its manifest.json); pack only packs the folder `build` writes"
+        )
     data = pack_bytes(config)
     sums = config.archive.parent / SUMS_FILE
-    for path, content in (
-        (config.archive, data),
-        (sums, sums_line(config.archive.name, data).encode("utf-8")),
-    ):
+    merged = merged_sums(_existing_sums(sums), config.archive.name, data)
+    for path, content in ((config.archive, data), (sums, merged)):
         try:
             write_bytes_atomic(path, content)
         except OSError as error:

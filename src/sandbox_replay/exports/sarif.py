@@ -23,6 +23,15 @@ File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newl
 - ``properties`` of a run: status, input mode, bundle id, the finding count and how many
   results were left out to stay within ``MAX_RESULTS_PER_RUN`` (the most severe are kept).
 
+Split files. GitHub code scanning rejects a file of more than 20 runs or over 10 MB
+gzipped, so ``sarif_files`` splits the log: the runs in the order given, at most
+``MAX_RUNS_PER_FILE`` per file, a file closed early when its gzipped size (level 6, the
+serialized bytes as written) would pass ``MAX_GZIPPED_BYTES``. The first file keeps the
+name given (``replay.sarif``), the next ones are numbered from 2 before the suffix
+(``replay-2.sarif``, ``replay-3.sarif``, ...), each a complete log as above. A run whose
+file alone is over the limit is written alone in its file and flagged ``oversize``.
+Numbered files of an earlier, longer split are stale (``stale_parts``) and removed.
+
 Expected findings. In fixture mode each planted negative case must raise its code: that
 finding is the proof an alarm works, and a fixture that raises all of them passes. A gate
 that fails on any error-level result would fail every passing fixture, so a fired
@@ -36,10 +45,15 @@ it visible and still out of the gate. A negative case that did *not* fire
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -75,6 +89,12 @@ LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
 # GitHub code scanning takes at most 25,000 results per run; past that the most severe are
 # kept and ``properties.omittedResultCount`` says how many were left out.
 MAX_RESULTS_PER_RUN = 25_000
+# GitHub code scanning takes at most 20 runs per file and 10 MB per file gzipped.
+MAX_RUNS_PER_FILE = 20
+MAX_GZIPPED_BYTES = 10_000_000
+# The level a file's gzipped size is measured at: lower than gzip's default, so the size
+# measured is never below what an uploader compressing at its default level sends.
+GZIP_LEVEL = 6
 
 # Where a finding that names no row points: the file its layer reads.
 LAYER_FILE = {
@@ -247,16 +267,105 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def sarif_log(sarif_runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Return a SARIF log holding ``sarif_runs`` (as ``build_run`` returns them)."""
+    return {"$schema": SARIF_SCHEMA_URI, "version": SARIF_VERSION, "runs": list(sarif_runs)}
+
+
 def build_sarif(runs: Sequence[ExportRun]) -> dict[str, Any]:
-    """Return the SARIF log of ``runs``: one SARIF run per replayed run."""
+    """Return the SARIF log of ``runs`` in one log: one SARIF run per replayed run."""
     rules = [build_rule(entry) for entry in REGISTRY]
-    return {
-        "$schema": SARIF_SCHEMA_URI,
-        "version": SARIF_VERSION,
-        "runs": [build_run(run, rules) for run in runs],
-    }
+    return sarif_log([build_run(run, rules) for run in runs])
 
 
 def sarif_bytes(runs: Sequence[ExportRun]) -> bytes:
-    """Return the SARIF log of ``runs`` as written."""
+    """Return the SARIF log of ``runs`` as one file, unsplit (``sarif_files`` splits it)."""
     return dump_json(build_sarif(runs))
+
+
+@dataclass(frozen=True)
+class SarifFile:
+    """One file of a split SARIF log: its bytes, its runs' names and its gzipped size."""
+
+    data: bytes
+    run_names: tuple[str, ...]
+    gzipped_size: int
+
+    @property
+    def oversize(self) -> bool:
+        """Say whether the file is over ``MAX_GZIPPED_BYTES``: then it holds one run alone."""
+        return self.gzipped_size > MAX_GZIPPED_BYTES
+
+
+def gzipped_size(data: bytes) -> int:
+    return len(gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0))
+
+
+def sarif_files(runs: Sequence[ExportRun]) -> list[SarifFile]:
+    """Return the SARIF log of ``runs`` split into files GitHub code scanning accepts.
+
+    Runs are packed in order by their gzipped size alone; a file whose real gzipped size
+    is still over the limit is halved until each half fits or holds one run.
+    """
+    rules = [build_rule(entry) for entry in REGISTRY]
+    built = [(run.name, build_run(run, rules)) for run in runs]
+    groups: list[list[tuple[str, dict[str, Any]]]] = []
+    estimate = 0
+    for name, sarif_run in built:
+        size = gzipped_size(dump_json(sarif_run))
+        if (
+            not groups
+            or len(groups[-1]) == MAX_RUNS_PER_FILE
+            or estimate + size > MAX_GZIPPED_BYTES
+        ):
+            groups.append([])
+            estimate = 0
+        groups[-1].append((name, sarif_run))
+        estimate += size
+    return [part for group in groups for part in _fitted(group)]
+
+
+def _fitted(group: list[tuple[str, dict[str, Any]]]) -> list[SarifFile]:
+    data = dump_json(sarif_log([sarif_run for _, sarif_run in group]))
+    size = gzipped_size(data)
+    if size > MAX_GZIPPED_BYTES and len(group) > 1:
+        half = len(group) // 2
+        return _fitted(group[:half]) + _fitted(group[half:])
+    return [SarifFile(data, tuple(name for name, _ in group), size)]
+
+
+def part_path(path: Path, number: int) -> Path:
+    """Return the path of file ``number`` (from 1) of a split log written at ``path``."""
+    return path if number == 1 else path.with_name(f"{path.stem}-{number}{path.suffix}")
+
+
+def part_number(path: Path, other: Path) -> int | None:
+    """Return which numbered file (2 on) of a log at ``path`` ``other`` names, else None."""
+    if other.parent != path.parent:
+        return None
+    pattern = rf"{re.escape(path.stem)}-([1-9][0-9]*){re.escape(path.suffix)}"
+    found = re.fullmatch(pattern, other.name)
+    number = int(found.group(1)) if found else 0
+    return number if number >= 2 else None
+
+
+def stale_parts(path: Path, count: int) -> list[Path]:
+    """Return the numbered files of a log at ``path`` past its ``count`` files, regular ones only."""
+    try:
+        names = sorted(os.listdir(path.parent))
+    except OSError:
+        return []
+    stale = []
+    for name in names:
+        other = path.parent / name
+        number = part_number(path, other)
+        if number is not None and number > count and _is_regular(other):
+            stale.append((number, other))
+    return [other for _, other in sorted(stale)]
+
+
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

@@ -85,20 +85,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple, cast
 
-import orjson
-
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.forking import usable_cpus
 from sandbox_replay.loader import (
+    SITE_FORMAT,
+    SITE_MANIFEST,
     FileChangedError,
     LoadLimits,
     SiteTooDeepError,
     open_regular,
     read_same_file,
+    read_site_json,
     site_entries,
+    site_marker_matches,
 )
+from sandbox_replay.loader import SITE_MARKER as SITE_MARKER
 from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover
@@ -129,11 +132,9 @@ except ImportError:  # Windows: no build lock (``_out_lock``)
     fcntl = None  # type: ignore[assignment]
 
 SITE_SCHEMA = "sandbox-replay.site/1"
-MANIFEST = "manifest.json"
-# The marker by which ``build`` knows a folder it may replace is a site it built (``_marker``).
-SITE_MARKER = "sandbox-replay-site.json"
-SITE_FORMAT = 1
-_MARKER_BYTES = 4096
+MANIFEST = SITE_MANIFEST
+# ``SITE_MARKER``, by which ``build`` knows a folder it may replace is a site it built
+# (``_marker``), is read by ``loader.site_marker_matches``, which ``pack`` uses too.
 # The errors of a disk that is full, read-only or not ours to write: the user's to fix,
 # reported in one line, not as a bug.
 WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
@@ -319,6 +320,7 @@ def _build_locked(
 
         # Phase 1 and 2 for reused runs: copy last build's pages of each unchanged run.
         reused = 0
+        counter = _Counter(len(runs), started)
         tasks = []
         for run in runs:
             old = previous.get(tuple(keys[run.name].values())) if previous else None
@@ -358,8 +360,8 @@ def _build_locked(
             exports[run.name] = old.exports
             reused += 1
             progress(
-                f"reused {run.display_path} as runs/{run.name}: {old.summary.status} "
-                "(inputs unchanged)"
+                f"{counter.next()} reused {run.display_path} as runs/{run.name}: "
+                f"{old.summary.status} (inputs unchanged)"
             )
 
         # Phases 1-3 for the others: replay, view-models, render each run (in parallel).
@@ -367,7 +369,7 @@ def _build_locked(
             for note in built.notes:
                 progress(note)
             progress(
-                f"replayed {task.run.display_path} as runs/{task.run.name}: "
+                f"{counter.next()} replayed {task.run.display_path} as runs/{task.run.name}: "
                 f"{built.summary.status} (replay {built.replay_seconds:.1f}s, "
                 f"pages {built.seconds - built.replay_seconds:.1f}s)"
             )
@@ -491,6 +493,18 @@ def _run_keys(runs: Sequence[DiscoveredRun]) -> _Hashed:
     return hashed
 
 
+class _Counter:
+    """The ``[k/N elapsed]`` a build's per-run line starts with, so a long build shows
+    how far it got."""
+
+    def __init__(self, total: int, started: float) -> None:
+        self.total, self.started, self.done = total, started, 0
+
+    def next(self) -> str:
+        self.done += 1
+        return f"[{self.done}/{self.total} {time.perf_counter() - self.started:.1f}s]"
+
+
 def _policies_digest(runs: Sequence[DiscoveredRun], policies: PolicyChoice) -> str:
     """Digest which policy each run is replayed with ("" when every run has the packaged one).
 
@@ -604,13 +618,6 @@ def _marker(manifest: bytes) -> bytes:
     return dump_json(record, may_hold_floats=False)
 
 
-def _read_site_json(path: Path, limit: int) -> object:
-    """Read a JSON file of a site: a regular file (no symlink followed, no FIFO waited on)
-    of at most ``limit`` bytes, nested at most 1,024 deep (orjson's bound). Raises
-    ``OSError``, ``FileChangedError`` or ``ValueError``."""
-    return orjson.loads(read_same_file(path, None, limit))
-
-
 def _own_site(out_dir: Path) -> bool:
     """Say whether ``out_dir`` holds a site this tool built, which a build may replace.
 
@@ -618,25 +625,8 @@ def _own_site(out_dir: Path) -> bool:
     the folder's ``manifest.json``. A site built by this version before the marker
     existed is recognised by its manifest instead (``_unmarked_site``).
     """
-    try:
-        marker = _read_site_json(out_dir / SITE_MARKER, _MARKER_BYTES)
-    except FileNotFoundError:
-        return _unmarked_site(out_dir)
-    except (OSError, FileChangedError, ValueError):
-        return False
-    if not isinstance(marker, dict):
-        return False
-    try:
-        with open_regular(out_dir / MANIFEST) as handle:
-            reader = cast(io.BufferedReader, handle)  # what ``open_regular`` opens
-            digest = "sha256:" + hashlib.file_digest(reader, "sha256").hexdigest()
-    except OSError:
-        return False
-    return (
-        marker.get("tool") == TOOL_NAME
-        and marker.get("site_format") == SITE_FORMAT
-        and marker.get("manifest_sha256") == digest
-    )
+    matches = site_marker_matches(out_dir)
+    return _unmarked_site(out_dir) if matches is None else matches
 
 
 # What the root of a site holds; ``runs/`` and ``single/`` hold one entry per run.
@@ -653,7 +643,7 @@ def _unmarked_site(out_dir: Path) -> bool:
     manifest lists under ``runs/`` and ``single/``.
     """
     try:
-        manifest = _read_site_json(out_dir / MANIFEST, LoadLimits().max_file_bytes)
+        manifest = read_site_json(out_dir / MANIFEST, LoadLimits().max_file_bytes)
     except (OSError, FileChangedError, ValueError):
         return False
     if not (

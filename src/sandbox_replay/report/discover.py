@@ -274,12 +274,14 @@ def exported_runs(
     summary: bool = True,
     scanner: ForbiddenScanner | None = None,
     policies: PolicyChoice | None = None,
+    root: Path | None = None,
 ) -> list[ExportRun]:
     """Return every run ``build`` finds under ``paths`` for the exports, named as the site
     names them.
 
     A run whose facts are ``known`` by that name (``BuildResult.exports``: the build made or
-    reused them from these very inputs) is not replayed again; any other run is.
+    reused them from these very inputs) is not replayed again; any other run is. File
+    paths are named from ``root`` (default: ``exports.repository_root()``).
     """
     runs = []
     for run in discover_runs(paths, cwd):
@@ -288,7 +290,7 @@ def exported_runs(
             policy = policies.for_run(run.path) if policies is not None else None
             config = pipeline.ReplayConfig(run.path, run.mode, policy=policy, scanner=scanner)
             outcome = pipeline.replay(config)
-            runs.append(export_run(run.name, outcome, cwd, summary=summary))
+            runs.append(export_run(run.name, outcome, root, summary=summary))
         else:
-            runs.append(ExportRun(run.name, facts, source_root_of(run.path, cwd)))
+            runs.append(ExportRun(run.name, facts, source_root_of(run.path, root)))
     return runs

@@ -209,7 +209,15 @@ def _build_run(
     helpers = min(task.page_jobs - 1, len(paths)) if forks else 0
     notes: list[str] = []
     digest, view = _render_shared(
-        make_pages, len(paths), renderer, helpers, emit, write_result, run_page, notes.append
+        make_pages,
+        len(paths),
+        renderer,
+        helpers,
+        emit,
+        write_result,
+        run_page,
+        notes.append,
+        say,
     )
     if say is not None:
         shared = f" ({helpers + 1} processes)" if helpers else ""
@@ -297,6 +305,7 @@ def _render_shared(
     write_result: Callable[[], str],
     run_page: Callable[[RunPages, str], RunView],
     say: Callable[[str], None] = lambda message: None,
+    beat: Callable[[str], None] | None = None,
 ) -> tuple[str, RunView]:
     """Write the result record, the run page and the ``count`` sub-pages.
 
@@ -316,12 +325,17 @@ def _render_shared(
     it the pages it had claimed and not written, and may leave one half written: this
     process then renders again every page it did not render itself, and ``say``s so. A
     page with matched text in it still stops the run, whoever found it.
+
+    ``beat``, where given, is told every ``HEARTBEAT_SECONDS`` how many pages this process
+    has rendered, so that a large run's minute of rendering is not a silent one.
     """
+    heartbeat = _Heartbeat(count, beat)
     if helpers < 1:
         digest = write_result()
         pages = make_pages()
         for relative, page in pages.subpages(None):
             emit(relative, renderer.render_listing(page))
+            heartbeat.tick()
         return digest, run_page(pages, digest)
     queue = _PageQueue(count)
     gc.freeze()
@@ -347,6 +361,7 @@ def _render_shared(
         mine: list[int] = []
         for relative, page in pages.subpages(_claimed(queue, mine)):
             emit(relative, renderer.render_listing(page))
+            heartbeat.tick()
         failed = []
         for pid in children:
             _, wait_status = os.waitpid(pid, 0)
@@ -374,6 +389,29 @@ def _render_shared(
         for relative, page in pages.subpages(rest):
             emit(relative, renderer.render_listing(page))
     return digest, view
+
+
+HEARTBEAT_SECONDS = 10.0
+
+
+class _Heartbeat:
+    """Say, at most every ``HEARTBEAT_SECONDS``, how many listing pages this process rendered."""
+
+    def __init__(self, count: int, say: Callable[[str], None] | None) -> None:
+        self.count, self.say, self.done = count, say, 0
+        self.started = self.last = time.perf_counter()
+
+    def tick(self) -> None:
+        self.done += 1
+        if self.say is None:
+            return
+        now = time.perf_counter()
+        if now - self.last >= HEARTBEAT_SECONDS:
+            self.last = now
+            self.say(
+                f"rendering listing pages: {self.done} of {self.count} done by this process "
+                f"({now - self.started:.0f}s)"
+            )
 
 
 def _claimed(queue: Iterable[int], mine: list[int]) -> Iterator[int]:
