@@ -17,10 +17,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run site test lint typecheck venv clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -c constraints.txt
 	$(BIN)/python -m compileall -q src/sandbox_replay
 	touch $(STAMP)
 

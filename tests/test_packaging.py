@@ -99,6 +99,12 @@ def test_the_wheel_carries_the_licence_metadata_and_data(dists: Dists) -> None:
     assert "Classifier: Programming Language :: Python :: 3.11" in head
     assert "Project-URL: Source, " in head
     assert re.search(r"^Requires-Dist: msgspec<\d", head, re.MULTILINE), "msgspec is bounded"
+    # typer is not capped in the package (a shared environment is never downgraded); the
+    # project's own environments are held at 0.28 by constraints.txt, which make uses.
+    [typer] = re.findall(r"^Requires-Dist: (typer\S*)$", head, re.MULTILINE)
+    assert "<" not in typer
+    assert "typer>=0.28,<0.29" in (REPO / "constraints.txt").read_text("utf-8")
+    assert "-c constraints.txt" in (REPO / "Makefile").read_text("utf-8")
     for data in (
         "sandbox_replay/FORMAT.md",
         "sandbox_replay/data/policy_table.json",
