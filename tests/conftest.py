@@ -55,6 +55,23 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", "utf-8")
 
 
+def main_exit_code(monkeypatch: pytest.MonkeyPatch, replay: Any, *args: str) -> Any:
+    """Run ``cli.main`` in this process with ``args`` and a stand-in for ``replay``; return
+    its exit code. ``main`` tunes its process's collector: not this test process's."""
+    import sys
+
+    from sandbox_replay import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "replay", replay)
+    monkeypatch.setattr(sys, "argv", ["sandbox-replay", *args])
+    monkeypatch.setattr(cli_module, "_process_is_ours", False)
+    for name in ("disable", "freeze", "set_threshold"):
+        monkeypatch.setattr(cli_module.gc, name, lambda *_: None)
+    with pytest.raises(SystemExit) as exit_info:
+        cli_module.main()
+    return exit_info.value.code
+
+
 @contextmanager
 def working_directory(path: Path) -> Iterator[None]:
     """Run the block with ``path`` as the working directory, as a user in that folder would."""

@@ -18,8 +18,8 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from conftest import main_exit_code
 from sandbox_replay import atomic
-from sandbox_replay import cli as cli_module
 from sandbox_replay.cli import app
 from sandbox_replay.codes import REGISTRY
 from sandbox_replay.inputs import InputMode
@@ -300,17 +300,8 @@ def test_internal_error_prints_no_traceback_and_never_passes(
     def broken(config: object) -> None:
         raise ValueError("PLANTED_INPUT_TEXT in an exception message")
 
-    monkeypatch.setattr(cli_module, "replay", broken)
-    monkeypatch.setattr(
-        sys, "argv", ["sandbox-replay", "run", "-i", str(FIXTURE), "-o", str(tmp_path)]
-    )
-    # ``main`` tunes its process's collector: not this test process's.
-    monkeypatch.setattr(cli_module, "_process_is_ours", False)
-    for name in ("disable", "freeze", "set_threshold"):
-        monkeypatch.setattr(cli_module.gc, name, lambda *args: None)
-    with pytest.raises(SystemExit) as exit_info:
-        cli_module.main()
-    assert exit_info.value.code == 1
+    code = main_exit_code(monkeypatch, broken, "run", "-i", str(FIXTURE), "-o", str(tmp_path))
+    assert code == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and "PLANTED_INPUT_TEXT" not in err
     assert "sandbox-replay: internal error: ValueError at" in err

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIRST_WAVE, REPO, SCENARIOS, working_directory
+from conftest import FIRST_WAVE, REPO, SCENARIOS, main_exit_code, working_directory
 from sandbox_replay import cli as cli_module
 from sandbox_replay.cli import app
 
@@ -138,16 +138,8 @@ def test_ctrl_c_says_interrupted_and_exits_130(
     def interrupted(config: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module, "replay", interrupted)
-    monkeypatch.setattr(
-        sys, "argv", ["sandbox-replay", "run", "-i", str(FIRST_WAVE), "-o", str(tmp_path)]
-    )
-    monkeypatch.setattr(cli_module, "_process_is_ours", False)
-    for name in ("disable", "freeze", "set_threshold"):
-        monkeypatch.setattr(cli_module.gc, name, lambda *args: None)
-    with pytest.raises(SystemExit) as exit_info:
-        cli_module.main()
-    assert exit_info.value.code == 130
+    args = ("run", "-i", str(FIRST_WAVE), "-o", str(tmp_path))
+    assert main_exit_code(monkeypatch, interrupted, *args) == 130
     err = capsys.readouterr().err
     assert "interrupted; no record or site was left half-written" in err
     assert "Traceback" not in err

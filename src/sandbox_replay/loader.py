@@ -463,7 +463,7 @@ def parse_input(
         )
     loaded.data = data
     if loaded.may_hold_floats:
-        loaded.may_hold_floats = _holds_float(data)
+        loaded.may_hold_floats = _holds(data, float)
     if rows_key is not None:
         rows = data.get(rows_key)
         if not isinstance(rows, list):
@@ -509,7 +509,7 @@ def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str) -> 
                 loaded.key_lines.get(key),
             )
     for index, row in enumerate(loaded.rows):
-        nested = [key for key, value in row.items() if _holds_object(value)]
+        nested = [key for key, value in row.items() if _holds(value, dict)]
         if nested:
             keys = ", ".join(_quote(key) for key in nested[:5])
             more = f" and {len(nested) - 5} more" if len(nested) > 5 else ""
@@ -519,18 +519,6 @@ def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str) -> 
                 "the format names no object there",
                 loaded.line_of(index),
             )
-
-
-def _holds_object(value: Any) -> bool:
-    """Return whether ``value`` is an object or a list holding one, at any depth."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            return True
-        if isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 # A \\uD800-\\uDFFF escape that is not half of a high+low pair decodes to a lone surrogate:
@@ -783,12 +771,13 @@ def _no_key_dropped(
     return layout.count(b'"') == 2 * (keys + strings)
 
 
-def _holds_float(value: Any) -> bool:
-    """Return whether a float occurs anywhere in ``value``."""
+def _holds(value: Any, kind: type) -> bool:
+    """Return whether a value of ``kind`` occurs anywhere in ``value`` (an object's values
+    are walked, not its keys), ``value`` itself included."""
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, float):
+        if isinstance(item, kind):
             return True
         if isinstance(item, dict):
             stack.extend(item.values())
