@@ -237,3 +237,10 @@ def test_a_large_run_says_how_far_its_pages_got(
     build_site(BuildConfig((bundle.parent,), tmp_path / "site", progress=said.append, jobs=1))
     beats = [s for s in said if "rendering listing pages:" in s]
     assert beats and re.search(r"runs/big: rendering listing pages: 1 of \d+ done", beats[0])
+
+
+def test_quiet_ends_with_its_command(tmp_path: Path) -> None:
+    assert invoke("run", "-i", str(FIRST_WAVE), "-o", str(tmp_path / "a"), "-q").stderr == ""
+    # The next command in this process, one without -q of its own, is not quiet.
+    after = invoke("schema", "--write", str(tmp_path / "schemas"))
+    assert after.exit_code == 0 and "wrote " in after.stderr

@@ -992,6 +992,7 @@ def main_options(
     Option defaults may also be set in [tool.sandbox-replay] of ./pyproject.toml (README,
     Commands); a command-line option or a SANDBOX_REPLAY_* variable wins over them.
     """
+    set_output(quiet=False, verbose=False)  # each command says as much as its own options ask
     try:
         ctx.default_map = project_defaults(Path.cwd())
     except PolicyFileError as error:
