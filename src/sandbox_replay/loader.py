@@ -431,6 +431,9 @@ def parse_input(
         if whole is not None:
             loaded.data = whole
             loaded.key_lines = _KeyLines(raw)
+            # As the key-by-key path says it: a file holding no float lets the records be
+            # dumped by orjson (by the standard library, a 600,000-request record took 45 s).
+            loaded.may_hold_floats = _holds(whole, float)
             return loaded
     try:
         doc = raw.decode("utf-8")

@@ -349,3 +349,12 @@ def test_a_replay_id_of_another_type_is_the_floors_finding_not_a_crash(tmp_path:
         data["cold_replay"][0]["replay_id"] = ["replay", "list"]
         data["cold_replay"][1]["replay_id"] = {"an": "object"}
     _blocked_with(folder, codes.COLD_REPLAY_INVALID)
+
+
+def test_an_object_file_without_floats_says_so() -> None:
+    """Records are dumped by orjson only when no input holds a float (``may_hold_floats``):
+    the whole-buffer path for object files must say so, as the key-by-key path does."""
+    plain = parse_input(b'{"a": [1, "x"]}', LoadedFile("p.json"), None, LoadLimits())
+    with_float = parse_input(b'{"a": {"b": 1.5}}', LoadedFile("p.json"), None, LoadLimits())
+    assert plain.ok and not plain.may_hold_floats
+    assert with_float.ok and with_float.may_hold_floats
