@@ -30,7 +30,7 @@ def test_clean_bundle_passes_with_every_risk_class(tmp_path: Path) -> None:
     bundle = generate(tmp_path / "clean", 120, seed=1)
     outcome = replay(ReplayConfig(bundle, InputMode.BUNDLE))
     assert outcome.passed, [f.error_code for f in outcome.findings]
-    classes = {ref.row["risk_class"] for ref in outcome.run.requests}
+    classes = {request.risk_class for request in outcome.run.requests}
     assert classes == set(default_table().rules)
     assert len(outcome.run.requests) == 120
     assert outcome.modules is not None and outcome.modules.status == "pass"

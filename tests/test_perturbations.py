@@ -242,15 +242,15 @@ def test_safe_edit_with_secret_access_risk_class_fails_closed(tmp_path: Path) ->
         "derived_policy_verdict_mismatch_count": 1,
     }
     derived = find_row(result["derived_policy_verdict_rows"], SAFE_EDIT)
-    assert derived["derived_verdict"] == "block"
-    assert derived["derived_rule_ref"] == FAIL_CLOSED_RULE
-    assert derived["fail_closed"] is True
-    assert derived["mismatched_fields"] == [
+    assert derived.get("derived_verdict") == "block"
+    assert derived.get("derived_rule_ref") == FAIL_CLOSED_RULE
+    assert derived.get("fail_closed") is True
+    assert derived.get("mismatched_fields") == [
         "action_kind",
         "requested_capability",
         "source_trust_label",
     ]
-    assert derived["policy_derivation_passed"] is False
+    assert derived.get("policy_derivation_passed") is False
 
 
 def test_exfiltration_allowed_is_not_rescued_by_its_replay_pass_label(tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ def test_exfiltration_allowed_is_not_rescued_by_its_replay_pass_label(tmp_path: 
     assert result["cold_replay_pass_count"] == 6
     assert result["cold_replay_confirmed_count"] == 5
     replay_row = find_row(result["cold_replay_rows"], EXFIL)
-    assert replay_row["pass_label"] is True
+    assert replay_row.get("pass_label") is True
     outcomes = result["public_agent_execution_trace"]["summary"]["outcome_counts"]
     assert outcomes == {"allow": 1, "blocked": 3, "executed": 2}
 
@@ -319,7 +319,10 @@ def test_a_list_risk_class_fails_closed_without_a_traceback(tmp_path: Path) -> N
     assert result["status"] == "blocked"
     assert codes.ACTION_REQUEST_INVALID in result["error_codes"]
     derived = find_row(result["derived_policy_verdict_rows"], EXFIL)
-    assert (derived["derived_verdict"], derived["derived_rule_ref"]) == ("block", FAIL_CLOSED_RULE)
+    assert (derived.get("derived_verdict"), derived.get("derived_rule_ref")) == (
+        "block",
+        FAIL_CLOSED_RULE,
+    )
 
 
 # --- Every registered code: an input that raises it ------------------------------------

@@ -66,7 +66,7 @@ def _folders() -> list[tuple[Path, InputMode]]:
 
 def _requests(folder: Path, mode: InputMode) -> list[Any]:
     run = load_run(folder, mode, default_table(), LoadLimits())
-    return [ref.row for ref in run.request_by_id.values()]
+    return list(run.requests.by_key.values())
 
 
 def _same_derivations(requests: list[Any]) -> None:

@@ -1,7 +1,6 @@
-"""The result record's pieces: chunked serialisation and row lists built when read.
+"""The result record's pieces: chunked serialisation, typed row lists, the spans' digest.
 
-Each fast path must give exactly what the plain code gives: ``json.dumps`` for the
-chunked writer, ``_project`` for projected rows, the standard canonical digest for spans.
+Whatever writes them, the bytes are those of the standard library's ``json.dumps``.
 """
 
 from __future__ import annotations
@@ -9,22 +8,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIRST_WAVE, replay_dir
-from sandbox_replay.atomic import dump_json, iter_json_chunks
-from sandbox_replay.inputs import InputMode, RowRef
-from sandbox_replay.lazyrows import ROWS_PER_CHUNK, LazyRows
-from sandbox_replay.records import (
-    MAX_TEXT,
-    REDACTED,
-    ProjectedRows,
-    _project,
-    build_records,
-    redact,
-)
+from sandbox_replay.atomic import dump_json, iter_json_chunks, struct_fields
+from sandbox_replay.inputs import InputMode
+from sandbox_replay.records import MAX_TEXT, REDACTED, build_records, record_rows, redact
+from sandbox_replay.rows import UNSET, Rollback, Table
 from sandbox_replay.trace import canonical_digest, spans_digest
 
 
@@ -38,19 +29,6 @@ def _holds_float(value: Any) -> bool:
     if isinstance(value, dict):
         value = list(value.values())
     return isinstance(value, list) and any(map(_holds_float, value))
-
-
-class _Rows(LazyRows):
-    """A lazy row list over plain rows, to feed the writer something that is not a list."""
-
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.rows = rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        return [dict(row) for row in self.rows[start:stop]]
 
 
 scalars = st.one_of(
@@ -86,22 +64,17 @@ def test_long_lists_nested_in_objects_are_cut_into_pieces() -> None:
     record = {
         "status": "pass",
         "trace": {"span_count": 50, "spans": spans, "summary": {"deeper": {"rows": spans}}},
-        "rows": _Rows(spans),
-        "empty": _Rows([]),
+        "rows": spans,
+        "empty": [],
         "listed": [spans[:3], []],
     }
-    plain = {**record, "rows": spans, "empty": []}
+    plain = dict(record)
     chunks = list(iter_json_chunks(record, may_hold_floats=False, items_per_chunk=8))
     assert b"".join(chunks) == _standard(plain) == dump_json(plain, may_hold_floats=False)
     # No piece holds more than a chunk of spans.
     assert max(bytes(chunk).count(b'"span_id"') for chunk in chunks) <= 8
 
 
-def _ref(row: dict[str, Any], line: int | None = 7) -> RowRef:
-    return RowRef("rows.json", 0, line, row)
-
-
-FIELDS = ("a", "b", "flag", "refs", "b")  # a field named twice keeps its first place
 row_values = st.one_of(
     scalars,
     st.text(min_size=MAX_TEXT - 1, max_size=MAX_TEXT + 2),
@@ -109,66 +82,68 @@ row_values = st.one_of(
     st.lists(st.integers(), max_size=2),
     st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
 )
-rows = st.dictionaries(st.sampled_from(["a", "b", "flag", "refs", "extra", "line"]), row_values)
-# Rows that hold every field, their values mostly plain: the bulk path's usual input.
-plain_values = st.one_of(st.text(max_size=4), st.booleans(), st.none(), st.integers())
-mostly_plain = st.one_of(plain_values, plain_values, plain_values, row_values)
-complete_rows = st.fixed_dictionaries(
-    {name: mostly_plain for name in ("a", "b", "flag", "refs", "line")},
-    optional={"extra": row_values},
+# Rollback rows (any row kind would do): each field held or not, with any value.
+rollback_rows = st.fixed_dictionaries(
+    {},
+    optional={name: row_values for name in Rollback.__struct_fields__ if name != "line"},
 )
-row_lists = st.one_of(st.lists(rows, max_size=12), st.lists(complete_rows, max_size=12))
-# A field called "line" keeps its place and takes the row's line as its value.
-field_tuples = st.sampled_from([FIELDS, ("a", "line", "b")])
 
 
-@settings(max_examples=400, deadline=None)
-@given(row_lists, st.integers(min_value=-14, max_value=14), field_tuples)
-def test_projected_rows_equal_the_exact_projection(
-    plain: list[Any], at: int, fields: tuple[str, ...]
+def _scalar_of(value: Any) -> Any:
+    """What the record shows of a value, spelled out (FORMAT 4: scalars, cut text)."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "...[truncated]"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value):
+        return [_scalar_of(v) for v in value]
+    return f"<{type(value).__name__}>"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(rollback_rows, max_size=12), st.integers(min_value=1, max_value=4))
+def test_record_rows_show_each_held_field_as_a_scalar_then_the_line(
+    given_rows: list[dict[str, Any]], per_chunk: int
 ) -> None:
-    refs = [_ref(row, line) for line, row in enumerate(plain, start=2)]
-    expected = [_project(ref, fields) for ref in refs]
-    projected = ProjectedRows(refs, fields)
-    assert len(projected) == len(expected)
-    assert list(projected) == expected
-    assert projected == expected
-    assert projected[1:-1] == expected[1:-1]
-    assert projected[::2] == expected[::2]
-    if -len(expected) <= at < len(expected):
-        assert projected[at] == expected[at]
-    else:
-        with pytest.raises(IndexError):
-            projected[at]
-    # Serialised exactly as the plain list would be.
-    assert b"".join(iter_json_chunks({"rows": projected}, items_per_chunk=3)) == _standard(
-        {"rows": expected}
-    )
+    rows = [Rollback(**row, line=line) for line, row in enumerate(given_rows, start=2)]
+    shown = record_rows(Table.of("rollback_receipts.json", rows, "rollback_id"))
+    expected = [
+        {
+            **{
+                name: _scalar_of(row[name])
+                for name in Rollback.__struct_fields__
+                if name in row and name != "line"
+            },
+            "line": line,
+        }
+        for line, row in enumerate(given_rows, start=2)
+    ]
+    assert [struct_fields(row) for row in shown] == expected
+    floats = _holds_float(expected)
+    written = iter_json_chunks({"rows": shown}, may_hold_floats=floats, items_per_chunk=per_chunk)
+    assert b"".join(written) == _standard({"rows": expected})
 
 
-def test_projected_rows_of_plain_rows_keep_field_order_and_line() -> None:
-    row = {"extra": 1, "b": "x" * MAX_TEXT, "a": None, "refs": ["r"], "flag": True}
-    many = [_ref(row, line) for line in range(ROWS_PER_CHUNK + 3)]
-    projected = ProjectedRows(many, FIELDS)
-    first = next(iter(projected))
-    assert list(first) == ["a", "b", "flag", "refs", "line"]
-    assert [r["line"] for r in projected] == list(range(ROWS_PER_CHUNK + 3))
+def test_a_field_not_held_is_left_out_and_reads_as_none() -> None:
+    row = Rollback(rollback_id="rb-1", line=3)
+    assert row.request_id is UNSET
+    assert row.get("request_id") is None
+    assert struct_fields(row) == {"rollback_id": "rb-1", "line": 3}
 
 
-def test_redaction_reaches_rows_built_when_read() -> None:
-    refs = [_ref({"a": "has SECRET inside", "b": "clean", "flag": 1, "refs": []})]
-    redacted = redact({"rows": ProjectedRows(refs, FIELDS)}, [b"SECRET"])
-    assert redacted["rows"] == [{"a": REDACTED, "b": "clean", "flag": 1, "refs": [], "line": 7}]
+def test_redaction_reaches_typed_rows() -> None:
+    rows = [Rollback(rollback_id="has SECRET inside", request_id="clean", line=7)]
+    redacted = redact({"rows": rows}, [b"SECRET"])
+    assert redacted["rows"] == [{"rollback_id": REDACTED, "request_id": "clean", "line": 7}]
 
 
 def test_spans_digest_is_the_canonical_digest_of_the_spans() -> None:
     outcome, records = replay_dir(FIRST_WAVE, InputMode.FIXTURE)
     spans = outcome.trace.spans
     assert len(spans) > 0
-    expected = canonical_digest(list(spans))
+    expected = canonical_digest([struct_fields(span) for span in spans])
     assert spans_digest(spans, may_hold_floats=False) == expected
     assert spans_digest(spans, may_hold_floats=True) == expected
     assert outcome.trace.summary["trace_digest"] == expected
-    # The record built twice is the same bytes; the spans read twice are equal dicts.
+    # The record built twice is the same bytes.
     assert build_records(outcome).result_bytes == records.result_bytes
-    assert list(spans) == spans[:] == [spans[i] for i in range(len(spans))]

@@ -71,8 +71,8 @@ def test_reference_counts(mode: str) -> None:
     assert result["body_in_receipt"] is False
     derived = result["derived_policy_verdict_rows"]
     assert len(derived) == 6
-    assert all(row["policy_derivation_passed"] for row in derived)
-    assert not any(row["fail_closed"] for row in derived)
+    assert all(row.get("policy_derivation_passed") for row in derived)
+    assert not any(row.get("fail_closed") for row in derived)
     for key in (
         "request_rows",
         "policy_verdict_rows",
@@ -94,7 +94,7 @@ def test_reference_trace(mode: str) -> None:
     assert trace["summary"]["outcome_counts"] == {"blocked": 4, "executed": 2}
     assert trace["summary"]["finding_count"] == 0
     spans = trace["spans"]
-    assert [s["span_id"] for s in spans] == [
+    assert [s.get("span_id") for s in spans] == [
         "span:req_network_exfil_attempt",
         "span:req_obfuscated_shell",
         "span:req_secret_env_read",
@@ -102,9 +102,11 @@ def test_reference_trace(mode: str) -> None:
         "span:req_mock_db_update",
         "span:req_safe_fixture_edit",
     ]
-    assert [s["sequence_index"] for s in spans] == list(range(6))
-    assert {s["session_id"] for s in spans} == {records.result["bundle_id"]}
-    executed = {s["span_id"]: s["recovery_ref"] for s in spans if s["outcome"] == "executed"}
+    assert [s.get("sequence_index") for s in spans] == list(range(6))
+    assert {s.get("session_id") for s in spans} == {records.result["bundle_id"]}
+    executed = {
+        s.get("span_id"): s.get("recovery_ref") for s in spans if s.get("outcome") == "executed"
+    }
     assert executed == {
         "span:req_mock_db_update": "rollback_mock_db_update",
         "span:req_safe_fixture_edit": "rollback_safe_fixture_edit",

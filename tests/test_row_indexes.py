@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from sandbox_replay.inputs import RowRef, _index_by
+from sandbox_replay.rows import Rollback, Table
 
 ABSENT = object()
 
 
-def _refs(values: list[Any]) -> list[RowRef]:
-    rows = [
-        {"n": n} if value is ABSENT else {"id": value, "n": n} for n, value in enumerate(values)
+def _rows(values: list[Any]) -> list[Rollback]:
+    return [
+        Rollback(line=n) if value is ABSENT else Rollback(rollback_id=value, line=n)
+        for n, value in enumerate(values)
     ]
-    return [RowRef("f.json", n, n + 3, row) for n, row in enumerate(rows)]
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,9 @@ def _refs(values: list[Any]) -> list[RowRef]:
 def test_the_index_holds_each_keys_first_row_in_first_occurrence_order(
     values: list[Any], expected: list[tuple[str, int]]
 ) -> None:
-    refs = _refs(values)
-    index = _index_by(refs, "id")
-    assert [(key, ref.index) for key, ref in index.items()] == expected
-    assert all(index[key] is refs[position] for key, position in expected)
+    rows = _rows(values)
+    table = Table.of("rollback_receipts.json", rows, "rollback_id")
+    assert [(key, row.line) for key, row in table.by_key.items()] == expected
+    assert all(table.by_key[key] is rows[position] for key, position in expected)
+    assert all(table.get(key) is rows[position] for key, position in expected)
+    assert table.get(["not", "hashable"]) is None

@@ -30,12 +30,28 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
     """
     if not may_hold_floats:
         try:
-            fast = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+            fast = orjson.dumps(
+                value,
+                default=struct_fields,
+                option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE,
+            )
         except TypeError:  # orjson.JSONEncodeError included
             fast = b"\x7f"
         if fast.isascii() and b"\x7f" not in fast:
             return fast
-    return (json.dumps(value, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+    text = json.dumps(value, indent=2, ensure_ascii=True, default=struct_fields)
+    return (text + "\n").encode("ascii")
+
+
+def struct_fields(value: Any) -> dict[str, Any]:
+    """Return a typed row as the JSON object it is written as: the fields it holds, in order.
+
+    The serialisers call this for a ``msgspec.Struct``; anything else they cannot write.
+    """
+    if not isinstance(value, msgspec.Struct):
+        raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    fields = zip(value.__struct_fields__, msgspec.structs.astuple(value), strict=True)
+    return {name: item for name, item in fields if item is not msgspec.UNSET}
 
 
 def iter_json_chunks(
@@ -81,26 +97,31 @@ def list_chunks(
     yield b"[]" if opening == b"[" else _indent(depth) + b"]"
 
 
-def encoded_list_chunks(batches: Iterable[bytes], depth: int) -> Iterator[bytes | memoryview]:
-    """Yield what ``list_chunks`` yields for the same items, each batch given serialised.
+def struct_list_chunks(
+    rows: list[Any], depth: int, may_hold_floats: bool, items_per_chunk: int
+) -> Iterator[bytes | memoryview]:
+    """Yield, in pieces, a list of typed rows as it reads at ``depth`` of the indented dump.
 
-    A batch is a JSON list as ``msgspec.json.encode`` writes it: no whitespace, text as
-    the standard library escapes it for ASCII with ensure_ascii (control characters
-    included), but non-ASCII and DEL left raw. So every batch must be plain ASCII without
-    DEL; ``msgspec.json.format`` then lays it out with the indented dump's very bytes, and
-    does so many times faster than decoding and dumping it again.
+    msgspec writes a batch of rows in C, each as ``struct_fields`` has it; where a value
+    may be a float or the batch holds text the record escapes (which msgspec writes
+    otherwise), that batch goes the standard way instead.
     """
+    batches = (rows[at : at + items_per_chunk] for at in range(0, len(rows), items_per_chunk))
+    if may_hold_floats:
+        yield from list_chunks(batches, depth, may_hold_floats=True)
+        return
     opening = b"["
     for batch in batches:
-        if batch != b"[]":
-            if not batch.isascii() or b"\x7f" in batch:
-                raise ValueError("a serialised batch holds text the record escapes")
-            yield opening + _indent(depth + 1)
-            wrapped = b"[" * depth + batch + b"]" * depth
+        encoded = msgspec.json.encode(batch)
+        yield opening + _indent(depth + 1)
+        if encoded.isascii() and b"\x7f" not in encoded:
+            wrapped = b"[" * depth + encoded + b"]" * depth
             head, tail = _wrapper_lengths(depth, inner=True)
             laid_out = msgspec.json.format(wrapped, indent=2)
             yield memoryview(laid_out)[head : len(laid_out) - tail]
-            opening = b","
+        else:
+            yield _at_depth(batch, depth, may_hold_floats, inner=True)
+        opening = b","
     yield b"[]" if opening == b"[" else _indent(depth) + b"]"
 
 
@@ -153,6 +174,8 @@ def _chunks(
             opening = b","
             yield from _chunks(item, depth + 1, may_hold_floats, items_per_chunk)
         yield _indent(depth) + b"}"
+    elif type(value) is list and value and isinstance(value[0], msgspec.Struct):
+        yield from struct_list_chunks(value, depth, may_hold_floats, items_per_chunk)
     elif _is_sequence(value) and (len(value) > items_per_chunk or type(value) is not list):
         batches = (value[at : at + items_per_chunk] for at in range(0, len(value), items_per_chunk))
         yield from list_chunks(batches, depth, may_hold_floats=may_hold_floats)

@@ -30,6 +30,7 @@ from sandbox_replay.policy import (
     Derivation,
     PolicyFileError,
     PolicySource,
+    RequestFields,
     RuleInfo,
     sha256_text,
 )
@@ -127,7 +128,7 @@ class CedarPolicy:
         """A Cedar policy names no risk classes: those of requests some policy decided."""
         return {name for name, d in decided if type(name) is str and d.recognized}
 
-    def derive_each(self, requests: Sequence[Mapping[str, Any]]) -> list[Derivation]:
+    def derive_each(self, requests: Sequence[RequestFields]) -> list[Derivation]:
         """Derive each request, in order, putting each distinct shape to Cedar once.
 
         A shape is the request's values of the fields the policies read (a string, or

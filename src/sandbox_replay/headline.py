@@ -18,8 +18,8 @@ from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer, Severity
-from sandbox_replay.lazyrows import column_of
 from sandbox_replay.policy_coverage import PolicyCoverage
+from sandbox_replay.records import column_of
 
 MAX_IDS = 3
 

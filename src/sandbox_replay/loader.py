@@ -32,7 +32,7 @@ import os
 import re
 import stat
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from io import BufferedReader
 from itertools import accumulate, chain, compress, repeat
@@ -81,6 +81,8 @@ class LoadedFile:
     # Every key any row holds, where parsing proved that no row nests an object (so keys
     # occur only at row level) and collected them; None where it did not.
     row_keys: frozenset[str] | None = None
+    # Each row (or the object) that carries a forbidden key: its subject, line and the keys.
+    forbidden_keys: list[tuple[str, int | None, list[str]]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -197,14 +199,8 @@ def inspect_input(root: Path, name: str, limits: LoadLimits) -> tuple[Path, os.s
     return resolved, info
 
 
-def read_input(
-    root: Path, name: str, limits: LoadLimits, *, digest: bool = True
-) -> tuple[bytes | None, LoadedFile]:
-    """Read one input file's bytes, refusing files that escape ``root`` or break limits.
-
-    With ``digest`` False, ``sha256`` is left empty for the caller to fill in with
-    ``sha256_of`` (``inputs`` does so on another thread while it parses the bytes).
-    """
+def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None, LoadedFile]:
+    """Read one input file's bytes and digest, refusing files that escape ``root`` or break limits."""
     loaded = LoadedFile(name=name)
     try:
         resolved, info = inspect_input(root, name, limits)
@@ -224,8 +220,7 @@ def read_input(
         )
         return None, loaded
     loaded.size = len(raw)
-    if digest:
-        loaded.sha256 = sha256_of(raw)
+    loaded.sha256 = sha256_of(raw)
     return raw, loaded
 
 
@@ -1135,6 +1130,60 @@ def _expect_end(doc: str, pos: int) -> None:
     pos = _WS.match(doc, pos).end()  # type: ignore[union-attr]
     if pos != len(doc):
         raise json.JSONDecodeError("Extra data", doc, pos)
+
+
+FORBIDDEN_KEYS = frozenset(
+    {
+        "credential_value",
+        "secret_value",
+        "raw_environment",
+        "raw_env",
+        "raw_tool_output_body",
+        "executable_payload",
+        "host_absolute_path",
+        "provider_payload",
+        "real_target_identifier",
+    }
+)
+
+
+def _forbidden_in(value: Any) -> Iterator[str]:
+    """Yield every forbidden key at any depth of ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not FORBIDDEN_KEYS.isdisjoint(item):
+                yield from sorted(FORBIDDEN_KEYS.intersection(item))
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+
+
+def note_forbidden_keys(loaded: LoadedFile) -> None:
+    """Record each row (or, for an object file, the object) that carries a forbidden key.
+
+    Only the key is kept, never its value. Flat rows hold keys only at row level, so when
+    parsing collected their keys, the rows are looked at only if one of those is forbidden.
+    """
+    if loaded.data is None:
+        return
+    units: list[tuple[Any, int | None, str]]
+    if loaded.rows:
+        top = {k: v for k, v in loaded.data.items() if v is not loaded.rows}
+        units = [(top, 1, loaded.name)]
+        flat_keys = loaded.row_keys
+        if flat_keys is None or not FORBIDDEN_KEYS.isdisjoint(flat_keys):
+            units.extend(
+                (row, loaded.line_of(i), f"{loaded.name}#row{i}")
+                for i, row in enumerate(loaded.rows)
+            )
+    else:
+        units = [(loaded.data, 1, loaded.name)]
+    for value, line, subject in units:
+        keys = sorted(set(_forbidden_in(value)))
+        if keys:
+            loaded.forbidden_keys.append((subject, line, keys))
 
 
 def load_input(root: Path, name: str, rows_key: str | None, limits: LoadLimits) -> LoadedFile:

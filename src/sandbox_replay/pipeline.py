@@ -6,16 +6,17 @@ input folder and writes nothing; the records it returns are written by ``records
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import PROJECTION_PROTOCOL, InputMode, OnThread, RunInputs, load_run
+from sandbox_replay.inputs import PROJECTION_PROTOCOL, InputMode, RunInputs, load_run
 from sandbox_replay.layers import (
     actions,
     bundle_manifest,
@@ -35,6 +36,8 @@ from sandbox_replay.loader import LoadLimits
 from sandbox_replay.policy import Policy, default_table
 from sandbox_replay.scan import ForbiddenScanner, ScanHit, ScanReport
 from sandbox_replay.trace import Trace, build_trace
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,42 @@ class Replay:
         return "pass" if self.passed else "blocked"
 
 
+class OnThread(Generic[T]):
+    """Call ``work(*args)`` on a thread of its own; ``result`` waits for it.
+
+    ``result`` returns what the call returned or raises what it raised. A plain thread
+    rather than a pool: once ``join`` returns, the thread has dropped its arguments
+    (``Thread.run`` deletes them), so a caller holding the last other reference to them
+    (a file's bytes) frees them when it lets go; a pool's worker may hold its last work
+    item a moment past the future's result. And no thread outlives its ``result`` or
+    ``join``.
+    """
+
+    def __init__(self, name: str, work: Callable[..., T], *args: Any) -> None:
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(work, *args), name=name, daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, work: Callable[..., T], *args: Any) -> None:
+        try:
+            self._value = work(*args)
+        except BaseException as error:  # raised in the waiting thread by result()
+            self._error = error
+
+    def join(self) -> None:
+        """Wait for the call to end, and leave what it returned or raised where it is."""
+        self._thread.join()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
 class _ScanCollector:
     """Scan each file's bytes as the loader reads them, keeping counts by file and class.
 
@@ -125,6 +164,11 @@ class _ScanCollector:
         self._keep(name, len(raw), counts, matched)
         if b"\\" in raw:
             self.escaped.add(name)
+
+    def decoded(self, name: str, data: Any) -> None:
+        """See a file's parsed value: scanned again (``scan_decoded``) if its bytes held escapes."""
+        if name in self.escaped:
+            self.scan_decoded(name, data)
 
     def scan_decoded(self, name: str, data: Any) -> None:
         """Scan the parsed strings of a file that held escapes, in bounded chunks."""
@@ -200,10 +244,9 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
     started = time.perf_counter()
-    run = load_run(config.input_dir, config.mode, policy, config.limits, extra, collector)
-    for loaded in run.all_files():
-        if loaded.name in collector.escaped and loaded.data is not None:
-            collector.scan_decoded(loaded.name, loaded.data)
+    run = load_run(
+        config.input_dir, config.mode, policy, config.limits, extra, collector, collector.decoded
+    )
 
     layers: list[LayerResult] = [_strict_load_layer(run)]
     modules = None
@@ -212,7 +255,8 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
             run, config.limits.max_file_bytes, collector.scan_body
         )
     scan = collector.report()
-    rows = sum(map(len, (run.requests, run.verdicts, run.effects, run.rollbacks, run.replays)))
+    tables = (run.requests, run.verdicts, run.effects, run.rollbacks, run.replays)
+    rows = sum(len(table) for table in tables)
     say(
         f"loaded and scanned {collector.files} files ({collector.bytes / 1e6:.1f} MB, "
         f"{rows} rows) in {time.perf_counter() - started:.1f}s"

@@ -25,7 +25,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,6 +36,12 @@ FAIL_CLOSED_VERDICT = "block"
 FAIL_CLOSED_RULE_REF = "rule:sandbox_policy_fail_closed_unrecognized_action"
 # Policy files are small; a larger one is refused before it is read.
 MAX_POLICY_BYTES = 4 * 1024 * 1024
+
+
+class RequestFields(Protocol):
+    """A request as a policy reads it: each field by name, None where it is not held."""
+
+    def get(self, name: str, /) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +118,7 @@ class Policy(Protocol):
         """Return this policy with ``source.path`` set to ``path``."""
         ...
 
-    def derive_each(self, requests: Sequence[Mapping[str, Any]]) -> list[Derivation]:
+    def derive_each(self, requests: Sequence[RequestFields]) -> list[Derivation]:
         """Derive each request, in order (once per distinct shape)."""
         ...
 
@@ -164,7 +169,7 @@ class PolicyTable:
     def fail_closed_derivation(self) -> Derivation:
         return Derivation(self.fail_closed_verdict, self.fail_closed_rule_ref, recognized=False)
 
-    def derive(self, request: Mapping[str, Any]) -> Derivation:
+    def derive(self, request: RequestFields) -> Derivation:
         """Derive the verdict from the request's own shape; anything unrecognised blocks."""
         risk_class = request.get("risk_class")
         # A non-string risk class (a list, say) is unrecognised, not a lookup error.
@@ -176,20 +181,13 @@ class PolicyTable:
             return Derivation(self.fail_closed_verdict, self.fail_closed_rule_ref, True, mismatched)
         return Derivation(rule.verdict, rule.rule_ref, True)
 
-    def derive_each(self, requests: Sequence[Mapping[str, Any]]) -> list[Derivation]:
+    def derive_each(self, requests: Sequence[RequestFields]) -> list[Derivation]:
         """Derive each request, in order, once per distinct (risk class, shape) of strings.
 
         A derivation reads only ``DERIVATION_FIELDS``, so requests that agree on them
         share one (frozen) ``Derivation``; anything but strings is derived on its own.
-        The four fields of every request are read and looked up in C; a request that
-        lacks one (``itemgetter`` raises KeyError) or holds a list or object there (its
-        key cannot be hashed) sends every request through the same lookup one by one.
         """
         by_shape = _ByShape(self)
-        try:
-            return list(map(by_shape.__getitem__, map(itemgetter(*DERIVATION_FIELDS), requests)))
-        except (KeyError, TypeError):
-            pass
         derivations = []
         for request in requests:
             key = tuple(map(request.get, DERIVATION_FIELDS))

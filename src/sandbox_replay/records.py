@@ -19,46 +19,30 @@ contains a matched text is replaced by ``REDACTED`` before anything is serialise
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, repeat
-from operator import is_, itemgetter, length_hint
+from operator import is_, length_hint
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from sandbox_replay.atomic import (
     dump_json,
     iter_json_chunks,
+    struct_fields,
     write_bytes_atomic,
     write_chunks_atomic,
 )
 from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import (
-    ACTION_REQUESTS,
-    COLD_REPLAY,
-    POLICY_VERDICTS,
-    ROLLBACK_RECEIPTS,
-    SIDE_EFFECT_RECEIPTS,
-    InputMode,
-    RowRef,
-    RunInputs,
-)
+from sandbox_replay.inputs import InputMode, RunInputs
 from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.layers.rows import (
-    ACTION_FIELDS,
-    ACTION_FLAGS,
-    EFFECT_FIELDS,
-    REPLAY_FIELDS,
-    REPLAY_FLAGS,
-    ROLLBACK_FIELDS,
-    ROLLBACK_FLAGS,
-    VERDICT_FIELDS,
-)
 from sandbox_replay.layers.verdicts import derivation_passes
-from sandbox_replay.lazyrows import LazyRows
 from sandbox_replay.pipeline import Replay
-from sandbox_replay.policy import Derivation, coverage
+from sandbox_replay.policy import coverage
+from sandbox_replay.rows import UNSET, InputRow, Table
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SCHEMA_VERSION = "sandbox-replay.result/1"
@@ -89,16 +73,6 @@ AUTHORITY_CEILING = {
         "release_authorized",
     )
 }
-
-# The row lists copied from one input file each (``ProjectedRows``): their key, the file
-# and the fields they keep.
-COPIED_LISTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("request_rows", ACTION_REQUESTS, (*ACTION_FIELDS, *ACTION_FLAGS)),
-    ("policy_verdict_rows", POLICY_VERDICTS, (*VERDICT_FIELDS, "approval_ref")),
-    ("side_effect_rows", SIDE_EFFECT_RECEIPTS, EFFECT_FIELDS),
-    ("rollback_rows", ROLLBACK_RECEIPTS, (*ROLLBACK_FIELDS, *ROLLBACK_FLAGS)),
-    ("cold_replay_rows", COLD_REPLAY, (*REPLAY_FIELDS, *REPLAY_FLAGS)),
-)
 
 COUNT_KEYS = (
     "action_request_count",
@@ -172,44 +146,22 @@ def _scalar(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
-_KEPT_AS_IS = frozenset({bool, int, float, type(None)})
+_KEPT_AS_IS = frozenset({bool, int, float, type(None), type(UNSET)})
 _SCALAR_KINDS = frozenset({str, *_KEPT_AS_IS})
 _STR_ONLY = frozenset({str})
-
-
-def _project(ref: RowRef, fields: Iterable[str]) -> dict[str, Any]:
-    # ``_scalar`` of every field, with its common cases inlined: the exact projection of
-    # one row, for rows the bulk check of ``project_rows`` does not clear.
-    source = ref.row
-    row = {}
-    for name in fields:
-        if name in source:
-            value = source[name]
-            kind = type(value)
-            if kind is str:
-                row[name] = value if len(value) <= MAX_TEXT else _scalar(value)
-            elif kind in _KEPT_AS_IS:
-                row[name] = value
-            else:
-                row[name] = _scalar(value)
-    row["line"] = ref.line
-    return row
+# Rows looked at together when telling whether their values stand in the record as they are.
+_ROWS_PER_STEP = 4096
+R = TypeVar("R", bound=InputRow)
 
 
 def _kept_as_is(values: Sequence[Any]) -> bool:
     """Say whether ``_scalar`` returns every one of ``values`` unchanged (or an equal copy).
 
-    True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float or
-    None, or a list of at most 64 such strings, which ``_scalar`` copies unchanged.
-    Checked in C, in one pass over the types and, for strings, one over their lengths:
-    a column of one field's values is mostly of one kind, so that is all most take.
+    True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float, None
+    or ``UNSET``, or a list of at most 64 such strings. Read off the values' types and
+    lengths (``length_hint`` is a str's length, 0 for the others).
     """
     kinds = set(map(type, values))
-    if kinds <= _KEPT_AS_IS:
-        return True
-    if kinds == _STR_ONLY:
-        return max(map(len, values)) <= MAX_TEXT
-    # ``length_hint`` is a str's length and 0 for the others.
     if not kinds <= _SCALAR_KINDS | {list} or max(map(length_hint, values)) > MAX_TEXT:
         return False
     if list not in kinds:
@@ -223,83 +175,79 @@ def _kept_as_is(values: Sequence[Any]) -> bool:
     )
 
 
-def _scalars(values: list[Any]) -> list[Any]:
-    """Return ``[_scalar(v) for v in values]``; ``values`` itself when that changes nothing."""
-    return values if _kept_as_is(values) else [_scalar(v) for v in values]
+def _projected(row: R) -> R:
+    """Return the row with each value it holds as ``_scalar`` has it."""
+    changes = {}
+    for name in row.__struct_fields__:
+        value = getattr(row, name)
+        if name != "line" and value is not UNSET:
+            changes[name] = _scalar(value)
+    return msgspec.structs.replace(row, **changes)
 
 
-def _row_builder(names: tuple[str, ...]) -> Callable[[tuple[Any, ...], int | None], dict[str, Any]]:
-    """Return ``lambda values, line: {names[i]: values[i] for each i, "line": line}``."""
+def record_rows(table: Table[R]) -> list[R]:
+    """Return a list file's rows as the result record lists them (``_projected``).
 
-    def build(values: tuple[Any, ...], line: int | None) -> dict[str, Any]:
-        return dict(zip(names, values, strict=True), line=line)
-
-    return build
-
-
-def _values_getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    """Return ``lambda row: tuple(row[name] for name in names)`` (for two names or more, in C)."""
-    if len(names) == 1:
-        name = names[0]
-        return lambda row: (row[name],)
-    return itemgetter(*names)
-
-
-def project_rows(refs: Sequence[RowRef], names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Return ``[_project(ref, names) for ref in refs]``, built in bulk when the rows allow.
-
-    ``_project`` keeps a row's present fields in ``names`` order, each value through
-    ``_scalar``, then its line. When every row holds every field (the getter raises
-    otherwise) and ``_scalar`` keeps every value (``_kept_as_is``, checked field by
-    field), that is exactly each row's fields copied in ``names`` order, then its line; a
-    list value is then shared with the input row instead of copied (the records are only
-    read). Otherwise each row is projected exactly.
+    The rows themselves wherever projecting changes nothing, as in nearly every file.
     """
-    try:
-        values = list(map(_values_getter(names), map(itemgetter(3), refs)))  # RowRef.row
-    except KeyError:
-        return [_project(ref, names) for ref in refs]
-    if not all(map(_kept_as_is, zip(*values, strict=True))):
-        return [_project(ref, names) for ref in refs]
-    return list(map(_row_builder(names), values, map(itemgetter(2), refs)))  # RowRef.line
+    rows: list[R] = []
+    for start in range(0, len(table.rows), _ROWS_PER_STEP):
+        step = table.rows[start : start + _ROWS_PER_STEP]
+        values = list(chain.from_iterable(map(msgspec.structs.astuple, step)))
+        rows += step if _kept_as_is(values) else map(_projected, step)
+    return rows
 
 
-class ProjectedRows(LazyRows):
-    """The rows of one input list as the result record shows them (see ``_project``)."""
+class DerivedRow(msgspec.Struct, gc=False):
+    """One derived request: its shape, its derivation and the verdict declared for it."""
 
-    def __init__(self, refs: Sequence[RowRef], fields: Iterable[str]) -> None:
-        self.refs = refs
-        self.names = tuple(dict.fromkeys(fields))  # first place of a field named twice
+    request_id: str
+    action_kind: Any
+    requested_capability: Any
+    risk_class: Any
+    derived_verdict: str
+    derived_rule_ref: str
+    fail_closed: bool
+    mismatched_fields: list[str]
+    declared_verdict: Any
+    declared_rule_refs: Any
+    policy_derivation_passed: bool
 
-    def __len__(self) -> int:
-        return len(self.refs)
+    def get(self, name: str) -> Any:
+        return getattr(self, name, None)
 
-    def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        return project_rows(self.refs[start:stop], self.names)
 
-    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
-        return project_rows(list(map(self.refs.__getitem__, positions)), self.names)
+def column_of(rows: Iterable[Any], name: str) -> list[Any]:
+    """Return ``[row.get(name) for row in rows]`` of a record's row list.
 
-    def column(self, name: str) -> list[Any]:
-        """Return ``[row.get(name) for row in self]`` without building the rows.
+    A record built in this process holds typed rows, one read from a file holds dicts;
+    both answer ``get`` alike (None for a field the row does not hold).
+    """
+    return [row.get(name) for row in rows]
 
-        ``_project`` gives a row the field only when its input row holds it, as
-        ``_scalar`` of its value; ``_scalar(None)`` is None, as ``get`` of a missing field.
-        """
-        if name == "line":
-            return list(map(itemgetter(2), self.refs))  # RowRef.line
-        if name not in self.names:
-            return [None] * len(self.refs)
-        return _scalars(list(map(dict.get, map(itemgetter(3), self.refs), repeat(name))))
 
-    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
-        """Return ``column(name)`` at ``positions`` only (read as ``column`` reads it)."""
-        refs = list(map(self.refs.__getitem__, positions))
-        if name == "line":
-            return list(map(itemgetter(2), refs))  # RowRef.line
-        if name not in self.names:
-            return [None] * len(refs)
-        return _scalars(list(map(dict.get, map(itemgetter(3), refs), repeat(name))))
+def derived_rows(run: RunInputs) -> list[DerivedRow]:
+    """Return one row per derived request, in request order."""
+    rows = []
+    for request_id, derivation in run.derivations.items():
+        request = run.requests.by_key[request_id]
+        verdict = run.verdicts.get(request_id)
+        rows.append(
+            DerivedRow(
+                request_id,
+                _scalar(request.get("action_kind")),
+                _scalar(request.get("requested_capability")),
+                _scalar(request.get("risk_class")),
+                derivation.verdict,
+                derivation.rule_ref,
+                derivation.fail_closed,
+                list(derivation.mismatched_fields),
+                _scalar(verdict.get("verdict")) if verdict is not None else None,
+                _scalar(verdict.get("rule_refs")) if verdict is not None else None,
+                derivation_passes(derivation, verdict),
+            )
+        )
+    return rows
 
 
 def _counts(replay: Replay) -> dict[str, int]:
@@ -309,148 +257,6 @@ def _counts(replay: Replay) -> dict[str, int]:
     return {key: merged.get(key, 0) for key in COUNT_KEYS}
 
 
-# The derived-row fields ``DerivedRows.column`` reads without building the rows.
-_DERIVED_COLUMNS = frozenset(
-    {
-        "derived_verdict",
-        "derived_rule_ref",
-        "fail_closed",
-        "declared_verdict",
-        "policy_derivation_passed",
-    }
-)
-
-
-class DerivedRows(LazyRows):
-    """One row per derived request: the request's shape, its derivation and its verdict."""
-
-    def __init__(self, run: RunInputs) -> None:
-        self.run = run
-        self.request_ids = list(run.derivations)
-        self.columns: dict[str, list[Any]] = {}
-        self.verdict_rows: list[Any] | None = None
-
-    def __len__(self) -> int:
-        return len(self.request_ids)
-
-    def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        return self._rows_of(self.request_ids[start:stop])
-
-    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
-        return self._rows_of(list(map(self.request_ids.__getitem__, positions)))
-
-    def column(self, name: str) -> list[Any]:
-        """Return ``[row.get(name) for row in self]``; the verdict columns without the rows.
-
-        Those are what a run page's headline and calibration matrix read of every row.
-        """
-        run = self.run
-        if name == "request_id":  # each row's key: its request id
-            return list(self.request_ids)
-        if name not in self.columns:  # each kept: the headline and the matrix both read it
-            column: list[Any]
-            if name == "derived_verdict":
-                column = [derivation.verdict for derivation in run.derivations.values()]
-            elif name == "derived_rule_ref":
-                column = [derivation.rule_ref for derivation in run.derivations.values()]
-            elif name == "fail_closed":
-                column = [derivation.fail_closed for derivation in run.derivations.values()]
-            elif name == "declared_verdict":
-                column = _scalars(list(map(_field_of, self._verdict_rows(), repeat("verdict"))))
-            elif name == "policy_derivation_passed":
-                derivations = run.derivations.values()
-                column = list(map(derivation_passes, derivations, self._verdict_rows()))
-            else:
-                return super().column(name)
-            self.columns[name] = column
-        return list(self.columns[name])
-
-    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
-        """Return ``column(name)`` at ``positions``; the verdict columns read whole once."""
-        if name in _DERIVED_COLUMNS:
-            if name not in self.columns:
-                self.column(name)
-            return list(map(self.columns[name].__getitem__, positions))
-        return super().column_at(positions, name)
-
-    def _verdict_rows(self) -> list[Any]:
-        """Return each request's verdict row, or None where it has none."""
-        if self.verdict_rows is None:
-            refs = map(self.run.verdict_by_request.get, self.request_ids)
-            self.verdict_rows = [ref.row if ref is not None else None for ref in refs]
-        return self.verdict_rows
-
-    def _rows_of(self, keys: list[str]) -> list[dict[str, Any]]:
-        """Build the rows of ``keys`` column by column (each column as ``_scalar`` has it).
-
-        Requests that derive alike share one ``Derivation``, so what a row shows of it
-        is read once per distinct derivation; its rows then share the one list of
-        mismatched fields (the records are only read).
-        """
-        run = self.run
-        requests: list[Any] = [ref.row for ref in map(run.request_by_id.__getitem__, keys)]
-        derivations = list(map(run.derivations.__getitem__, keys))
-        distinct = dict(zip(map(id, derivations), derivations, strict=True))
-        shown = {key: _shown(derivation) for key, derivation in distinct.items()}
-        verdict_refs = map(run.verdict_by_request.get, keys)
-        verdicts = [ref.row if ref is not None else None for ref in verdict_refs]
-        declared = [v.get("verdict") if v is not None else None for v in verdicts]
-        declared_refs = [v.get("rule_refs") if v is not None else None for v in verdicts]
-        return list(
-            map(
-                _derived_row,
-                keys,
-                _scalars(list(map(dict.get, requests, repeat("action_kind")))),
-                _scalars(list(map(dict.get, requests, repeat("requested_capability")))),
-                _scalars(list(map(dict.get, requests, repeat("risk_class")))),
-                map(shown.__getitem__, map(id, derivations)),
-                _scalars(declared),
-                _scalars(declared_refs),
-                map(derivation_passes, derivations, verdicts),
-            )
-        )
-
-
-def _field_of(row: Mapping[str, Any] | None, name: str) -> Any:
-    """Return ``row.get(name)``, or None where there is no row."""
-    return row.get(name) if row is not None else None
-
-
-def _shown(derivation: Derivation) -> tuple[str, str, bool, list[str]]:
-    """Return what a derived row shows of a derivation, in the row's order."""
-    return (
-        derivation.verdict,
-        derivation.rule_ref,
-        derivation.fail_closed,
-        list(derivation.mismatched_fields),
-    )
-
-
-def _derived_row(
-    request_id: str,
-    action_kind: Any,
-    requested_capability: Any,
-    risk_class: Any,
-    derivation: tuple[str, str, bool, list[str]],
-    declared_verdict: Any,
-    declared_rule_refs: Any,
-    passed: bool,
-) -> dict[str, Any]:
-    return {
-        "request_id": request_id,
-        "action_kind": action_kind,
-        "requested_capability": requested_capability,
-        "risk_class": risk_class,
-        "derived_verdict": derivation[0],
-        "derived_rule_ref": derivation[1],
-        "fail_closed": derivation[2],
-        "mismatched_fields": derivation[3],
-        "declared_verdict": declared_verdict,
-        "declared_rule_refs": declared_rule_refs,
-        "policy_derivation_passed": passed,
-    }
-
-
 def build_result(replay: Replay) -> dict[str, Any]:
     """Build the full result record of one replay."""
     run = replay.run
@@ -458,10 +264,7 @@ def build_result(replay: Replay) -> dict[str, Any]:
     fixture = run.mode is InputMode.FIXTURE
     negative = replay.negative
     modules = replay.modules
-    requests = map(itemgetter(3), run.requests)  # RowRef.row
-    declared = map(dict.get, requests, repeat("risk_class"))
-    risk_classes = sorted({c for c in declared if isinstance(c, str)})
-    copied = {key: fields for key, _, fields in COPIED_LISTS}
+    risk_classes = sorted({r.risk_class for r in run.requests if isinstance(r.risk_class, str)})
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": TOOL_NAME, "version": __version__},
@@ -515,12 +318,12 @@ def build_result(replay: Replay) -> dict[str, Any]:
             }
             for info in replay.inputs
         ],
-        "request_rows": ProjectedRows(run.requests, copied["request_rows"]),
-        "policy_verdict_rows": ProjectedRows(run.verdicts, copied["policy_verdict_rows"]),
-        "derived_policy_verdict_rows": DerivedRows(run),
-        "side_effect_rows": ProjectedRows(run.effects, copied["side_effect_rows"]),
-        "rollback_rows": ProjectedRows(run.rollbacks, copied["rollback_rows"]),
-        "cold_replay_rows": ProjectedRows(run.replays, copied["cold_replay_rows"]),
+        "request_rows": record_rows(run.requests),
+        "policy_verdict_rows": record_rows(run.verdicts),
+        "derived_policy_verdict_rows": derived_rows(run),
+        "side_effect_rows": record_rows(run.effects),
+        "rollback_rows": record_rows(run.rollbacks),
+        "cold_replay_rows": record_rows(run.replays),
         "body_in_receipt": False,
     }
     redacted: dict[str, Any] = redact(record, replay.scan.matched_texts)
@@ -539,8 +342,10 @@ def redact(value: Any, matched: Iterable[bytes]) -> Any:
             return REDACTED if any(n in item for n in needles) else item
         if isinstance(item, dict):
             return {walk(k): walk(v) for k, v in item.items()}
-        if isinstance(item, list | LazyRows):
+        if isinstance(item, list):
             return [walk(v) for v in item]
+        if isinstance(item, msgspec.Struct):
+            return walk(struct_fields(item))
         return item
 
     return walk(value)

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import is_, methodcaller
-from typing import Any, overload
+from functools import partial
+from typing import Any
 
+import msgspec
 import orjson
 
 from sandbox_replay import codes
+from sandbox_replay.atomic import struct_fields
 from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import RowRef, RunInputs
-from sandbox_replay.layers.base import NO_ROW, LayerResult, column, joined, positions, row_dicts
-from sandbox_replay.layers.rollbacks import covered_each
-from sandbox_replay.lazyrows import ROWS_PER_CHUNK, LazyRows
+from sandbox_replay.inputs import RunInputs
+from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.layers.rollbacks import rollback_covers
+from sandbox_replay.rows import ActionRequest
 
 FLOOR = "public_trace_floor"
 
@@ -31,7 +31,7 @@ FLOOR = "public_trace_floor"
 class Trace:
     """The spans, their summary and the audit layer's result."""
 
-    spans: Sequence[dict[str, Any]]
+    spans: list[Span]
     summary: dict[str, Any]
     audit: LayerResult
 
@@ -67,97 +67,16 @@ def canonical_digest(value: Any, *, may_hold_floats: bool = True) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _input_digest(values: tuple[Any, ...]) -> str:
-    """Return ``canonical_digest(list(values))``, spelling out the all-string case."""
-    if all(type(v) is str for v in values):
-        text = "[" + ",".join(map(_encode_string, values)) + "]"
-        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return canonical_digest(list(values))
+def input_digest(request: ActionRequest) -> str:
+    """Return the digest of what a span's request asked: its action ref, capability, risk."""
+    values = [request.get(name) for name in DIGESTED_FIELDS]
+    if all(type(v) is str for v in values):  # msgspec writes strings as the canonical form does
+        return "sha256:" + hashlib.sha256(msgspec.json.encode(values)).hexdigest()
+    return canonical_digest(values)
 
 
-DIGEST_SIZE = 32  # bytes of a packed sha256 digest
 # The request fields a span's input digest is made of, in its order.
 DIGESTED_FIELDS = ("normalized_action_ref", "requested_capability", "risk_class")
-
-
-class PackedDigests(Sequence[str]):
-    """sha256 digests held as one buffer of 32-byte digests, read as ``sha256:<hex>``.
-
-    Spelled out, 600,000 digests take 72 MB for as long as the trace lives; packed, 19 MB.
-    They are read only a chunk of spans at a time, when the spans are built.
-    """
-
-    def __init__(self, packed: bytes | bytearray) -> None:
-        self.packed = packed
-
-    def __len__(self) -> int:
-        return len(self.packed) // DIGEST_SIZE
-
-    @overload
-    def __getitem__(self, item: int) -> str: ...
-    @overload
-    def __getitem__(self, item: slice) -> list[str]: ...
-    def __getitem__(self, item: int | slice) -> str | list[str]:
-        if isinstance(item, slice):
-            start, stop, step = item.indices(len(self))
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            data = self.packed[start * DIGEST_SIZE : stop * DIGEST_SIZE]
-            size = DIGEST_SIZE
-            return ["sha256:" + data[i : i + size].hex() for i in range(0, len(data), size)]
-        position = range(len(self))[item]  # IndexError as a list raises it
-        at = position * DIGEST_SIZE
-        return "sha256:" + self.packed[at : at + DIGEST_SIZE].hex()
-
-
-def packed_input_digests(
-    actions: list[Any], capabilities: list[Any], risks: list[Any]
-) -> PackedDigests:
-    """Return ``_input_digest`` of each (action, capability, risk) triple, in C for strings.
-
-    For three strings the canonical JSON is ``[a,b,c]`` with each one as the standard
-    encoder writes it, put together here a column at a time. Capabilities and risk
-    classes are few, so each one's JSON is written once. An action's is cut out of the
-    actions' orjson dump when no string there needs escaping (no backslash in it): then
-    both encoders write each string as it is, between quotes.
-    """
-    columns = (actions, capabilities, risks)
-    if not all(set(map(type, column)) <= {str} for column in columns):
-        spelled = (_input_digest(values) for values in zip(*columns, strict=True))
-        return PackedDigests(b"".join(bytes.fromhex(d.removeprefix("sha256:")) for d in spelled))
-    capability_parts = {c: ('",' + _encode_string(c)).encode() for c in set(capabilities)}
-    risk_parts = {r: ("," + _encode_string(r) + "]").encode() for r in set(risks)}
-    texts = map(
-        b"".join,
-        zip(
-            repeat(b'["'),
-            chain.from_iterable(map(_string_contents, _chunks(actions))),
-            map(capability_parts.__getitem__, capabilities),
-            map(risk_parts.__getitem__, risks),
-        ),
-    )
-    packed = bytearray()
-    # Each digest is appended as it is made: joining them would first hold them all.
-    digests = map(methodcaller("digest"), map(hashlib.sha256, texts))
-    deque(map(packed.extend, digests), maxlen=0)
-    return PackedDigests(packed)  # not copied into bytes: 19 MB less at 600,000
-
-
-def _chunks(values: list[str]) -> Iterator[list[str]]:
-    """Yield ``values`` ``ROWS_PER_CHUNK`` at a time (so that only a chunk's dump is held)."""
-    return (values[i : i + ROWS_PER_CHUNK] for i in range(0, len(values), ROWS_PER_CHUNK))
-
-
-def _string_contents(texts: list[str]) -> Iterable[bytes]:
-    """Return each string's JSON as ``_encode_string`` writes it, without its quotes, UTF-8."""
-    try:
-        dumped = orjson.dumps(texts)
-    except TypeError:  # orjson.JSONEncodeError included: a lone surrogate
-        dumped = b"\\"
-    if b"\\" in dumped:
-        return (_encode_string(text)[1:-1].encode() for text in texts)
-    # With nothing escaped, every quote in the dump opens or closes a string.
-    return dumped.split(b'"')[1::2]
 
 
 def _outcome(declared: Any, executed: bool) -> str:
@@ -174,317 +93,115 @@ def _text(value: Any) -> str:
 
 
 def _text_counts(values: list[Any]) -> dict[str, int]:
-    """Return how often each ``_text(value)`` occurs, sorted (counted in C if all are text)."""
-    texts = values if set(map(type, values)) <= {str} else map(_text, values)
-    return dict(sorted(Counter(texts).items()))
+    """Return how often each ``_text(value)`` occurs, sorted."""
+    return dict(sorted(Counter(map(_text, values)).items()))
 
 
-def _span(
-    request_id: str,
-    session_id: str,
-    action_kind: Any,
-    sequence_index: int,
-    episode_id: Any,
-    observation_ref: Any,
-    policy_version: Any,
-    state_transition_ref: str | None,
-    outcome: str,
-    target_ref: Any,
-    input_digest: str,
-    recovery_ref: str | None,
-) -> dict[str, Any]:
-    return {
-        "span_id": f"span:{request_id}",
-        "session_id": session_id,
-        "action_kind": action_kind,
-        "sequence_index": sequence_index,
-        "episode_id": episode_id,
-        "observation_ref": observation_ref,
-        "authority_verdict_id": (
-            f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None
-        ),
-        "state_transition_ref": state_transition_ref,
-        "outcome": outcome,
-        "target_ref": target_ref,
-        "input_digest": input_digest,
-        "recovery_ref": recovery_ref,
-    }
+class Span(msgspec.Struct, gc=False):
+    """One request as the public trace shows it, in the record's field order.
 
-
-def _sorted_span(
-    request_id: str,
-    session_id: str,
-    action_kind: Any,
-    sequence_index: int,
-    episode_id: Any,
-    observation_ref: Any,
-    policy_version: Any,
-    state_transition_ref: str | None,
-    outcome: str,
-    target_ref: Any,
-    input_digest: str,
-    recovery_ref: str | None,
-) -> dict[str, Any]:
-    """Return ``_span``'s dict with its keys in sorted order, as the trace digest reads them.
-
-    orjson sorts the keys of a dict that has them in order already at a fraction of the
-    cost; the digest's dump is the same (a test holds the two functions to each other).
-    """
-    return {
-        "action_kind": action_kind,
-        "authority_verdict_id": (
-            f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None
-        ),
-        "episode_id": episode_id,
-        "input_digest": input_digest,
-        "observation_ref": observation_ref,
-        "outcome": outcome,
-        "recovery_ref": recovery_ref,
-        "sequence_index": sequence_index,
-        "session_id": session_id,
-        "span_id": f"span:{request_id}",
-        "state_transition_ref": state_transition_ref,
-        "target_ref": target_ref,
-    }
-
-
-@dataclass(eq=False, repr=False)  # compared and shown as the list of rows it is
-class Spans(LazyRows):
-    """The trace's spans, built when read from one list per field, in span order.
-
-    A span holds ``span:<request id>``, its sequence index and, where the verdict row
-    names a policy version (a string), ``<request id>:<policy version>`` as its authority
-    verdict id; its other values are its request's fields and what the audit found.
+    ``authority_verdict_id`` is ``<request id>:<policy version>`` where the verdict row
+    names a policy version (a string); the other values are the request's fields and what
+    the audit found.
     """
 
+    span_id: str
     session_id: str
-    request_ids: list[str]
-    action_kinds: list[Any]
-    episode_ids: list[Any]
-    observation_refs: list[Any]
-    policy_versions: list[Any]
-    state_refs: list[str | None]
-    outcomes: list[str]
-    target_refs: list[Any]
-    input_digests: Sequence[str]
-    recovery_refs: list[str | None]
+    action_kind: Any
+    sequence_index: int
+    episode_id: Any
+    observation_ref: Any
+    authority_verdict_id: str | None
+    state_transition_ref: str | None
+    outcome: str
+    target_ref: Any
+    input_digest: str
+    recovery_ref: str | None
 
-    def __len__(self) -> int:
-        return len(self.request_ids)
-
-    def build(self, start: int, stop: int) -> list[dict[str, Any]]:
-        return self._make(_span, start, stop)
-
-    def rows_at(self, positions: Sequence[int]) -> list[dict[str, Any]]:
-        def at(values: Sequence[Any]) -> list[Any]:
-            return list(map(values.__getitem__, positions))
-
-        return list(
-            map(
-                _span,
-                at(self.request_ids),
-                repeat(self.session_id, len(positions)),
-                at(self.action_kinds),
-                positions,
-                at(self.episode_ids),
-                at(self.observation_refs),
-                at(self.policy_versions),
-                at(self.state_refs),
-                at(self.outcomes),
-                at(self.target_refs),
-                at(self.input_digests),
-                at(self.recovery_refs),
-            )
-        )
-
-    def column(self, name: str) -> list[Any]:
-        if name == "span_id":  # as ``_span`` writes it, without the other fields
-            return list(map("span:{}".format, self.request_ids))
-        return super().column(name)
-
-    def column_at(self, positions: Sequence[int], name: str) -> list[Any]:
-        if name == "outcome":  # what a join-table row shows of its span
-            return list(map(self.outcomes.__getitem__, positions))
-        return super().column_at(positions, name)
-
-    def build_sorted(self, start: int, stop: int) -> list[dict[str, Any]]:
-        """Return ``build(start, stop)`` with each span's keys in sorted order."""
-        return self._make(_sorted_span, start, stop)
-
-    def _make(
-        self, make_span: Callable[..., dict[str, Any]], start: int, stop: int
-    ) -> list[dict[str, Any]]:
-        return list(
-            map(
-                make_span,
-                self.request_ids[start:stop],
-                repeat(self.session_id, stop - start),
-                self.action_kinds[start:stop],
-                range(start, stop),
-                self.episode_ids[start:stop],
-                self.observation_refs[start:stop],
-                self.policy_versions[start:stop],
-                self.state_refs[start:stop],
-                self.outcomes[start:stop],
-                self.target_refs[start:stop],
-                self.input_digests[start:stop],
-                self.recovery_refs[start:stop],
-            )
-        )
+    def get(self, name: str) -> Any:
+        return getattr(self, name, None)
 
 
-def spans_digest(spans: Sequence[dict[str, Any]], *, may_hold_floats: bool) -> str:
-    """Return ``canonical_digest(list(spans))``, hashing the spans a chunk at a time.
+def spans_digest(spans: list[Span], *, may_hold_floats: bool) -> str:
+    """Return ``canonical_digest`` of the spans as the record lists them.
 
-    Compact JSON of a list is ``[`` and its items' JSON joined by ``,`` and ``]``, so the
-    items of each chunk's dump (cut out of its brackets) join to the whole dump's bytes.
+    msgspec writes the spans' canonical JSON (fields sorted, no whitespace) in C, the
+    same bytes as the standard library but for floats, which only an input can hold.
     """
     if not may_hold_floats:
-        digest = hashlib.sha256(b"[")
         try:
-            for start in range(0, len(spans), ROWS_PER_CHUNK):
-                stop = min(start + ROWS_PER_CHUNK, len(spans))
-                if isinstance(spans, Spans):
-                    chunk = orjson.dumps(spans.build_sorted(start, stop), option=_SORTED)
-                else:
-                    chunk = orjson.dumps(spans[start:stop], option=_SORTED)
-                digest.update(chunk[1:-1] if start == 0 else b"," + chunk[1:-1])
-        except TypeError:  # orjson.JSONEncodeError included
+            return (
+                "sha256:" + hashlib.sha256(msgspec.json.encode(spans, order="sorted")).hexdigest()
+            )
+        except (TypeError, UnicodeEncodeError):  # a value msgspec cannot write
             pass
-        else:
-            digest.update(b"]")
-            return "sha256:" + digest.hexdigest()
-    return canonical_digest(list(spans))
+    return canonical_digest([struct_fields(span) for span in spans])
 
 
-# The request fields a span copies.
-_SPAN_FIELDS = ("action_kind", "episode_id", "untrusted_tool_output_ref", "requested_capability")
+def _flag(
+    audit: LayerResult, span_id: str, file: str, line: int | None, code: str, message: str
+) -> None:
+    """Add the audit's finding ``code`` about a span, at its request's line."""
+    audit.add(code, f"{span_id}: {message}", FLOOR, span_id, "trace_span", file, line)
 
 
 def build_trace(run: RunInputs, session_id: str) -> Trace:
-    """Build one span per joined request and audit each span's references."""
+    """Build one span per joined request and audit each span's references.
+
+    Spans are in (episode id, request id) order. Each request needs a verdict row that
+    was recorded before execution, a receipt that agrees with the declared verdict, a
+    verified rollback where it executed, and a cold-replay row.
+    """
     audit = LayerResult(Layer.PUBLIC_TRACE)
-    request_ids = list(run.request_by_id)
-    requests = list(run.request_by_id.values())
-    episodes = [ref.row.get("episode_id") for ref in requests]
-    if not all(type(e) is str for e in episodes):
-        episodes = list(map(_text, episodes))
-    # Request ids are distinct, so the sort never compares two refs.
-    ordered = sorted(zip(episodes, request_ids, requests, strict=True))
-    request_ids = [item[1] for item in ordered]
-    requests = [item[2] for item in ordered]
-    del ordered
-
-    def flag(code: str, message: str, request_id: str, request: RowRef) -> None:
+    ordered = sorted(
+        run.requests.by_key.items(), key=lambda item: (_text(item[1].episode_id), item[0])
+    )
+    spans = []
+    for sequence_index, (request_id, request) in enumerate(ordered):
         span_id = f"span:{request_id}"
-        audit.add(
-            code, f"{span_id}: {message}", FLOOR, span_id, "trace_span", request.file, request.line
-        )
-
-    # Each request's verdict row, receipt and cold-replay row (``NO_ROW`` where none, whose
-    # fields all read as absent), found by position where the files list them in span
-    # order, as exporters write them (``joined``); then their fields, a column at a time.
-    verdicts = joined(run.verdict_by_request, request_ids)
-    effects = joined(run.effect_by_request, request_ids)
-    replays = joined(run.replay_by_request, request_ids)
-    verdict_rows: list[Any] = row_dicts(verdicts)
-    effect_rows: list[Any] = row_dicts(effects)
-    declared_verdicts = list(map(dict.get, verdict_rows, repeat("verdict")))
-    attempted = map(dict.get, effect_rows, repeat("execution_attempted"))
-    executions = list(map(is_, attempted, repeat(True)))
-    rollback_refs = list(map(dict.get, effect_rows, repeat("rollback_receipt_ref")))
-    pre_execution = map(is_, map(dict.get, verdict_rows, repeat("pre_execution")), repeat(True))
-    # Whether each executed request's rollback ref finds a verified rollback naming it.
-    executed_at = list(positions(executions))
-    covered = [True] * len(request_ids)  # only an executed request needs a rollback
-    executed_ids = list(map(request_ids.__getitem__, executed_at))
-    executed_refs = list(map(rollback_refs.__getitem__, executed_at))
-    deque(map(covered.__setitem__, executed_at, covered_each(run, executed_ids, executed_refs)), 0)
-    del executed_at, executed_ids, executed_refs
-    audited = zip(
-        request_ids,
-        requests,
-        verdicts,
-        effects,
-        replays,
-        declared_verdicts,
-        executions,
-        covered,
-        pre_execution,
-        strict=True,
-    )
-    for request_id, request, verdict, effect, replay, declared, executed, ok, pre in audited:
-        if verdict is NO_ROW:
-            flag(
-                codes.TRACE_VERDICT_REF_MISSING,
-                "no verdict row to use as authority",
-                request_id,
-                request,
-            )
-        elif not pre:
-            flag(
-                codes.TRACE_VERDICT_NOT_PRE_EXECUTION,
-                "verdict not recorded before execution",
-                request_id,
-                request,
-            )
-        if effect is NO_ROW:
-            flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt", request_id, request)
+        flag = partial(_flag, audit, span_id, run.requests.file, request.line)
+        verdict = run.verdicts.get(request_id)
+        effect = run.effects.get(request_id)
+        declared = verdict.get("verdict") if verdict is not None else None
+        executed = effect is not None and effect.execution_attempted is True
+        if verdict is None:
+            flag(codes.TRACE_VERDICT_REF_MISSING, "no verdict row to use as authority")
+        elif verdict.pre_execution is not True:
+            flag(codes.TRACE_VERDICT_NOT_PRE_EXECUTION, "verdict not recorded before execution")
+        if effect is None:
+            flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt")
         elif declared == "block" and (
-            executed or effect.row.get("side_effect_diff_count") not in (0, None)
+            executed or effect.get("side_effect_diff_count") not in (0, None)
         ):
-            flag(
-                codes.TRACE_BLOCKED_ACTION_EXECUTED,
-                "block verdict but the action executed",
-                request_id,
-                request,
-            )
+            flag(codes.TRACE_BLOCKED_ACTION_EXECUTED, "block verdict but the action executed")
         elif declared in ("allow", "review") and not executed:
-            flag(
-                codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED,
-                f"{declared} verdict but no execution",
-                request_id,
-                request,
+            flag(codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED, f"{declared} verdict but no execution")
+        rollback_ref = effect.rollback_receipt_ref if effect is not None else None
+        if executed and not rollback_covers(run, request_id, rollback_ref):
+            flag(codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt")
+        if run.replays.get(request_id) is None:
+            flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row")
+        state_ref = rollback_ref if isinstance(rollback_ref, str) else None
+        policy_version = verdict.policy_version if verdict is not None else None
+        spans.append(
+            Span(
+                span_id,
+                session_id,
+                request.get("action_kind"),
+                sequence_index,
+                request.get("episode_id"),
+                request.get("untrusted_tool_output_ref"),
+                f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None,
+                state_ref,
+                _outcome(declared, executed),
+                request.get("requested_capability"),
+                input_digest(request),
+                state_ref if declared in ("allow", "review") else None,
             )
-        if not ok:
-            flag(
-                codes.TRACE_ROLLBACK_REF_MISSING,
-                "executed with no rollback receipt",
-                request_id,
-                request,
-            )
-        if replay is NO_ROW:
-            flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row", request_id, request)
-    outcomes = list(map(_outcome, declared_verdicts, executions))
-    state_refs = [ref if isinstance(ref, str) else None for ref in rollback_refs]
-    recovery_refs = [
-        ref if declared in ("allow", "review") else None
-        for declared, ref in zip(declared_verdicts, state_refs, strict=True)
-    ]
-    versions = list(map(dict.get, verdict_rows, repeat("policy_version")))
-    del verdicts, effects, replays, verdict_rows, effect_rows, declared_verdicts, executions
-    rows = row_dicts(requests)
-    field = {name: column(rows, name) for name in _SPAN_FIELDS}
-    capabilities = field["requested_capability"]
-    digested = (field[name] if name in field else column(rows, name) for name in DIGESTED_FIELDS)
-    digests = packed_input_digests(*digested)
-    spans = Spans(
-        session_id,
-        request_ids,
-        field["action_kind"],
-        field["episode_id"],
-        field["untrusted_tool_output_ref"],
-        versions,
-        state_refs,
-        outcomes,
-        capabilities,
-        digests,
-        recovery_refs,
-    )
-    del rows, field
+        )
     summary = {
-        "action_kind_counts": _text_counts(spans.action_kinds),
-        "outcome_counts": dict(sorted(Counter(outcomes).items())),
+        "action_kind_counts": _text_counts([span.action_kind for span in spans]),
+        "outcome_counts": dict(sorted(Counter(span.outcome for span in spans).items())),
         "finding_count": len(audit.findings),
         # Span values are the tool's own or copied from the request and receipt rows.
         "trace_digest": spans_digest(

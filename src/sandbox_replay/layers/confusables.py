@@ -152,10 +152,11 @@ def check(result: LayerResult, run: RunInputs) -> LayerResult:
     if not result.ran:
         return result
     kinds = (
-        ("request", "request_id", "action_request", actions.FLOOR, run.request_by_id),
-        ("rollback", "rollback_id", "rollback_receipt", rollbacks.FLOOR, run.rollback_by_id),
+        ("request", "action_request", actions.FLOOR, run.requests),
+        ("rollback", "rollback_receipt", rollbacks.FLOOR, run.rollbacks),
     )
-    for noun, key, kind, floor, first_rows in kinds:
+    for noun, kind, floor, table in kinds:
+        first_rows = table.by_key
         for shared, (first, *others) in look_alike(list(first_rows)).items():
             for other in others:
                 result.add_for_row(
@@ -163,8 +164,9 @@ def check(result: LayerResult, run: RunInputs) -> LayerResult:
                     f"{noun} id {one_line(other)} looks like {noun} id {one_line(first)} "
                     f"(both read as {one_line(shared)}){_outside_ascii(other, first)}",
                     floor,
+                    table.file,
                     first_rows[other],
-                    key,
+                    other,
                     kind,
                 )
     return result

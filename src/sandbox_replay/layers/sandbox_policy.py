@@ -6,8 +6,8 @@ from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
 from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
-from sandbox_replay.layers.rows import ACTION_FIELDS, EFFECT_FIELDS, VERDICT_FIELDS
 from sandbox_replay.policy import VERDICTS
+from sandbox_replay.rows import ActionRequest, PolicyVerdict, SideEffect
 
 AUTHORITY_FLAGS = {
     name: False
@@ -23,9 +23,9 @@ AUTHORITY_FLAGS = {
     )
 }
 REQUIRED_LISTS = {
-    "required_action_fields": ACTION_FIELDS,
-    "required_verdict_fields": VERDICT_FIELDS,
-    "required_effect_fields": EFFECT_FIELDS,
+    "required_action_fields": ActionRequest.REQUIRED,
+    "required_verdict_fields": PolicyVerdict.REQUIRED,
+    "required_effect_fields": SideEffect.REQUIRED,
 }
 FLOOR = "sandbox_policy_floor"
 

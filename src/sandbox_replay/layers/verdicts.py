@@ -3,129 +3,112 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
-from itertools import chain, repeat
-from operator import ne, not_, or_
-from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
+from sandbox_replay.inputs import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
 from sandbox_replay.layers.base import (
-    NO_ROW,
-    FloorScan,
-    Join,
     LayerResult,
-    derived_verdicts,
     describe,
-    join,
     missing_fields,
     not_text,
-    positions,
-    scan_floor,
     shared,
+    subject_of,
 )
-from sandbox_replay.layers.rows import VERDICT_FIELDS, VERDICT_TEXT_FIELDS
 from sandbox_replay.policy import VERDICTS, Derivation
+from sandbox_replay.rows import PolicyVerdict
 
 FLOOR = "policy_verdict_floor"
 COVERAGE = ("allow", "block", "review")
-# What the bulk pre-check reads: the text fields (the verdict among them), the two flags,
-# and the rule refs and approval ref, which have rules of their own.
-_SCAN_TEXT = (*VERDICT_TEXT_FIELDS, "verdict")
-_SCAN_FLAGS = {"pre_execution": True, "body_redacted": True}
-_SCAN_READ = ("verdict", "policy_version", "rule_refs", "approval_ref")
+KIND = "policy_verdict"
 
 
-def derivation_passes(derivation: Derivation, verdict: Mapping[str, Any] | None) -> bool:
+def derivation_passes(derivation: Derivation, verdict: PolicyVerdict | None) -> bool:
     """Say whether a verdict row matches the derived verdict and cites a derived rule."""
     if verdict is None:
         return False
-    refs = verdict.get("rule_refs")
+    refs = verdict.rule_refs
     return (
-        verdict.get("verdict") == derivation.verdict
+        verdict.verdict == derivation.verdict
         and isinstance(refs, list)
         and any(ref in refs for ref in derivation.determining)
     )
 
 
-def verdict_join(run: RunInputs, scan: FloorScan | None = None) -> Join:
-    """Join each request to its verdict row: the declared verdict and rule refs.
-
-    ``scan``, the verdict file's, may hold those fields already.
-    """
-    return join(run.verdict_by_request, run.derivations, ("verdict", "rule_refs"), scan)
-
-
 def failing_requests(run: RunInputs) -> list[str]:
-    """Return the requests, in order, whose verdict row is missing or fails its derivation.
-
-    A verdict that declares the derived verdict and cites exactly ``[rule_ref]`` passes
-    ``derivation_passes``; that is tested for every request at once in C, and only the
-    other requests are put to ``derivation_passes`` itself.
-    """
-    request_ids = list(run.derivations)
-    derivations = list(run.derivations.values())
-    verdicts = shared(run, verdict_join)
-    distinct = dict(zip(map(id, derivations), derivations, strict=True))
-    cited = {key: [d.rule_ref] for key, d in distinct.items()}
-    doubtful = map(
-        or_,
-        map(ne, verdicts.columns["verdict"], shared(run, derived_verdicts)),
-        map(ne, verdicts.columns["rule_refs"], map(cited.__getitem__, map(id, derivations))),
-    )
-    refs = verdicts.refs
+    """Return the requests, in order, whose verdict row is missing or fails its derivation."""
     return [
-        request_ids[i]
-        for i in positions(doubtful)
-        if refs[i] is NO_ROW or not derivation_passes(derivations[i], refs[i].row)
+        request_id
+        for request_id, derivation in run.derivations.items()
+        if not derivation_passes(derivation, run.verdicts.get(request_id))
     ]
 
 
-def _bad_rule_refs(values: list[Any]) -> list[int]:
-    """Return the positions whose rule refs are not a non-empty list of non-empty strings.
-
-    ``list.__len__`` and ``str.__len__`` raise TypeError for any other type, so one pass
-    each proves the common case where every row is plain.
-    """
-    try:
-        if all(map(list.__len__, values)) and all(map(str.__len__, chain.from_iterable(values))):
-            return []
-    except TypeError:
-        pass
-    return [
-        i
-        for i, refs in enumerate(values)
-        if not (type(refs) is list and refs and all(type(r) is str and r for r in refs))
-    ]
+def is_rule_refs(value: object) -> bool:
+    """Say whether a value is a list of rule ref strings, none empty."""
+    return isinstance(value, list) and all(isinstance(r, str) and r for r in value)
 
 
-def _outside(values: list[Any], allowed: Collection[Any]) -> Iterable[int]:
-    """Return the positions whose (hashable) value is not in ``allowed``."""
-    if set(values) <= set(allowed):
-        return ()
-    return positions(map(not_, map(allowed.__contains__, values)))
+def floor_problems(
+    verdict: PolicyVerdict, allowed_verdicts: set[str], policy_version: object
+) -> list[str]:
+    """Return what of the row floor a verdict row breaks."""
+    problems = []
+    missing = missing_fields(verdict, PolicyVerdict.REQUIRED)
+    if missing:
+        problems.append(f"missing or empty: {describe(missing)}")
+    wrong_type = not_text(verdict, PolicyVerdict.TEXT, missing)
+    if wrong_type:
+        problems.append(f"not a string: {describe(wrong_type)}")
+    declared = verdict.verdict
+    if "verdict" not in missing and not (
+        isinstance(declared, str) and declared in allowed_verdicts
+    ):
+        problems.append("verdict is not one of the policy's allowed verdicts")
+    if "rule_refs" not in missing and not is_rule_refs(verdict.rule_refs):
+        problems.append("rule_refs is not a list of rule ref strings")
+    if verdict.pre_execution is not True:
+        problems.append("pre_execution is not true")
+    if verdict.body_redacted is not True:
+        problems.append("body_redacted is not true")
+    approval = verdict.get("approval_ref")
+    if approval is not None and not isinstance(approval, str):
+        problems.append("approval_ref is neither null nor a string")
+    if (
+        isinstance(policy_version, str)
+        and "policy_version" not in missing
+        and verdict.policy_version != policy_version
+    ):
+        problems.append("policy_version differs from the sandbox policy's version")
+    return problems
 
 
-def declared_mismatch_count(run: RunInputs, scan: FloorScan) -> int:
+def declared_mismatch_count(run: RunInputs) -> int:
     """Count the verdict rows whose declared verdict is not their request's derived one.
 
     Every row counts, a second row of one request too; a row whose request does not
     exist derives to the fail-closed verdict (FORMAT 7.5). A row that declares the
     derived verdict without citing its rule is a semantic mismatch but not counted here.
-    ``scan``, of the verdict file, has read the verdicts and request ids (None where not
-    a string, which matches no verdict and no request).
     """
-    derived = {request_id: d.verdict for request_id, d in run.derivations.items()}
-    fallback = repeat(run.policy.fail_closed_verdict)
-    expected = map(derived.get, scan.columns["request_id"], fallback)
-    return sum(map(ne, scan.columns["verdict"], expected))
+    fallback = run.policy.fail_closed_verdict
+    mismatched = 0
+    for verdict in run.verdicts:
+        request_id = verdict.request_id
+        derivation = run.derivations.get(request_id) if isinstance(request_id, str) else None
+        expected = derivation.verdict if derivation is not None else fallback
+        mismatched += verdict.verdict != expected
+    return mismatched
 
 
 def check(run: RunInputs) -> LayerResult:
-    """Check each verdict row's floor, then hold every request's verdict to its derivation."""
+    """Check each verdict row's floor, then hold every request's verdict to its derivation.
+
+    Every row meets the floor and names a declared request, once; every request has a
+    verdict row that declares its derived verdict and cites a rule that decided it; the
+    declared verdicts cover allow, block and review.
+    """
     result = LayerResult(Layer.POLICY_VERDICTS)
-    if not run.files["policy_verdicts.json"].ok:
+    if not run.files[POLICY_VERDICTS].ok:
         result.ran = False
         return result
     policy = run.object(SANDBOX_POLICY) or {}
@@ -134,60 +117,11 @@ def check(run: RunInputs) -> LayerResult:
         {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set(VERDICTS)
     )
     policy_version = policy.get("policy_version")
-    scan = scan_floor(
-        run.verdicts,
-        _SCAN_TEXT,
-        _SCAN_FLAGS,
-        run.verdict_by_request,
-        unique="request_id",
-        read=_SCAN_READ,
-    )
-    # The scan clears the floor's text, flags and repeats; these are the verdict's own.
-    request_ids = scan.columns["request_id"]
-    suspects = scan.suspects.union(
-        _outside(scan.columns["verdict"], allowed_verdicts),
-        _bad_rule_refs(scan.columns["rule_refs"]),
-        _outside(list(map(type, scan.columns["approval_ref"])), (str, type(None))),
-        shared(run, verdict_join, scan).unknown(request_ids, run.request_by_id),
-    )
-    versions = scan.columns["policy_version"]
-    if isinstance(policy_version, str) and versions.count(policy_version) != len(versions):
-        suspects.update(positions(map(ne, versions, repeat(policy_version))))
     seen: set[str] = set()
-    for ref in map(run.verdicts.__getitem__, sorted(suspects)):
-        row = ref.row
-        problems = []
-        missing = missing_fields(row, VERDICT_FIELDS)
-        if missing:
-            problems.append(f"missing or empty: {describe(missing)}")
-        wrong_type = not_text(row, VERDICT_TEXT_FIELDS, missing)
-        if wrong_type:
-            problems.append(f"not a string: {describe(wrong_type)}")
-        verdict = row.get("verdict")
-        if "verdict" not in missing and not (
-            isinstance(verdict, str) and verdict in allowed_verdicts
-        ):
-            problems.append("verdict is not one of the policy's allowed verdicts")
-        refs = row.get("rule_refs")
-        if "rule_refs" not in missing and not (
-            isinstance(refs, list) and all(isinstance(r, str) and r for r in refs)
-        ):
-            problems.append("rule_refs is not a list of rule ref strings")
-        if row.get("pre_execution") is not True:
-            problems.append("pre_execution is not true")
-        if row.get("body_redacted") is not True:
-            problems.append("body_redacted is not true")
-        approval = row.get("approval_ref")
-        if approval is not None and not isinstance(approval, str):
-            problems.append("approval_ref is neither null nor a string")
-        version = row.get("policy_version")
-        if (
-            isinstance(policy_version, str)
-            and "policy_version" not in missing
-            and (version != policy_version)
-        ):
-            problems.append("policy_version differs from the sandbox policy's version")
-        request_id = row.get("request_id")
+    for position, verdict in enumerate(run.verdicts):
+        subject = subject_of(verdict, "request_id", POLICY_VERDICTS, position)
+        problems = floor_problems(verdict, allowed_verdicts, policy_version)
+        request_id = verdict.request_id
         if isinstance(request_id, str):
             if request_id in seen:
                 problems.append(f"second verdict row for {request_id}; only the first is joined")
@@ -197,34 +131,36 @@ def check(run: RunInputs) -> LayerResult:
                 codes.VERDICT_INVALID,
                 "policy verdict " + "; ".join(problems),
                 FLOOR,
-                ref,
-                "request_id",
-                "policy_verdict",
+                POLICY_VERDICTS,
+                verdict,
+                subject,
+                KIND,
             )
-        if isinstance(request_id, str) and request_id not in run.request_by_id:
+        if isinstance(request_id, str) and request_id not in run.requests.by_key:
             result.add_for_row(
                 codes.VERDICT_SEMANTIC_MISMATCH,
                 f"verdict row names request {request_id}, which no action request declares",
                 FLOOR,
-                ref,
-                "request_id",
-                "policy_verdict",
+                POLICY_VERDICTS,
+                verdict,
+                subject,
+                KIND,
             )
     for request_id in shared(run, failing_requests):
         derivation = run.derivations[request_id]
-        verdict_ref = run.verdict_by_request.get(request_id)
-        if verdict_ref is None:
-            request = run.request_by_id[request_id]
+        joined = run.verdicts.get(request_id)
+        if joined is None:
             result.add_for_row(
                 codes.VERDICT_MISSING,
                 f"{request_id} has no verdict row (derived verdict: {derivation.verdict})",
                 FLOOR,
-                request,
-                "request_id",
+                run.requests.file,
+                run.requests.by_key[request_id],
+                request_id,
                 "action_request",
             )
             continue
-        declared = verdict_ref.get("verdict")
+        declared = joined.verdict
         # Only a known verdict is named: anything else is the input's own text.
         declared_text = declared if declared in VERDICTS else "no usable verdict"
         if declared == derivation.verdict:
@@ -238,12 +174,13 @@ def check(run: RunInputs) -> LayerResult:
             codes.VERDICT_SEMANTIC_MISMATCH,
             f"{request_id} {detail}",
             FLOOR,
-            verdict_ref,
-            "request_id",
-            "policy_verdict",
+            POLICY_VERDICTS,
+            joined,
+            request_id,
+            KIND,
         )
-    declared = Counter(scan.columns["verdict"])
-    lacking = [v for v in COVERAGE if not declared[v]]
+    declared_counts = Counter(v.verdict for v in run.verdicts if isinstance(v.verdict, str))
+    lacking = [v for v in COVERAGE if not declared_counts[v]]
     if lacking:
         result.add(
             codes.VERDICT_COVERAGE_INCOMPLETE,
@@ -251,15 +188,15 @@ def check(run: RunInputs) -> LayerResult:
             FLOOR,
             "policy_verdicts",
             "input_file",
-            "policy_verdicts.json",
+            POLICY_VERDICTS,
             1,
         )
     result.counts = {
         "policy_verdict_count": len(run.verdicts),
-        "allow_count": declared["allow"],
-        "block_count": declared["block"],
-        "review_count": declared["review"],
-        "warn_count": declared["warn"],
-        "derived_policy_verdict_mismatch_count": declared_mismatch_count(run, scan),
+        "allow_count": declared_counts["allow"],
+        "block_count": declared_counts["block"],
+        "review_count": declared_counts["review"],
+        "warn_count": declared_counts["warn"],
+        "derived_policy_verdict_mismatch_count": declared_mismatch_count(run),
     }
     return result

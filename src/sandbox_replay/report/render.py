@@ -12,19 +12,19 @@ its control, format and other invisible characters shown as ``<U+XXXX>``
 right-to-left override from an input can neither break the page's parse nor reorder what
 a reviewer reads, and a zero-width space or a tag character cannot hide in an id.
 
-Three partials are printed by Python instead when no user folder overrides them: the rows
-of the join table (``_joins.html``), of the trace (``_spans.html``) and the join-table
-cells (``_cell.html``), hundreds of thousands of rows at 600,000 requests. They print the
-bytes the template would, with the same finalize and escape (``_printed``); the template
-stays the reference, is used when overridden, and ``tests/test_site_scale.py`` renders
-varied and hostile rows both ways and compares them.
+The rows of the two long listings, the join table and the trace (hundreds of thousands
+at 600,000 requests), are printed by Python, not by a template: the ``join_rows`` and
+``span_rows`` filters, which their partials (``_joins.html``, ``_spans.html``) call inside
+their table frame. They print each value as a template would, finalized and escaped
+(``_printed``). Jinja spends about 5 µs on each value it prints, so a template loop took
+about 30 s for the join table of a 600,000-request run.
 """
 
 from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
 from itertools import chain
@@ -143,14 +143,73 @@ def _print_as_is(values: Iterable[str]) -> bool:
     return (joined.isascii() and joined.isprintable()) or visible(joined) == joined
 
 
-def _print_cell(cell: Any) -> Markup:
-    """Print ``_cell.html`` for one cell: the bytes Jinja would print (see ``_join_table``)."""
-    # ``_wbr`` without its cache and markup: a cell is printed once per distinct cell.
+@functools.lru_cache(maxsize=8192)
+def _print_cell(cell: Any) -> str:
+    """Print one join-table cell: its main text, and its note, which may wrap.
+
+    Most of a large run's 3.6 million cells repeat ("executed · 1 diff", "verified", ...),
+    hence the cache; ``_wbr`` without its own cache, since a cell is printed once.
+    """
     note = f'<span class="note">{_breaks(_printed(cell.note))}</span>' if cell.note else ""
-    return Markup(
+    return (
         f'<td class="{_printed(cell.css)}"><span class="cell-main">{_printed(cell.text)}</span>'
         f"{note}</td>"
     )
+
+
+def print_join_rows(rows: Iterable[Any]) -> Markup:
+    """Print the join table's rows (``JoinRow``), one ``<tr>`` each."""
+    rows = list(rows)
+    hrefs = [link.href for row in rows for link in row.finding_links]
+    as_is = _print_as_is(chain(chain.from_iterable(map(_JOIN_TEXTS, rows)), hrefs))
+    p = str if as_is else _printed
+    printed = []
+    for row in rows:
+        if row.request_href:
+            # ``_wbr`` without its cache and markup: a request id is printed once.
+            rid = _breaks(p(row.request_id))
+            request = f'<a href="{p(row.request_href)}">{rid}</a>'
+        else:
+            request = p(row.request_id)
+        links = row.finding_links and "".join(
+            [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
+        )
+        cell = _print_cell
+        printed.append(
+            f'<tr id="{p(row.anchor)}" class="{p(row.css)}">\n'
+            f'<th scope="row"><span class="req-id">{request}</span>'
+            f'<span class="note">{_wbr(row.risk_class)}</span>'
+            f'<span class="note">{_wbr(row.shape)}</span></th>\n'
+            f"{cell(row.declared)}\n{cell(row.derived)}\n{cell(row.side_effect)}\n"
+            f"{cell(row.rollback)}\n{cell(row.cold_replay)}\n{cell(row.trace)}\n"
+            f'<td class="finding-links">{links or _NO_LINKS}</td>\n'
+            "</tr>\n"
+        )
+    return Markup("".join(printed))
+
+
+def print_span_rows(spans: Iterable[Any]) -> Markup:
+    """Print the trace's rows (``SpanRow``), one ``<tr>`` each."""
+    spans = list(spans)
+    outcomes = [s.outcome for s in spans]
+    texts = chain.from_iterable(map(_SPAN_TEXTS, spans))
+    as_is = _print_as_is(chain(texts, chain.from_iterable(outcomes)))
+    p = str if as_is else _printed
+    printed = []
+    for s in spans:
+        span = p(s.span_id)
+        if s.request_href:
+            span = f'<a href="{p(s.request_href)}">{span}</a>'
+        printed.append(
+            f'<tr>\n<td class="num">{p(s.sequence)}</td>\n<td>{span}</td>\n'
+            f"<td>{p(s.episode)}</td>\n<td>{p(s.action_kind)}</td>\n"
+            f'<td class="{p(s.outcome.css)}">{p(s.outcome.text)}</td>\n'
+            f"<td>{p(s.verdict_id)}</td>\n<td>{p(s.state_ref)}</td>\n"
+            f"<td>{p(s.recovery_ref)}</td>\n"
+            f'<td><code class="digest" title="{p(s.input_digest)}">'
+            f"{p(s.input_digest_short)}…</code></td>\n</tr>\n"
+        )
+    return Markup("".join(printed))
 
 
 def _package_root() -> Traversable:
@@ -185,94 +244,8 @@ class Renderer:
             finalize=_shown,
         )
         self.env.filters["wbr"] = _wbr
-        # A join-table cell is rendered by its template once per distinct cell: most of a
-        # large run's 3.6 million cells repeat ("executed · 1 diff", "verified", ...).
-        cell = self._cell if self._overridden("_cell.html") else _print_cell
-        self.env.filters["cell"] = functools.lru_cache(maxsize=8192)(cell)
-        # The two partials a large run prints hundreds of thousands of rows of: printed in
-        # Python unless a user folder overrides them (see ``_join_table``).
-        self.printers: dict[str, Callable[[Any], str]] = {}
-        if not self._overridden("_joins.html"):
-            self.printers["join"] = self._join_table
-        if not self._overridden("_spans.html"):
-            self.printers["trace"] = self._span_table
-
-    def _overridden(self, name: str) -> bool:
-        """Say whether the user folder holds template ``name`` (it is then searched first)."""
-        return self.override is not None and (self.override / name).is_file()
-
-    def _frame(self, name: str, **empty: Any) -> tuple[str, str]:
-        """Return what partial ``name`` prints before and after its rows (its table frame)."""
-        frame = self.env.get_template(name).render(**empty)
-        cut = frame.index("</tbody>")
-        return frame[:cut], frame[cut:]
-
-    def _join_table(self, view: Any) -> str:
-        """Print ``_joins.html`` for ``view.join_rows``: the bytes Jinja would print.
-
-        Jinja spends about 5 µs on each value it prints (attribute lookup, finalize, escape,
-        a ``Markup`` made and joined), so a 600,000-request run's join table took about 30
-        s; this loop prints the same row in one f-string. The frame comes from the template
-        itself; the row is the template's row written out (``tests/test_site_scale.py``
-        renders varied and hostile rows both ways and compares them).
-        """
-        head, tail = self._frame("_joins.html", rows=())
-        cell = self.env.filters["cell"]
-        rows = view.join_rows
-        hrefs = [link.href for row in rows for link in row.finding_links]
-        as_is = _print_as_is(chain(chain.from_iterable(map(_JOIN_TEXTS, rows)), hrefs))
-        p = str if as_is else _printed
-        printed = [head]
-        for row in rows:
-            if row.request_href:
-                # ``_wbr`` without its cache and markup: a request id is printed once.
-                rid = _breaks(p(row.request_id))
-                request = f'<a href="{p(row.request_href)}">{rid}</a>'
-            else:
-                request = p(row.request_id)
-            links = row.finding_links and "".join(
-                [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
-            )
-            printed.append(
-                f'<tr id="{p(row.anchor)}" class="{p(row.css)}">\n'
-                f'<th scope="row"><span class="req-id">{request}</span>'
-                f'<span class="note">{_wbr(row.risk_class)}</span>'
-                f'<span class="note">{_wbr(row.shape)}</span></th>\n'
-                f"{cell(row.declared)}\n{cell(row.derived)}\n{cell(row.side_effect)}\n"
-                f"{cell(row.rollback)}\n{cell(row.cold_replay)}\n{cell(row.trace)}\n"
-                f'<td class="finding-links">{links or _NO_LINKS}</td>\n'
-                "</tr>\n"
-            )
-        printed.append(tail)
-        return "".join(printed)
-
-    def _span_table(self, view: Any) -> str:
-        """Print ``_spans.html`` for ``view.spans``, as ``_join_table`` prints the joins."""
-        head, tail = self._frame("_spans.html", spans=())
-        spans = view.spans
-        outcomes = [s.outcome for s in spans]
-        texts = chain.from_iterable(map(_SPAN_TEXTS, spans))
-        as_is = _print_as_is(chain(texts, chain.from_iterable(outcomes)))
-        p = str if as_is else _printed
-        printed = [head]
-        for s in spans:
-            span = p(s.span_id)
-            if s.request_href:
-                span = f'<a href="{p(s.request_href)}">{span}</a>'
-            printed.append(
-                f'<tr>\n<td class="num">{p(s.sequence)}</td>\n<td>{span}</td>\n'
-                f"<td>{p(s.episode)}</td>\n<td>{p(s.action_kind)}</td>\n"
-                f'<td class="{p(s.outcome.css)}">{p(s.outcome.text)}</td>\n'
-                f"<td>{p(s.verdict_id)}</td>\n<td>{p(s.state_ref)}</td>\n"
-                f"<td>{p(s.recovery_ref)}</td>\n"
-                f'<td><code class="digest" title="{p(s.input_digest)}">'
-                f"{p(s.input_digest_short)}…</code></td>\n</tr>\n"
-            )
-        printed.append(tail)
-        return "".join(printed)
-
-    def _cell(self, cell: Any) -> Markup:
-        return Markup(self.env.get_template("_cell.html").render(cell=cell))
+        self.env.filters["join_rows"] = print_join_rows
+        self.env.filters["span_rows"] = print_span_rows
 
     def render(self, template: str, **context: Any) -> bytes:
         """Render one page to UTF-8 bytes."""
@@ -283,18 +256,13 @@ class Renderer:
 
         The table partial is rendered on its own and handed to the page as markup, so its
         tens of thousands of pieces are joined once instead of being passed up through the
-        include, block and layout generators one at a time. The join table and the trace,
-        unless a user folder overrides their partial, are printed by ``_join_table`` and
-        ``_span_table`` instead (see ``TablePrinter``).
+        include, block and layout generators one at a time.
         """
         partial = {"join": "_joins.html", "findings": "_findings.html", "trace": "_spans.html"}
-        if view.kind in self.printers:
-            table = Markup(self.printers[view.kind](view))
-        else:
-            template = self.env.get_template(partial[view.kind])
-            table = Markup(
-                template.render(rows=view.join_rows, groups=view.finding_groups, spans=view.spans)
-            )
+        template = self.env.get_template(partial[view.kind])
+        table = Markup(
+            template.render(rows=view.join_rows, groups=view.finding_groups, spans=view.spans)
+        )
         return self.render("listing.html", view=view, table=table)
 
     def asset(self, name: str) -> bytes:

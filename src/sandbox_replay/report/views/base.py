@@ -14,20 +14,18 @@ from markupsafe import Markup
 
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
-from sandbox_replay.lazyrows import column_of
 from sandbox_replay.loader import FileChangedError, read_same_file
 from sandbox_replay.pipeline import Replay
 from sandbox_replay.records import RunRecords
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
-from sandbox_replay.report.views.cells import _ROWS_READ_AGAIN, _expected_alarm, _layer_status
+from sandbox_replay.report.views.cells import _expected_alarm, _layer_status
 from sandbox_replay.report.views.common import (
     MAIN_PAGE,
     MAX_SHOWN_BYTES,
     Pager,
-    _first_of,
     _is_count,
-    _positions_by,
+    first_rows,
     plural,
     relative_href,
 )
@@ -48,14 +46,7 @@ class RunBase:
         self.run = run
         self.replay = replay
         self.records = records
-        # The record's row lists may be built afresh on each read (``records`` makes them
-        # lazily): the lists read more than once are read here once and kept; the others
-        # are indexed by one column each (``_positions_by``), and a page builds its rows.
-        result = records.result
-        self.result: Mapping[str, Any] = {
-            **result,
-            **{name: list(result[name]) for name in _ROWS_READ_AGAIN},
-        }
+        self.result: Mapping[str, Any] = records.result
         self.build_time = build_time
         self.version = version
         self.slugs = _unique_slugs(
@@ -73,9 +64,12 @@ class RunBase:
         self.layer_status = {
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
-        # The position of each request id's first row (read without building the rows).
-        rids = column_of(self.result["request_rows"], "request_id")
-        self.request_index: dict[str, int] = _first_of(rids, range(len(rids)))
+        # The position of each request id's first row.
+        self.request_index: dict[str, int] = {}
+        for position, request in enumerate(self.result["request_rows"]):
+            rid = request.get("request_id")
+            if isinstance(rid, str) and rid not in self.request_index:
+                self.request_index[rid] = position
         # Findings are shown grouped by layer; a finding's page follows that order.
         self.layer_groups: list[tuple[Layer, list[int]]] = []
         for layer in Layer:
@@ -103,25 +97,16 @@ class RunBase:
             self.finding_lines.setdefault(path, set()).add(line)
         self.spans = self.result["public_agent_execution_trace"]["spans"]
         r = self.result
-        # The lists a join row joins, and where in each the row of each id is: built once
-        # per process (each process sharing out the pages builds its own once forked,
-        # ``parallel._render_shared``). A page builds only the rows it joins
-        # (``_joined_rows``), the whole lists are never held.
-        self.joined_lists = (
-            r["derived_policy_verdict_rows"],
-            r["policy_verdict_rows"],
-            r["side_effect_rows"],
-            r["rollback_rows"],
-            r["cold_replay_rows"],
-            self.spans,
-        )
+        # The first row of each id in each list a join row joins: built once per process
+        # (each process sharing out the pages builds its own once forked,
+        # ``parallel._render_shared``).
         self.join_index = (
-            _positions_by(r["derived_policy_verdict_rows"], "request_id"),
-            _positions_by(r["policy_verdict_rows"], "request_id"),
-            _positions_by(r["side_effect_rows"], "request_id"),
-            _positions_by(r["rollback_rows"], "rollback_id"),
-            _positions_by(r["cold_replay_rows"], "request_id"),
-            _positions_by(self.spans, "span_id"),
+            first_rows(r["derived_policy_verdict_rows"], "request_id"),
+            first_rows(r["policy_verdict_rows"], "request_id"),
+            first_rows(r["side_effect_rows"], "request_id"),
+            first_rows(r["rollback_rows"], "rollback_id"),
+            first_rows(r["cold_replay_rows"], "request_id"),
+            first_rows(self.spans, "span_id"),
         )
         self.join_pager, self.findings_pager, self.trace_pager = _pagers(self.result)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+import functools
+from collections.abc import Mapping
+from typing import Any
 
 from sandbox_replay import codes
 from sandbox_replay.codes import REGISTRY, Layer
@@ -25,10 +26,12 @@ def _expected_alarm(finding: Mapping[str, Any]) -> bool:
     )
 
 
-# The join table's cells, each a function of the few values it shows: ``_join_row`` reads
-# them from one row, ``_plain_join_rows`` from a page of rows at once (through ``_cells``).
+# The join table's cells, each a function of the few values it shows. Most cells of a large
+# run repeat one made before, so the cells of text and flags are kept (``typed``: ``True``
+# and ``1`` are not one argument).
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def _declared(declared: str, agrees: bool, note: str, pre_execution: bool) -> Cell:
     """The declared-verdict cell: the verdict, and whether the derivation agrees."""
     declared = declared or "(none)"
@@ -41,6 +44,7 @@ def _declared(declared: str, agrees: bool, note: str, pre_execution: bool) -> Ce
     return Cell(declared + ("" if agrees else " ≠"), note, css)
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def _derived(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
     """The derived-verdict cell: the verdict and the rule that gave it."""
     note = rule_ref + " · fail-closed" if fail_closed else rule_ref
@@ -59,6 +63,7 @@ def _effect(derived_verdict: Any, executed: bool, count: Any) -> Cell:
     return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def _rollback(ref: str, executed: bool, found: bool, verified: bool) -> Cell:
     """The rollback cell: whether a rollback was due, found, and verified for this request."""
     if not found:
@@ -66,6 +71,7 @@ def _rollback(ref: str, executed: bool, found: bool, verified: bool) -> Cell:
     return Cell("verified", ref) if verified else Cell("not verified", ref, "gap")
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def _replay(flagged: bool, claims: bool) -> Cell:
     """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
     label = "reproduced" if claims else "not reproduced"
@@ -74,6 +80,7 @@ def _replay(flagged: bool, claims: bool) -> Cell:
     return Cell(label, "", "" if claims else "gap")
 
 
+@functools.lru_cache(maxsize=4096, typed=True)
 def _trace(outcome: str, flagged: bool) -> Cell:
     """The trace cell: the span's outcome, and whether its audit found something."""
     # Any other outcome is a recorded verdict label, input text: never a class name.
@@ -81,54 +88,3 @@ def _trace(outcome: str, flagged: bool) -> Cell:
     if flagged:
         return Cell(outcome, "audit finding", f"{css} gap")
     return Cell(outcome, "", css)
-
-
-# Cells already made, by cell function and arguments (``_cells``); each table is emptied
-# when it reaches this many, so that a run of all-distinct cells cannot grow it further.
-_MADE: dict[Callable[..., Cell], dict[tuple[Any, ...], Cell]] = {}
-_MADE_MAX = 4096
-
-
-def _cells(make: Callable[..., Cell], *columns: list[Any]) -> list[Cell]:
-    """Return ``list(map(make, *columns))``, calling ``make`` once per distinct arguments.
-
-    Nearly every cell of a large run repeats one made before. A cell is looked up by its
-    arguments and their types, so it is reused only for the very same arguments (``True``,
-    ``1`` and ``1.0`` are one key of a dict, but not one argument); with an argument that
-    cannot be a key (a list), each cell is made.
-    """
-    made = _MADE.setdefault(make, {})
-    keys = list(zip(*columns, *(map(type, column) for column in columns), strict=True))
-    try:
-        cells = list(map(made.get, keys))
-    except TypeError:
-        return list(map(make, *columns))
-    if None in cells:
-        if len(made) > _MADE_MAX:
-            made.clear()
-        arguments = len(columns)
-        for n, cell in enumerate(cells):
-            if cell is None:
-                key = keys[n]
-                cells[n] = made[key] = make(*key[:arguments])
-    return cast(list[Cell], cells)  # no None is left
-
-
-# Read by the view-models and the headline more than once (``_RunBuilder``).
-_ROWS_READ_AGAIN = ("findings",)
-
-
-class _Joined(NamedTuple):
-    """The plain rows of a join-table page (see ``_RunBuilder.join_rows``), by column.
-
-    Each row's position in the run, its request and id, and the rows joined to it.
-    """
-
-    indexes: list[int]
-    requests: Sequence[Mapping[str, Any]]
-    rids: list[str]
-    derived: Sequence[Mapping[str, Any]]
-    verdicts: Sequence[Mapping[str, Any]]
-    effects: Sequence[Mapping[str, Any]]
-    replays: Sequence[Mapping[str, Any]]
-    spans: Sequence[Mapping[str, Any]]

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
-from typing import Any, NamedTuple, TypeGuard, cast
+from typing import Any, NamedTuple, TypeGuard
 
 from sandbox_replay.codes import REGISTRY
 from sandbox_replay.inputs import InputMode
-from sandbox_replay.lazyrows import LazyRows, PickedRows, column_of
 from sandbox_replay.policy import VERDICTS
 
 GAP = "— missing"
@@ -121,13 +120,6 @@ def text(value: Any) -> str:
     return str(value)
 
 
-def _column(rows: Iterable[Mapping[str, Any]], key: str) -> list[Any]:
-    """Return ``[row.get(key) for row in rows]`` (dicts: looked up in C; picked rows: by column)."""
-    if isinstance(rows, PickedRows):
-        return rows.column(key)
-    return list(map(dict.get, rows, repeat(key)))  # type: ignore[arg-type]
-
-
 def _texts(values: list[Any]) -> list[str]:
     """Return ``[text(v) for v in values]``, in C for the common columns.
 
@@ -177,41 +169,13 @@ def code_href(code: str, root: str) -> str:
     return f"{root}codes/index.html#{REGISTRY[code].anchor}"
 
 
-def _rows_at(rows: Sequence[Mapping[str, Any]], positions: list[int]) -> list[Mapping[str, Any]]:
-    """Return ``[rows[p] for p in positions]``; of a ``LazyRows``, built together."""
-    if isinstance(rows, LazyRows):
-        return rows.rows_at(positions)  # type: ignore[return-value]
-    return list(map(rows.__getitem__, positions))
-
-
-def _positions_by(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, int]:
-    """Index ``rows`` by their string ``key``: the position of the first row holding each value.
-
-    Positions rather than rows: a large run's rows are built a page at a time when read
-    (``LazyRows``), and an index of them would hold every one (``_joined_rows``).
-    """
-    values = column_of(rows, key)
-    return _first_of(values, range(len(values)))
-
-
-def _joined_rows(
-    rows: Sequence[Mapping[str, Any]], positions: list[int | None]
-) -> list[Mapping[str, Any] | None]:
-    """Return the row at each of ``positions`` (None for None), built in one go."""
-    if None not in positions:
-        return cast(list[Mapping[str, Any] | None], _rows_at(rows, cast(list[int], positions)))
-    found = iter(_rows_at(rows, [p for p in positions if p is not None]))
-    return [None if p is None else next(found) for p in positions]
-
-
-def _first_of(values: list[Any], items: Sequence[Any]) -> dict[str, Any]:
-    """Return ``{value: item}`` for each string value, with the item of its first place."""
-    if set(map(type, values)) <= {str}:
-        return dict(zip(reversed(values), reversed(items), strict=True))
+def first_rows(rows: Iterable[Any], key: str) -> dict[str, Any]:
+    """Index a record's rows by their string ``key``: the first row holding each value."""
     index: dict[str, Any] = {}
-    for item, value in zip(items, values, strict=True):
+    for row in rows:
+        value = row.get(key)
         if isinstance(value, str) and value not in index:
-            index[value] = item
+            index[value] = row
     return index
 
 

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import compress, repeat
-from typing import Any, cast
+from typing import Any
 
 from sandbox_replay.inputs import rollback_id_of
-from sandbox_replay.lazyrows import PickedRows
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import (
-    _cells,
     _declared,
     _derived,
     _effect,
-    _Joined,
     _replay,
     _rollback,
     _trace,
@@ -23,10 +19,6 @@ from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
     GAP,
     Cell,
-    _are_true,
-    _column,
-    _joined_rows,
-    _texts,
     short_code,
     text,
 )
@@ -35,54 +27,12 @@ from sandbox_replay.report.views.models import FindingLink, JoinRow
 
 class JoinTable(RunBase):
     def join_rows(self, start: int, end: int, from_page: str) -> tuple[JoinRow, ...]:
-        """Return the join rows of requests ``[start, end)`` as seen from ``from_page``.
-
-        Each row is what ``_join_row`` builds for it. Plain rows, nearly all of a run's, are
-        built a column at a time instead (``_plain_join_rows``, which gives the same rows
-        in a fraction of the time): a row whose request id is a string seen first on that
-        row, and which every record that should mention it does (derived and declared
-        verdict, side effect, cold replay and span).
-        """
+        """Return the join rows of requests ``[start, end)`` as seen from ``from_page``."""
         request_rows = self.result["request_rows"]
-        count = max(0, min(end, len(request_rows)) - start)
-        requests = PickedRows(request_rows, range(start, start + count))
-        indexes = list(range(start, start + count))
-        derived_at, verdict_at, effect_at, _, replay_at, span_at = self.join_index
-        derived_rows, verdict_rows, effect_rows, _, replay_rows, span_rows = self.joined_lists
-        first = self.request_index
-        # The id each row joins by: None where it is a duplicate or not a string.
-        rids: list[Any] = [
-            rid if isinstance(rid, str) and first[rid] == index else None
-            for index, rid in zip(indexes, _column(requests, "request_id"), strict=True)
-        ]
-        span_keys: list[Any] = [None if rid is None else "span:" + rid for rid in rids]
-        lists = (derived_rows, verdict_rows, effect_rows, replay_rows, span_rows)
-        joined_at = (
-            list(map(derived_at.get, rids)),
-            list(map(verdict_at.get, rids)),
-            list(map(effect_at.get, rids)),
-            list(map(replay_at.get, rids)),
-            list(map(span_at.get, span_keys)),
-        )
-        plain = [None not in row for row in zip(*joined_at, strict=True)]
         file_href = self._request_file_href(from_page)
-        # The plain rows together, read by columns; the others one by one; put in order.
-        kept = list(compress(range(count), plain))
-        joined = _Joined(
-            [indexes[n] for n in kept],
-            PickedRows(request_rows, [start + n for n in kept]),
-            [rids[n] for n in kept],
-            *(
-                PickedRows(rows, cast(list[int], [positions[n] for n in kept]))  # no None kept
-                for rows, positions in zip(lists, joined_at, strict=True)
-            ),
-        )
-        built = dict(zip(kept, self._plain_join_rows(joined, from_page, file_href), strict=True))
         return tuple(
-            built[n]
-            if n in built
-            else self._join_row(indexes[n], requests[n], from_page, file_href)
-            for n in range(count)
+            self._join_row(index, request_rows[index], from_page, file_href)
+            for index in range(start, min(end, len(request_rows)))
         )
 
     def _request_file_href(self, from_page: str) -> str | None:
@@ -144,7 +94,7 @@ class JoinTable(RunBase):
             if isinstance(ref, str):
                 rollback = self._partner(3, rollback_id_of(ref, self.join_index[3]))
         links = self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
-        derived_verdict = derived["derived_verdict"] if derived else ""
+        derived_verdict = text(derived.get("derived_verdict")) if derived else ""
         return JoinRow(
             anchor,
             rid,
@@ -163,164 +113,8 @@ class JoinTable(RunBase):
 
     def _partner(self, which: int, key: str) -> Mapping[str, Any] | None:
         """Return the row of ``key`` in the ``which``-th joined list, or None."""
-        return _joined_rows(self.joined_lists[which], [self.join_index[which].get(key)])[0]
-
-    def _plain_join_rows(
-        self, joined: _Joined, from_page: str, file_href: str | None
-    ) -> list[JoinRow]:
-        """Return ``_join_row`` of each plain row (see ``join_rows``), built by columns.
-
-        Each column reads the values ``_join_row`` reads, with ``text`` applied as it
-        applies it (``_texts``), and each cell is the same function of them (``_declared``
-        and the others, made once per distinct arguments by ``_cells``). A row links
-        findings only if one of its ids or input lines is one a finding is about:
-        ``_hot_rows`` finds those rows, whose links ``_row_links`` makes as ``_join_row``
-        does. ``tests/test_site_scale.py`` holds the two ways equal on odd values.
-        """
-        indexes, requests, rids, derived, verdicts, effects, replays, spans = joined
-        rollback_at = self.join_index[3]
-        rollbacks = _joined_rows(
-            self.joined_lists[3],
-            [
-                rollback_at.get(rollback_id_of(ref, rollback_at)) if isinstance(ref, str) else None
-                for ref in _column(effects, "rollback_receipt_ref")
-            ],
-        )
-        span_keys = ["span:" + rid for rid in rids]
-        hot = self._hot_rows(joined, span_keys, rollbacks)
-        # Only a row that may link a finding is built whole, to find its links.
-        links: list[tuple[FindingLink, ...]] = [()] * len(rids)
-        for n in hot:
-            links[n] = self._row_links(
-                rids[n], requests[n], verdicts[n], effects[n], rollbacks[n], replays[n], from_page
-            )
-        if file_href is None:
-            hrefs = [
-                self.line_href(ACTIONS_FILE, line, from_page) for line in _column(requests, "line")
-            ]
-        else:
-            hrefs = [file_href] * len(requests)
-        shapes = map(
-            " · ".join,
-            zip(
-                _texts(_column(requests, "action_kind")),
-                _texts(_column(requests, "requested_capability")),
-                _texts(_column(requests, "source_trust_label")),
-                strict=True,
-            ),
-        )
-        derived_verdicts = _column(derived, "derived_verdict")
-        executed = _are_true(_column(effects, "execution_attempted"))
-        cells = (
-            _cells(
-                _declared,
-                _texts(_column(verdicts, "verdict")),
-                list(map(bool, _column(derived, "policy_derivation_passed"))),
-                _texts(_column(verdicts, "rule_refs")),
-                _are_true(_column(verdicts, "pre_execution")),
-            ),
-            _cells(
-                _derived,
-                _texts(derived_verdicts),
-                _texts(_column(derived, "derived_rule_ref")),
-                list(map(bool, _column(derived, "fail_closed"))),
-            ),
-            _cells(_effect, derived_verdicts, executed, _column(effects, "side_effect_diff_count")),
-            list(
-                map(
-                    _rollback,
-                    _texts(_column(effects, "rollback_receipt_ref")),
-                    executed,
-                    [rollback is not None for rollback in rollbacks],
-                    [
-                        rollback is not None
-                        and rollback.get("request_id") == rid
-                        and rollback.get("rollback_verified") is True
-                        for rollback, rid in zip(rollbacks, rids, strict=True)
-                    ],
-                )
-            ),
-            _cells(
-                _replay,
-                list(map(self.flagged_replays.__contains__, _texts(_column(replays, "replay_id")))),
-                list(
-                    map(
-                        all,
-                        zip(
-                            _are_true(_column(replays, "verdict_reproduced")),
-                            _are_true(_column(replays, "side_effect_state_reproduced")),
-                            _are_true(_column(replays, "pass_label")),
-                            strict=True,
-                        ),
-                    )
-                ),
-            ),
-            _cells(
-                _trace,
-                _texts(_column(spans, "outcome")),
-                list(map(self.flagged_spans.__contains__, span_keys)),
-            ),
-        )
-        # ``JoinRow._make`` of each row without its Python frame: 600,000 rows at most.
-        return list(
-            map(
-                tuple.__new__,
-                repeat(JoinRow),
-                zip(
-                    [f"request-{index + 1}" for index in indexes],
-                    rids,
-                    hrefs,
-                    _texts(_column(requests, "risk_class")),
-                    shapes,
-                    *cells,
-                    links,
-                    ["row-gap" if row_links else "" for row_links in links],
-                    strict=True,
-                ),
-            )
-        )
-
-    def _hot_rows(
-        self,
-        joined: _Joined,
-        span_keys: list[str],
-        rollbacks: list[Mapping[str, Any] | None],
-    ) -> set[int]:
-        """Return the positions of the rows that may link a finding (see ``_row_links``).
-
-        A row can link a finding only through one of its ids (request, span, replay,
-        rollback) or one of its lines in the five input files. Every position is returned
-        when a value cannot be looked up (not hashable): each row is then linked exactly.
-        """
-        _, requests, rids, _, verdicts, effects, replays, _ = joined
-        ids: list[list[Any]] = [
-            span_keys,
-            rids,
-            [i if isinstance(i, str) else None for i in _column(replays, "replay_id")],
-            [r.get("rollback_id") if r is not None else None for r in rollbacks],
-        ]
-        lines = [
-            (ACTIONS_FILE, _column(requests, "line")),
-            ("policy_verdicts.json", _column(verdicts, "line")),
-            ("side_effect_receipts.json", _column(effects, "line")),
-            ("cold_replay.json", _column(replays, "line")),
-            (
-                "rollback_receipts.json",
-                [r.get("line") if r is not None else None for r in rollbacks],
-            ),
-        ]
-        positions = range(len(rids))
-        hot: set[int] = set()
-        try:
-            for values in ids:
-                hot.update(compress(positions, map(self.by_subject.__contains__, values)))
-            for path, values in lines:
-                if path in self.finding_lines:
-                    found = self.finding_lines[path].__contains__
-                    hot.update(compress(positions, map(found, values)))
-        except TypeError:
-            return set(positions)
-        return hot
+        found: Mapping[str, Any] | None = self.join_index[which].get(key)
+        return found
 
     def _row_links(
         self,
@@ -341,12 +135,14 @@ class JoinTable(RunBase):
             lines.append(("side_effect_receipts.json", effect.get("line")))
         if replay_row is not None:
             lines.append(("cold_replay.json", replay_row.get("line")))
-            if isinstance(replay_row.get("replay_id"), str):
-                subjects.append(replay_row["replay_id"])
+            replay_id = replay_row.get("replay_id")
+            if isinstance(replay_id, str):
+                subjects.append(replay_id)
         if rollback is not None:
             lines.append(("rollback_receipts.json", rollback.get("line")))
-            if isinstance(rollback.get("rollback_id"), str):
-                subjects.append(rollback["rollback_id"])
+            rollback_id = rollback.get("rollback_id")
+            if isinstance(rollback_id, str):
+                subjects.append(rollback_id)
         return self._links(subjects, lines, from_page)
 
     def _links(
@@ -386,8 +182,8 @@ class JoinTable(RunBase):
         if derived is None:
             return Cell(GAP, "", "gap")
         return _derived(
-            text(derived["derived_verdict"]),
-            text(derived["derived_rule_ref"]),
+            text(derived.get("derived_verdict")),
+            text(derived.get("derived_rule_ref")),
             bool(derived.get("fail_closed")),
         )
 

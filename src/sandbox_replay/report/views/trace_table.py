@@ -2,44 +2,37 @@
 
 from __future__ import annotations
 
-from itertools import repeat
-
 from sandbox_replay.report.views.base import RunBase
-from sandbox_replay.report.views.cells import _cells, _trace
-from sandbox_replay.report.views.common import GAP, MAIN_PAGE, _column, _texts, badge, text
+from sandbox_replay.report.views.cells import _trace
+from sandbox_replay.report.views.common import GAP, MAIN_PAGE, badge, text
 from sandbox_replay.report.views.models import SpanRow, TraceView
 
 
 class TraceTable(RunBase):
     def span_rows(self, start: int, end: int, from_page: str) -> tuple[SpanRow, ...]:
-        """Return the trace spans ``[start, end)`` as seen from ``from_page``.
-
-        Built a column at a time: ``text`` of one field of every span (``_texts``).
-        """
+        """Return the trace spans ``[start, end)`` as seen from ``from_page``."""
         spans = self.spans[start:end]
-        span_ids = _texts(_column(spans, "span_id"))
-        digests = _texts(_column(spans, "input_digest"))
-        # ``SpanRow._make`` of each row without its Python frame, as in ``_plain_join_rows``.
-        return tuple(
-            map(
-                tuple.__new__,
-                repeat(SpanRow),
-                zip(
-                    self.request_hrefs([s.removeprefix("span:") for s in span_ids], from_page),
-                    _texts(_column(spans, "sequence_index")),
-                    span_ids,
-                    _texts(_column(spans, "episode_id")),
-                    _texts(_column(spans, "action_kind")),
-                    _cells(_trace, _texts(_column(spans, "outcome")), [False] * len(spans)),
-                    [t or GAP for t in _texts(_column(spans, "authority_verdict_id"))],
-                    [t or "—" for t in _texts(_column(spans, "state_transition_ref"))],
-                    [t or "—" for t in _texts(_column(spans, "recovery_ref"))],
-                    digests,
-                    [digest.removeprefix("sha256:")[:12] for digest in digests],
-                    strict=True,
-                ),
+        span_ids = [text(span.get("span_id")) for span in spans]
+        hrefs = self.request_hrefs([s.removeprefix("span:") for s in span_ids], from_page)
+        rows = []
+        for span, span_id, href in zip(spans, span_ids, hrefs, strict=True):
+            digest = text(span.get("input_digest"))
+            rows.append(
+                SpanRow(
+                    href,
+                    text(span.get("sequence_index")),
+                    span_id,
+                    text(span.get("episode_id")),
+                    text(span.get("action_kind")),
+                    _trace(text(span.get("outcome")), False),
+                    text(span.get("authority_verdict_id")) or GAP,
+                    text(span.get("state_transition_ref")) or "—",
+                    text(span.get("recovery_ref")) or "—",
+                    digest,
+                    digest.removeprefix("sha256:")[:12],
+                )
             )
-        )
+        return tuple(rows)
 
     def trace(self) -> TraceView:
         trace = self.result["public_agent_execution_trace"]

@@ -1,0 +1,239 @@
+"""The rows of the five list files, typed: one ``msgspec.Struct`` per row kind, and a table.
+
+Each row kind declares the format's fields of that row, in the order the result record
+lists them, then ``line``: the line its object opens on in its input file. The fields are
+typed ``Any``, so a value of the wrong type is kept as it is, for a layer to report as a
+finding, never a decode error; a field the row does not hold reads ``UNSET`` (``absent``
+says which). Keys the format does not name are not kept: the loader has already reported
+what it must of them (a nested object, a forbidden key).
+
+Rows are made once, by the loader, and only read after that; ``gc=False`` because they
+hold no cycles, so the collector never walks the hundreds of thousands of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import msgspec
+from msgspec import UNSET
+
+__all__ = [
+    "UNSET",
+    "ActionRequest",
+    "ColdReplay",
+    "InputRow",
+    "PolicyVerdict",
+    "Rollback",
+    "SideEffect",
+    "Table",
+    "absent",
+    "value_of",
+]
+
+
+class InputRow(msgspec.Struct, gc=False, kw_only=True):
+    """A row of a list file: its fields (declared by each kind) and the line it opens on."""
+
+    # The fields the format requires of every row of this kind, and its exact flags.
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+    FLAGS: ClassVar[Mapping[str, bool]] = {}
+    # The required fields that must hold text (all of them, unless a kind says otherwise).
+    TEXT: ClassVar[tuple[str, ...]] = ()
+    if TYPE_CHECKING:  # each kind declares it last, so that it is written last
+        line: Any
+
+    def get(self, name: str) -> Any:
+        """Return field ``name``'s value, None where the row does not hold it."""
+        value = getattr(self, name, None)
+        return None if value is UNSET else value
+
+
+class ActionRequest(InputRow, gc=False, kw_only=True):
+    """One action the agent asked for: its shape, which the policy decides on."""
+
+    REQUIRED = (
+        "request_id",
+        "episode_id",
+        "action_kind",
+        "normalized_action_ref",
+        "source_trust_label",
+        "untrusted_tool_output_ref",
+        "requested_capability",
+        "risk_class",
+        "intended_side_effect_ref",
+        "body_redacted",
+    )
+    FLAGS = {
+        "body_redacted": True,
+        "secret_like_data_synthetic": True,
+        "raw_payload_exported": False,
+        "live_network_target": False,
+    }
+
+    request_id: Any = UNSET
+    episode_id: Any = UNSET
+    action_kind: Any = UNSET
+    normalized_action_ref: Any = UNSET
+    source_trust_label: Any = UNSET
+    untrusted_tool_output_ref: Any = UNSET
+    requested_capability: Any = UNSET
+    risk_class: Any = UNSET
+    intended_side_effect_ref: Any = UNSET
+    body_redacted: Any = UNSET
+    secret_like_data_synthetic: Any = UNSET
+    raw_payload_exported: Any = UNSET
+    live_network_target: Any = UNSET
+    line: Any = None
+
+
+class PolicyVerdict(InputRow, gc=False, kw_only=True):
+    """The verdict the sandbox says its policy gave one request, and the rules it cites."""
+
+    REQUIRED = (
+        "request_id",
+        "policy_version",
+        "verdict",
+        "rule_refs",
+        "pre_execution",
+        "decision_reason_ref",
+        "body_redacted",
+    )
+    # The required fields that hold refs or ids, and so must be strings.
+    TEXT = ("request_id", "policy_version", "decision_reason_ref")
+
+    request_id: Any = UNSET
+    policy_version: Any = UNSET
+    verdict: Any = UNSET
+    rule_refs: Any = UNSET
+    pre_execution: Any = UNSET
+    decision_reason_ref: Any = UNSET
+    body_redacted: Any = UNSET
+    approval_ref: Any = UNSET
+    line: Any = None
+
+
+class SideEffect(InputRow, gc=False, kw_only=True):
+    """What one request did: whether it ran, how many diffs it left, its rollback ref."""
+
+    REQUIRED = (
+        "request_id",
+        "execution_attempted",
+        "filesystem_diff_ref",
+        "network_diff_ref",
+        "database_diff_ref",
+        "side_effect_diff_count",
+        "rollback_receipt_ref",
+        "body_redacted",
+    )
+    TEXT = (
+        "request_id",
+        "filesystem_diff_ref",
+        "network_diff_ref",
+        "database_diff_ref",
+        "rollback_receipt_ref",
+    )
+
+    request_id: Any = UNSET
+    execution_attempted: Any = UNSET
+    filesystem_diff_ref: Any = UNSET
+    network_diff_ref: Any = UNSET
+    database_diff_ref: Any = UNSET
+    side_effect_diff_count: Any = UNSET
+    rollback_receipt_ref: Any = UNSET
+    body_redacted: Any = UNSET
+    line: Any = None
+
+
+class Rollback(InputRow, gc=False, kw_only=True):
+    """A rollback the sandbox says it ran and verified for one request."""
+
+    REQUIRED = ("rollback_id", "request_id", "rollback_command_ref")
+    FLAGS = {"rollback_required": True, "rollback_verified": True, "body_redacted": True}
+
+    rollback_id: Any = UNSET
+    request_id: Any = UNSET
+    rollback_command_ref: Any = UNSET
+    rollback_required: Any = UNSET
+    rollback_verified: Any = UNSET
+    body_redacted: Any = UNSET
+    line: Any = None
+
+
+class ColdReplay(InputRow, gc=False, kw_only=True):
+    """A later replay of one request, and what it claims to have reproduced."""
+
+    REQUIRED = ("replay_id", "request_id", "replay_command", "receipt_ref")
+    FLAGS = {
+        "verdict_reproduced": True,
+        "side_effect_state_reproduced": True,
+        "pass_label": True,
+        "body_redacted": True,
+    }
+
+    replay_id: Any = UNSET
+    request_id: Any = UNSET
+    replay_command: Any = UNSET
+    receipt_ref: Any = UNSET
+    verdict_reproduced: Any = UNSET
+    side_effect_state_reproduced: Any = UNSET
+    pass_label: Any = UNSET
+    body_redacted: Any = UNSET
+    line: Any = None
+
+
+R = TypeVar("R", bound=InputRow)
+
+
+@dataclass
+class Table(Generic[R]):
+    """The rows of one list file, in file order, and the first row of each string key.
+
+    A key that repeats, or is not a string, indexes nothing past its first row: the
+    layers report the repeats; the join uses the first.
+    """
+
+    file: str
+    rows: list[R] = field(default_factory=list)
+    by_key: dict[str, R] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, file: str, rows: list[R], key: str) -> Table[R]:
+        by_key: dict[str, R] = {}
+        for row in rows:
+            value = getattr(row, key)
+            if type(value) is str and value not in by_key:
+                by_key[value] = row
+        return cls(file, rows, by_key)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[R]:
+        return iter(self.rows)
+
+    def get(self, key: Any) -> R | None:
+        """Return the first row of ``key``, None where none (or ``key`` is not a string)."""
+        return self.by_key.get(key) if type(key) is str else None
+
+
+def absent(value: Any) -> bool:
+    """Say whether a field read off a row is one the row does not hold."""
+    return value is UNSET
+
+
+def value_of(value: Any) -> Any:
+    """Return a field's value as JSON has it: None where the row does not hold it."""
+    return None if value is UNSET else value
+
+
+def present_fields(row: InputRow, names: Iterable[str]) -> dict[str, Any]:
+    """Return the fields of ``names`` the row holds, in that order."""
+    found = {}
+    for name in names:
+        value = getattr(row, name)
+        if value is not UNSET:
+            found[name] = value
+    return found
