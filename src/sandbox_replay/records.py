@@ -235,19 +235,24 @@ def derived_rows(run: RunInputs) -> list[DerivedRow]:
         rows.append(
             DerivedRow(
                 request_id,
-                _scalar(request.get("action_kind")),
-                _scalar(request.get("requested_capability")),
-                _scalar(request.get("risk_class")),
+                _shown(request.action_kind),
+                _shown(request.requested_capability),
+                _shown(request.risk_class),
                 derivation.verdict,
                 derivation.rule_ref,
                 derivation.fail_closed,
                 list(derivation.mismatched_fields),
-                _scalar(verdict.get("verdict")) if verdict is not None else None,
-                _scalar(verdict.get("rule_refs")) if verdict is not None else None,
+                _shown(verdict.verdict) if verdict is not None else None,
+                _shown(verdict.rule_refs) if verdict is not None else None,
                 derivation_passes(derivation, verdict),
             )
         )
     return rows
+
+
+def _shown(value: Any) -> Any:
+    """Return a field's value as a derived row shows it: ``_scalar``, None where not held."""
+    return None if value is UNSET else _scalar(value)
 
 
 def _counts(replay: Replay) -> dict[str, int]:

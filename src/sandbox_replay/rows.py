@@ -13,9 +13,10 @@ hold no cycles, so the collector never walks the hundreds of thousands of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from operator import attrgetter, is_
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -30,6 +31,7 @@ __all__ = [
     "SideEffect",
     "Table",
     "absent",
+    "meets_plain_floor",
     "value_of",
 ]
 
@@ -42,6 +44,8 @@ class InputRow(msgspec.Struct, gc=False, kw_only=True):
     FLAGS: ClassVar[Mapping[str, bool]] = {}
     # The required fields that must hold text (all of them, unless a kind says otherwise).
     TEXT: ClassVar[tuple[str, ...]] = ()
+    # The fields that, in a row meeting its floor, hold text that is not blank.
+    PLAIN: ClassVar[tuple[str, ...]] = ()
     if TYPE_CHECKING:  # each kind declares it last, so that it is written last
         line: Any
 
@@ -72,6 +76,7 @@ class ActionRequest(InputRow, gc=False, kw_only=True):
         "raw_payload_exported": False,
         "live_network_target": False,
     }
+    PLAIN = REQUIRED[:-1]  # all but body_redacted, a flag
 
     request_id: Any = UNSET
     episode_id: Any = UNSET
@@ -103,6 +108,8 @@ class PolicyVerdict(InputRow, gc=False, kw_only=True):
     )
     # The required fields that hold refs or ids, and so must be strings.
     TEXT = ("request_id", "policy_version", "decision_reason_ref")
+    FLAGS = {"pre_execution": True, "body_redacted": True}
+    PLAIN = (*TEXT, "verdict")
 
     request_id: Any = UNSET
     policy_version: Any = UNSET
@@ -135,6 +142,8 @@ class SideEffect(InputRow, gc=False, kw_only=True):
         "database_diff_ref",
         "rollback_receipt_ref",
     )
+    FLAGS = {"body_redacted": True}
+    PLAIN = TEXT
 
     request_id: Any = UNSET
     execution_attempted: Any = UNSET
@@ -152,6 +161,7 @@ class Rollback(InputRow, gc=False, kw_only=True):
 
     REQUIRED = ("rollback_id", "request_id", "rollback_command_ref")
     FLAGS = {"rollback_required": True, "rollback_verified": True, "body_redacted": True}
+    PLAIN = REQUIRED
 
     rollback_id: Any = UNSET
     request_id: Any = UNSET
@@ -172,6 +182,7 @@ class ColdReplay(InputRow, gc=False, kw_only=True):
         "pass_label": True,
         "body_redacted": True,
     }
+    PLAIN = REQUIRED
 
     replay_id: Any = UNSET
     request_id: Any = UNSET
@@ -185,6 +196,42 @@ class ColdReplay(InputRow, gc=False, kw_only=True):
 
 
 R = TypeVar("R", bound=InputRow)
+
+
+class _Floor(NamedTuple):
+    text: Callable[[Any], tuple[Any, ...]]
+    flags: Callable[[Any], tuple[Any, ...]]
+    wanted: tuple[bool, ...]
+
+
+def _reads(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """Return what reads ``names`` off a row as a tuple (``attrgetter``, in C)."""
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda row: (one(row),)
+    return attrgetter(*names)
+
+
+_FLOORS: dict[type[InputRow], _Floor] = {
+    kind: _Floor(_reads(kind.PLAIN), _reads(tuple(kind.FLAGS)), tuple(kind.FLAGS.values()))
+    for kind in (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
+}
+
+
+def meets_plain_floor(row: InputRow) -> bool:
+    """Say whether each ``PLAIN`` field of the row is text that is not blank, and each flag
+    is exactly as its kind requires.
+
+    Nearly every row of an exporter's file does, so a layer lists what a row breaks only
+    for a row that does not. Read in C: ``str.strip`` refuses anything but a string and
+    leaves a blank one empty; ``is`` tells ``True`` from ``1``.
+    """
+    floor = _FLOORS[type(row)]
+    try:
+        text = all(map(str.strip, floor.text(row)))
+    except TypeError:
+        return False
+    return text and all(map(is_, floor.flags(row), floor.wanted))
 
 
 @dataclass
@@ -214,9 +261,9 @@ class Table(Generic[R]):
     def __iter__(self) -> Iterator[R]:
         return iter(self.rows)
 
-    def get(self, key: Any) -> R | None:
-        """Return the first row of ``key``, None where none (or ``key`` is not a string)."""
-        return self.by_key.get(key) if type(key) is str else None
+    def __post_init__(self) -> None:
+        # ``get(key)``: the first row of a string key, None where none; read in C.
+        self.get: Callable[[str], R | None] = self.by_key.get
 
 
 def absent(value: Any) -> bool:

@@ -22,7 +22,7 @@ from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
 from sandbox_replay.layers.base import LayerResult
 from sandbox_replay.layers.rollbacks import rollback_covers
-from sandbox_replay.rows import ActionRequest
+from sandbox_replay.rows import ActionRequest, value_of
 
 FLOOR = "public_trace_floor"
 
@@ -69,7 +69,7 @@ def canonical_digest(value: Any, *, may_hold_floats: bool = True) -> str:
 
 def input_digest(request: ActionRequest) -> str:
     """Return the digest of what a span's request asked: its action ref, capability, risk."""
-    values = [request.get(name) for name in DIGESTED_FIELDS]
+    values = [value_of(getattr(request, name)) for name in DIGESTED_FIELDS]
     if all(type(v) is str for v in values):  # msgspec writes strings as the canonical form does
         return "sha256:" + hashlib.sha256(msgspec.json.encode(values)).hexdigest()
     return canonical_digest(values)
@@ -162,7 +162,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         flag = partial(_flag, audit, span_id, run.requests.file, request.line)
         verdict = run.verdicts.get(request_id)
         effect = run.effects.get(request_id)
-        declared = verdict.get("verdict") if verdict is not None else None
+        declared = value_of(verdict.verdict) if verdict is not None else None
         executed = effect is not None and effect.execution_attempted is True
         if verdict is None:
             flag(codes.TRACE_VERDICT_REF_MISSING, "no verdict row to use as authority")
@@ -171,7 +171,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         if effect is None:
             flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt")
         elif declared == "block" and (
-            executed or effect.get("side_effect_diff_count") not in (0, None)
+            executed or value_of(effect.side_effect_diff_count) not in (0, None)
         ):
             flag(codes.TRACE_BLOCKED_ACTION_EXECUTED, "block verdict but the action executed")
         elif declared in ("allow", "review") and not executed:
@@ -187,14 +187,14 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
             Span(
                 span_id,
                 session_id,
-                request.get("action_kind"),
+                value_of(request.action_kind),
                 sequence_index,
-                request.get("episode_id"),
-                request.get("untrusted_tool_output_ref"),
+                value_of(request.episode_id),
+                value_of(request.untrusted_tool_output_ref),
                 f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None,
                 state_ref,
                 _outcome(declared, executed),
-                request.get("requested_capability"),
+                value_of(request.requested_capability),
                 input_digest(request),
                 state_ref if declared in ("allow", "review") else None,
             )

@@ -16,7 +16,7 @@ from sandbox_replay.layers.base import (
     subject_of,
     wrong_flags,
 )
-from sandbox_replay.rows import ActionRequest
+from sandbox_replay.rows import ActionRequest, meets_plain_floor
 
 FLOOR = "action_request_floor"
 MIN_RISK_CLASSES = 4
@@ -69,7 +69,7 @@ def check(run: RunInputs) -> LayerResult:
             kind=KIND,
         )
 
-        problems = floor_problems(request)
+        problems = [] if meets_plain_floor(request) else floor_problems(request)
         if problems:
             add(codes.ACTION_REQUEST_INVALID, "action request " + "; ".join(problems))
         request_id = request.request_id
@@ -95,7 +95,7 @@ def check(run: RunInputs) -> LayerResult:
                 f"{request_id}: evaluating policy {describe(derivation.error_policy_ids)} "
                 f"failed; derives to block by {derivation.rule_ref}",
             )
-    risk_classes = [request.get("risk_class") for request in run.requests]
+    risk_classes = [request.risk_class for request in run.requests]
     decided = (
         (run.requests.by_key[request_id].get("risk_class"), derivation)
         for request_id, derivation in run.derivations.items()

@@ -56,34 +56,53 @@ def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
 
 def is_nonempty(value: Any) -> bool:
     """Say whether a required value is present: held, not null, not blank, not an empty list."""
+    if type(value) is str:
+        return bool(value) and not value.isspace()
     if value is None or value is UNSET:
         return False
-    if isinstance(value, str):
-        return bool(value.strip())
     if isinstance(value, list | dict):
         return bool(value)
     return True
 
 
-# A row of a list file, or an object file's object: both read a field with ``get`` (None
-# where it is not held).
+_CONTAINERS = (list, dict)
+# A row of a list file, or an object file's object.
 Fields = InputRow | Mapping[str, Any]
 
 
+def reader(row: Fields) -> Callable[[str], Any]:
+    """Return what reads a field of ``row`` by name: ``UNSET`` or None where it is not held."""
+    return row.get if isinstance(row, dict) else row.__getattribute__
+
+
 def missing_fields(row: Fields, required: Iterable[str]) -> list[str]:
-    """Return the required fields that are absent or empty, in the order given."""
-    return [name for name in required if not is_nonempty(row.get(name))]
+    """Return the required fields that are absent or empty, in the order given.
+
+    ``is_nonempty`` of each value, written out: it runs for every field of every row.
+    """
+    read = reader(row)
+    missing = []
+    for name in required:
+        value = read(name)
+        if type(value) is str:
+            if value and not value.isspace():
+                continue
+        elif not (value is None or value is UNSET or (type(value) in _CONTAINERS and not value)):
+            continue
+        missing.append(name)
+    return missing
 
 
 def not_text(row: Fields, fields: Iterable[str], missing: Iterable[str]) -> list[str]:
     """Return the fields that are present and non-empty but not strings (refs are text)."""
-    skipped = set(missing)
-    return [name for name in fields if name not in skipped and not isinstance(row.get(name), str)]
+    read = reader(row)
+    return [name for name in fields if type(read(name)) is not str and name not in missing]
 
 
 def wrong_flags(row: Fields, expected: Mapping[str, bool]) -> list[str]:
     """Return the flags whose value is not exactly the expected boolean (a missing flag is wrong)."""
-    return [name for name, want in expected.items() if row.get(name) is not want]
+    read = reader(row)
+    return [name for name, want in expected.items() if read(name) is not want]
 
 
 def describe(fields: Iterable[str]) -> str:

@@ -10,12 +10,13 @@ from sandbox_replay.layers.base import (
     describe,
     missing_fields,
     not_text,
+    shared,
     subject_of,
     wrong_flags,
 )
-from sandbox_replay.layers.side_effects import effect_matches
-from sandbox_replay.layers.verdicts import derivation_passes
-from sandbox_replay.rows import ColdReplay
+from sandbox_replay.layers.side_effects import receipt_outcomes
+from sandbox_replay.layers.verdicts import failing_request_set
+from sandbox_replay.rows import ColdReplay, meets_plain_floor
 
 FLOOR = "cold_replay_floor"
 CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
@@ -51,7 +52,7 @@ def check(run: RunInputs) -> LayerResult:
     seen_replays: set[str] = set()
     failing = 0
     for position, replay in enumerate(run.replays):
-        problems = floor_problems(replay)
+        problems = [] if meets_plain_floor(replay) else floor_problems(replay)
         replay_id = replay.replay_id
         if isinstance(replay_id, str):  # any other value is the floor's finding above
             if replay_id in seen_replays:
@@ -116,12 +117,12 @@ def _unfounded_claims(run: RunInputs, request_id: str, replay: ColdReplay) -> li
         return []
     derivation = run.derivations[request_id]
     problems = []
-    if not derivation_passes(derivation, run.verdicts.get(request_id)):
+    if request_id in shared(run, failing_request_set):
         problems.append(
             f"claims a reproduced pass but the verdict of {request_id} does not re-derive "
             f"(derived {derivation.verdict})"
         )
-    if not effect_matches(derivation.verdict, run.effects.get(request_id)):
+    if not shared(run, receipt_outcomes)[request_id].matches:
         problems.append(
             f"claims a reproduced pass but the side-effect state of {request_id} contradicts "
             f"the derived {derivation.verdict}"

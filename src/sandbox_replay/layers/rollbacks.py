@@ -13,7 +13,7 @@ from sandbox_replay.layers.base import (
     subject_of,
     wrong_flags,
 )
-from sandbox_replay.rows import Rollback
+from sandbox_replay.rows import Rollback, meets_plain_floor
 
 FLOOR = "rollback_floor"
 MIN_ROLLBACKS = 2
@@ -47,7 +47,7 @@ def check(run: RunInputs) -> LayerResult:
         return result
     seen: set[str] = set()
     for position, rollback in enumerate(run.rollbacks):
-        problems = floor_problems(rollback)
+        problems = [] if meets_plain_floor(rollback) else floor_problems(rollback)
         request_id = rollback.request_id
         if isinstance(request_id, str) and request_id not in run.requests.by_key:
             problems.append(f"names request {request_id}, which no action request declares")

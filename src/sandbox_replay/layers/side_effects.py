@@ -15,7 +15,7 @@ from sandbox_replay.layers.base import (
     shared,
     subject_of,
 )
-from sandbox_replay.rows import SideEffect
+from sandbox_replay.rows import SideEffect, meets_plain_floor
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")
@@ -127,7 +127,8 @@ def check(run: RunInputs) -> LayerResult:
         return result
     seen: set[str] = set()
     for position, effect in enumerate(run.effects):
-        problems = floor_problems(effect)
+        clean = meets_plain_floor(effect) and effect_is_typed(effect)
+        problems = [] if clean else floor_problems(effect)
         request_id = effect.request_id
         if isinstance(request_id, str):
             if request_id not in run.requests.by_key:

@@ -10,13 +10,14 @@ from sandbox_replay.inputs import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
 from sandbox_replay.layers.base import (
     LayerResult,
     describe,
+    is_nonempty,
     missing_fields,
     not_text,
     shared,
     subject_of,
 )
 from sandbox_replay.policy import VERDICTS, Derivation
-from sandbox_replay.rows import PolicyVerdict
+from sandbox_replay.rows import UNSET, PolicyVerdict, meets_plain_floor
 
 FLOOR = "policy_verdict_floor"
 COVERAGE = ("allow", "block", "review")
@@ -44,6 +45,11 @@ def failing_requests(run: RunInputs) -> list[str]:
     ]
 
 
+def failing_request_set(run: RunInputs) -> set[str]:
+    """Return ``failing_requests`` as a set, to look requests up in."""
+    return set(shared(run, failing_requests))
+
+
 def is_rule_refs(value: object) -> bool:
     """Say whether a value is a list of rule ref strings, none empty."""
     return isinstance(value, list) and all(isinstance(r, str) and r for r in value)
@@ -54,10 +60,14 @@ def floor_problems(
 ) -> list[str]:
     """Return what of the row floor a verdict row breaks."""
     problems = []
-    missing = missing_fields(verdict, PolicyVerdict.REQUIRED)
+    if meets_plain_floor(verdict):  # every required field held, the text as text, but the refs
+        missing = [] if is_nonempty(verdict.rule_refs) else ["rule_refs"]
+        wrong_type = []
+    else:
+        missing = missing_fields(verdict, PolicyVerdict.REQUIRED)
+        wrong_type = not_text(verdict, PolicyVerdict.TEXT, missing)
     if missing:
         problems.append(f"missing or empty: {describe(missing)}")
-    wrong_type = not_text(verdict, PolicyVerdict.TEXT, missing)
     if wrong_type:
         problems.append(f"not a string: {describe(wrong_type)}")
     declared = verdict.verdict
@@ -71,8 +81,8 @@ def floor_problems(
         problems.append("pre_execution is not true")
     if verdict.body_redacted is not True:
         problems.append("body_redacted is not true")
-    approval = verdict.get("approval_ref")
-    if approval is not None and not isinstance(approval, str):
+    approval = verdict.approval_ref
+    if not (approval is None or approval is UNSET or isinstance(approval, str)):
         problems.append("approval_ref is neither null nor a string")
     if (
         isinstance(policy_version, str)

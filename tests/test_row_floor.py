@@ -1,0 +1,105 @@
+"""A row that meets its kind's plain floor is one the layer's floor check finds nothing in.
+
+Each layer lists what a row breaks only where ``meets_plain_floor`` says the row does not
+meet it; so the two must agree on every row: a row that meets the plain floor (and, for a
+receipt, is typed) has no floor problem, and a row with no floor problem meets it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox_replay.layers import actions, cold_replay, rollbacks, side_effects, verdicts
+from sandbox_replay.layers.base import is_nonempty, missing_fields, not_text
+from sandbox_replay.rows import (
+    UNSET,
+    ActionRequest,
+    ColdReplay,
+    InputRow,
+    PolicyVerdict,
+    Rollback,
+    SideEffect,
+    meets_plain_floor,
+)
+
+# Values a field may hold: text (blank or not), the booleans and numbers equal to them,
+# null, lists (empty or not), an object, and not being held at all.
+VALUES = st.sampled_from(
+    [
+        "ref-1",
+        "allow",
+        "",
+        " ",
+        "\u2003",
+        "\x1c",
+        True,
+        False,
+        1,
+        0,
+        1.0,
+        -1,
+        None,
+        [],
+        ["rule:a"],
+        [""],
+        {"k": 1},
+        UNSET,
+    ]
+)
+
+
+def rows_of(kind: type[InputRow]) -> st.SearchStrategy[Any]:
+    fields = [name for name in kind.__struct_fields__ if name != "line"]
+    return st.fixed_dictionaries({name: VALUES for name in fields}).map(
+        lambda values: kind(**values, line=2)
+    )
+
+
+@settings(max_examples=600, deadline=None)
+@given(rows_of(ActionRequest))
+def test_a_request_meets_the_plain_floor_exactly_when_it_has_no_floor_problem(
+    row: ActionRequest,
+) -> None:
+    assert meets_plain_floor(row) == (actions.floor_problems(row) == [])
+
+
+@settings(max_examples=600, deadline=None)
+@given(rows_of(Rollback))
+def test_a_rollback_meets_the_plain_floor_exactly_when_it_has_no_floor_problem(
+    row: Rollback,
+) -> None:
+    assert meets_plain_floor(row) == (rollbacks.floor_problems(row) == [])
+
+
+@settings(max_examples=600, deadline=None)
+@given(rows_of(ColdReplay))
+def test_a_replay_meets_the_plain_floor_exactly_when_it_has_no_floor_problem(
+    row: ColdReplay,
+) -> None:
+    assert meets_plain_floor(row) == (cold_replay.floor_problems(row) == [])
+
+
+@settings(max_examples=600, deadline=None)
+@given(rows_of(SideEffect))
+def test_a_typed_receipt_meets_the_plain_floor_exactly_when_it_has_no_floor_problem(
+    row: SideEffect,
+) -> None:
+    clean = meets_plain_floor(row) and side_effects.effect_is_typed(row)
+    assert clean == (side_effects.floor_problems(row) == [])
+
+
+@settings(max_examples=600, deadline=None)
+@given(rows_of(PolicyVerdict))
+def test_a_verdict_row_lists_the_same_problems_whichever_way_its_fields_are_read(
+    row: PolicyVerdict,
+) -> None:
+    if meets_plain_floor(row):
+        # What ``floor_problems`` takes as read for such a row.
+        missing = missing_fields(row, PolicyVerdict.REQUIRED)
+        assert missing == ([] if is_nonempty(row.rule_refs) else ["rule_refs"])
+        assert not_text(row, PolicyVerdict.TEXT, missing) == []
+    else:
+        assert verdicts.floor_problems(row, {"allow", "block", "review"}, "ref-1")
