@@ -261,6 +261,19 @@ def test_build_gates_on_new_findings_and_refuses_bad_baselines(
     )
     assert code == 2 and "runs/first_wave/result.json does not hash" in err
     assert not (tmp_path / "d").exists()
+    assert read_baseline(history.site("v1")).manifest_sha256.startswith("sha256:")
+    escaping = tmp_path / "escaping"
+    shutil.copytree(history.site("v1"), escaping)
+    manifest = read_json(escaping / "manifest.json")
+    manifest["runs"][0]["name"] = "../../elsewhere"
+    manifest["runs"][0]["result"] = "runs/../../elsewhere/result.json"
+    data = json.dumps(manifest).encode()
+    (escaping / "manifest.json").write_bytes(data)
+    marker = read_json(escaping / "sandbox-replay-site.json")
+    marker["manifest_sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
+    (escaping / "sandbox-replay-site.json").write_text(json.dumps(marker))
+    with pytest.raises(BaselineError, match="unsafe name"):
+        read_baseline(escaping)
     (tampered / "manifest.json").write_bytes(b"{}")
     with pytest.raises(BaselineError, match=re.escape("sandbox-replay-site.json is missing")):
         read_baseline(tampered)

@@ -196,6 +196,8 @@ def _run(shown: str, entry: object, read: Reader) -> RunSnapshot:
     ):
         raise BaselineError(f"baseline {shown}: a run of {SITE_MANIFEST} lacks its fields")
     assert isinstance(name, str) and isinstance(source, str) and isinstance(result, str)
+    if not name or name.startswith(".") or "/" in name or "\\" in name or "\x00" in name:
+        raise BaselineError(f"baseline {shown}: a run of {SITE_MANIFEST} has an unsafe name")
     if result != f"runs/{name}/result.json":
         raise BaselineError(f"baseline {shown}: run {name!r} names an unexpected record {result!r}")
     data = read(result)

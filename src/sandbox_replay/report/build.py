@@ -44,7 +44,8 @@ record, byte for byte as ``run`` writes it); for a run with more than ``views.PA
 join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
 ``runs/<run>/findings/page-NNNN.html`` and ``runs/<run>/trace/page-NNNN.html``;
 ``codes/index.html``; ``policy/index.html`` (every rule of each policy in force, a column
-per run); ``build-status.json`` (``incremental``); ``assets/site.css`` and
+per run); ``history.json`` (every build writes it: ``_history``); with ``--baseline``,
+``changes/index.html`` (what changed since the baseline: ``changes_views``); ``build-status.json`` (``incremental``); ``assets/site.css`` and
 ``assets/site.js``; ``sandbox-replay-site.json``, the marker by which a later build knows
 the folder is a site it may replace (``_marker``); with ``--single-file``,
 ``single/<run>.html`` (``single_file.py``); and ``manifest.json``:
@@ -52,6 +53,9 @@ the folder is a site it may replace (``_marker``); with ``--single-file``,
     {"schema_version": "sandbox-replay.site/1",
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
      "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
+     "baseline": {"manifest_sha256", "history_sha256" (null when it had none),
+                  "label"} (only with --baseline: ``baseline.Baseline.record``),
+     "label": <--label> (only with --label),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
                "input_digests": {path: "sha256:<hex>"},
