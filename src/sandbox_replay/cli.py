@@ -16,8 +16,16 @@ from typing import Annotated, Any, TextIO
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
+from sandbox_replay.atomic import write_bytes_atomic
+from sandbox_replay.changes import Changes
 from sandbox_replay.codes import REGISTRY, Layer, lookup
-from sandbox_replay.exports import ExportTargets, export_run, outside_root, write_exports
+from sandbox_replay.exports import (
+    ExportTargets,
+    attach_changes,
+    export_run,
+    outside_root,
+    write_exports,
+)
 from sandbox_replay.exports.text import one_line, visible
 from sandbox_replay.inputs import CORE_FILES, InputMode
 from sandbox_replay.loader import LoadLimits
@@ -787,8 +795,29 @@ def build(
         str | None,
         typer.Option(
             "--fail-on",
-            help="Exit 1 when any run is 'blocked' (for CI gates); by default the "
-            "command exits 0 whenever the site is built.",
+            help="Exit 1 when any run is 'blocked' (for CI gates); with --baseline, "
+            "'regression' when a run that passed in the baseline is blocked, 'new' when "
+            "there is a regression or any finding the baseline did not have. By default "
+            "the command exits 0 whenever the site is built.",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="A previous build to compare with: its site folder or a pack archive of "
+            "it. The site then shows what changed since (regressions, new and fixed "
+            "findings, changed inputs) and records the baseline's digest.",
+            show_default=False,
+        ),
+    ] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label",
+            help="This build's label in history.json and the trend (default: the build "
+            "time from SOURCE_DATE_EPOCH, if set).",
             show_default=False,
         ),
     ] = None,
@@ -854,12 +883,19 @@ def build(
     symbolic link, unreadable, too deep) and no --exclude names it; 2 on a usage error.
     """
     set_output(quiet, False)
+    from sandbox_replay.report.baseline import BaselineError, read_baseline
     from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
     from sandbox_replay.report.discover import DiscoveryError, discover_runs, exported_runs
     from sandbox_replay.report.parallel import SchedulerError
 
-    if fail_on not in (None, "blocked"):
-        raise usage_error(f"--fail-on accepts only 'blocked', got {fail_on!r}")
+    if fail_on not in (None, "blocked", "regression", "new"):
+        raise usage_error(
+            f"--fail-on accepts 'blocked', 'regression' or 'new', got {terminal_safe(fail_on)!r}"
+        )
+    if fail_on in ("regression", "new") and baseline is None:
+        raise usage_error(f"--fail-on {fail_on} needs --baseline: a build to compare with")
+    if label is not None and (not label.strip() or len(label) > 100 or not label.isprintable()):
+        raise usage_error("--label must be 1 to 100 printable characters")
     if not paths:
         paths = [Path("fixtures")]
         if not paths[0].is_dir():
@@ -876,6 +912,10 @@ def build(
     table = read_forbidden_classes(forbidden_classes)
     policies = read_policies(policy, cedar_schema)
     try:
+        previous = read_baseline(baseline) if baseline is not None else None
+    except BaselineError as error:
+        raise usage_error(terminal_safe(error, 400)) from None
+    try:
         config = BuildConfig(
             tuple(paths),
             out_dir,
@@ -889,6 +929,8 @@ def build(
             forbidden=table,
             policies=policies,
             exclude=tuple(exclude or ()),
+            baseline=previous,
+            label=label,
         )
         result = build_site(config)
         if policies.default is not None:
@@ -907,6 +949,8 @@ def build(
                 policies=policies,
                 root=root,
             )
+            if result.changes is not None:
+                runs = attach_changes(runs, result.changes)
             for folder in sorted({run.path for run in discover_runs(config.paths)}):
                 warning = outside_root(folder, root)
                 if warning is not None:
@@ -927,7 +971,14 @@ def build(
         + (f", {excluded} excluded" if excluded else "")
         + f", {result.file_count} files)"
     )
-    raise typer.Exit(EXIT_BLOCKED if fail_on == "blocked" and result.any_blocked else EXIT_PASS)
+    changes = result.changes
+    if changes is not None:
+        progress(changes.summary())
+    if fail_on == "blocked":
+        failed = result.any_blocked
+    else:
+        failed = fail_on is not None and changes is not None and changes.fails(fail_on)
+    raise typer.Exit(EXIT_BLOCKED if failed else EXIT_PASS)
 
 
 @app.command("verify")
@@ -941,6 +992,16 @@ def verify(
             "--inputs",
             help="Folder the site's recorded source paths are relative to "
             "(default: the working directory).",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="The baseline the site was built with (--baseline of build): a site "
+            "folder or pack archive. Needed, and must be the very same, when the site "
+            "records one.",
             show_default=False,
         ),
     ] = None,
@@ -958,7 +1019,8 @@ def verify(
     if inputs is not None and not inputs.is_dir():
         raise usage_error(f"inputs folder {inputs} does not exist")
     try:
-        report = verify_site(VerifyConfig(site_dir, inputs, progress=progress))
+        config = VerifyConfig(site_dir, inputs, progress=progress, baseline=baseline)
+        report = verify_site(config)
     except VerifyError as error:
         progress(f"cannot verify: {terminal_safe(error, 400)}")
         raise typer.Exit(EXIT_BLOCKED) from None
@@ -969,6 +1031,87 @@ def verify(
         raise typer.Exit(EXIT_PASS)
     progress(f"NOT verified: {len(report.differences)} difference(s)")
     raise typer.Exit(EXIT_BLOCKED)
+
+
+@app.command("diff")
+def diff(
+    old: Annotated[
+        Path, typer.Argument(help="The earlier site folder or pack archive.", show_default=False)
+    ],
+    new: Annotated[
+        Path, typer.Argument(help="The later site folder or pack archive.", show_default=False)
+    ],
+    markdown: Annotated[
+        Path | None,
+        typer.Option(
+            "--markdown",
+            help="Also write the changes as Markdown, for a pull-request comment.",
+            show_default=False,
+        ),
+    ] = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 on a 'regression' (a run that passed in OLD is blocked in NEW), or "
+            "on 'new' (a regression or any finding OLD did not have).",
+            show_default=False,
+        ),
+    ] = None,
+    site_url: SiteUrlOpt = None,
+) -> None:
+    """Print what changed from one build to another: regressions and new findings.
+
+    Each new finding is a path:line: CODE message line (paths from the working
+    directory, as the sites record their inputs), then a summary line. Exit 0, or 1 with
+    --fail-on when there is what it names; 2 on a usage error (a site or archive that
+    cannot be read or checked included).
+    """
+    from sandbox_replay.changes import compare
+    from sandbox_replay.exports.markdown import diff_markdown
+    from sandbox_replay.report.baseline import BaselineError, read_baseline
+
+    if fail_on not in (None, "regression", "new"):
+        raise usage_error(
+            f"--fail-on accepts 'regression' or 'new', got {terminal_safe(fail_on)!r}"
+        )
+    if markdown is not None:
+        check_out_file(markdown, "--markdown")
+    try:
+        before, after = read_baseline(old), read_baseline(new)
+    except BaselineError as error:
+        raise usage_error(terminal_safe(error, 400)) from None
+    changes = compare(before.runs, after.runs, before.manifest_sha256, before.label)
+    for line in diff_lines(changes):
+        print(line)
+    if markdown is not None:
+        try:
+            data = diff_markdown(changes, site_url)
+        except ValueError as error:
+            raise usage_error(str(error)) from None
+        write_bytes_atomic(markdown, data)
+        progress(f"wrote {markdown}")
+    progress(changes.summary())
+    raise typer.Exit(EXIT_BLOCKED if fail_on and changes.fails(fail_on) else EXIT_PASS)
+
+
+def diff_lines(changes: Changes) -> list[str]:
+    """Return the regressions and new findings as ``path:line: CODE message`` lines."""
+    lines = []
+    for run in changes.regressions:
+        lines.append(
+            f"{terminal_safe(run.after.source_path, 200)}: REGRESSION run "
+            f"{terminal_safe(run.name)} passed in the baseline and is blocked now"
+        )
+    for run, finding in changes.new_findings:
+        folder = run.after.source_path.rstrip("/")
+        path = f"{folder}/{finding.path}" if finding.path else folder
+        line = f":{finding.line}" if finding.line else ""
+        lines.append(
+            f"{terminal_safe(path, 200)}{line}: {finding.code} "
+            f"{terminal_safe(finding.message, 200)}"
+        )
+    return lines
 
 
 def _version(value: bool) -> None:

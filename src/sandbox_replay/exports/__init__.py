@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sandbox_replay.atomic import write_bytes_atomic
+from sandbox_replay.changes import Changes, RunChange, RunSnapshot, finding_refs
 from sandbox_replay.codes import Layer
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
@@ -79,6 +80,37 @@ class ExportFacts:
 
     def layer(self, layer: Layer) -> LayerResult | None:
         return next((r for r in self.layers if r.layer is layer), None)
+
+    def expected(self, finding: Finding) -> bool:
+        """Say whether a finding is a planted negative case that fired as designed."""
+        negative = self.negative
+        return (
+            self.input_mode is InputMode.FIXTURE
+            and finding.layer is Layer.NEGATIVE_CASES
+            and negative is not None
+            and finding.error_code in negative.observed.get(finding.negative_case_id, [])
+        )
+
+    def snapshot(
+        self, name: str, source_path: str, input_digests: Mapping[str, str]
+    ) -> RunSnapshot:
+        """Return the run as a comparison with a baseline sees it (``changes``)."""
+        items = (
+            (
+                f.error_code,
+                f.layer.value,
+                f.path,
+                f.line,
+                f.subject_id,
+                f.message,
+                self.expected(f),
+            )
+            for f in self.findings
+        )
+        page = f"runs/{name}/index.html"
+        return RunSnapshot(
+            name, source_path, self.status, dict(input_digests), finding_refs(items), page
+        )
 
     @classmethod
     def of(
@@ -241,6 +273,9 @@ class ExportRun:
     name: str
     facts: ExportFacts
     source_root: str
+    # With a baseline: how the run differs from its baseline run (SARIF ``baselineState``,
+    # the Markdown summary's changes).
+    change: RunChange | None = None
 
     def artifact_path(self, path: str) -> str:
         """Return an input-relative path as a repository-relative posix path."""
@@ -323,19 +358,18 @@ def export_run(
     return ExportRun(name, facts, source_root_of(outcome.config.input_dir, base))
 
 
+def attach_changes(runs: Sequence[ExportRun], changes: Changes) -> list[ExportRun]:
+    """Return ``runs``, each with how it differs from its baseline run (by run name)."""
+    return [dataclasses.replace(run, change=changes.of(run.name)) for run in runs]
+
+
 def is_expected(run: ExportRun, finding: Finding) -> bool:
     """Say whether a finding is a planted negative case that fired as designed.
 
     In fixture mode such a finding is the proof an alarm works, not a defect: the exports
     keep it visible but out of any gate.
     """
-    negative = run.facts.negative
-    return (
-        run.facts.input_mode is InputMode.FIXTURE
-        and finding.layer is Layer.NEGATIVE_CASES
-        and negative is not None
-        and finding.error_code in negative.observed.get(finding.negative_case_id, [])
-    )
+    return run.facts.expected(finding)
 
 
 @dataclass(frozen=True)

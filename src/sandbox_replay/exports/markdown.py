@@ -34,6 +34,7 @@ from enum import IntEnum
 from typing import Any
 from urllib.parse import urlsplit
 
+from sandbox_replay.changes import FIX, REGRESSION, Changes, FindingRef, RunChange
 from sandbox_replay.codes import REGISTRY, Layer, Severity
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.exports import ExportFacts, ExportRun, is_expected
@@ -363,6 +364,9 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
         check_site_url(site_url)
     passed = sum(1 for run in runs if run.facts.passed)
     title = [f"# {TOOL_NAME} {__version__}: {passed}/{len(runs)} runs pass", ""]
+    compared = [run.change for run in runs if run.change is not None]
+    if compared:  # a build given --baseline leads with what changed
+        title += changes_lines(compared, site_url)
     header, rule, *rows = _table(
         ["Run", "Status", "Requests", "Findings"],
         [
@@ -397,6 +401,61 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
         if _fits(text) or not kept:
             return text
         kept -= 1
+
+
+def _changed_finding(run: RunChange, finding: FindingRef, site_url: str | None) -> str:
+    where = f"{finding.path}:{finding.line}" if finding.path and finding.line else finding.path
+    place = f" `{md_text(where, 120)}`" if where else ""
+    return (
+        f"- **{md_text(run.name)}**: {catalog_link(finding.code, site_url)}{place} "
+        f"{md_text(finding.message)}"
+    )
+
+
+def changes_lines(
+    runs: Sequence[RunChange], site_url: str | None = None, heading: str = "##"
+) -> list[str]:
+    """Return the "Changes since baseline" section: regressions, new findings, fixes.
+
+    At most ``MAX_FINDINGS`` new findings are listed, then how many more; fixed findings
+    are counted, fixed runs named.
+    """
+    regressions = [r for r in runs if r.kind == REGRESSION]
+    fixes = [r for r in runs if r.kind == FIX]
+    new = [(r, f) for r in runs for f in r.new]
+    fixed = sum(len(r.fixed) for r in runs)
+    lines = [
+        f"{heading} Changes since baseline",
+        "",
+        f"{len(regressions)} regression(s), {len(new)} new finding(s), "
+        f"{fixed} fixed finding(s), {len(fixes)} run(s) fixed.",
+        "",
+    ]
+    if regressions:
+        lines += [
+            f"- ❌ **{md_text(r.name)}**: passed in the baseline, blocked now" for r in regressions
+        ]
+        lines.append("")
+    if new:
+        lines += ["**New findings**", ""]
+        lines += [_changed_finding(r, f, site_url) for r, f in new[:MAX_FINDINGS]]
+        if len(new) > MAX_FINDINGS:
+            lines.append(f"- … and {len(new) - MAX_FINDINGS} more")
+        lines.append("")
+    if fixes:
+        lines += [f"- ✅ **{md_text(r.name)}**: blocked in the baseline, passes now" for r in fixes]
+        lines.append("")
+    return lines
+
+
+def diff_markdown(changes: Changes, site_url: str | None = None) -> bytes:
+    """Return ``sandbox-replay diff``'s Markdown, for a pull-request comment."""
+    if site_url is not None:
+        check_site_url(site_url)
+    title = [f"# {TOOL_NAME} {__version__}: changes since baseline", ""]
+    removed = [f"- {md_text(run.name)} is no longer built" for run in changes.removed]
+    body = changes_lines(changes.runs, site_url, heading="##")[2:]
+    return _joined([*title, *body, *removed]).encode("utf-8")
 
 
 def _joined(lines: Sequence[str]) -> str:

@@ -20,6 +20,13 @@ File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newl
   ``partialFingerprints["sandboxReplay/v1"]``: sha256 over code, file URI and subject id,
   then ``:<n>`` for the n-th result with that hash. The line is left out on purpose so a
   reformatted input keeps its alerts; the URI and subject are the same on every machine.
+  ``partialFingerprints["sandboxReplay/finding/v1"]`` is the finding's identity across
+  builds (``fingerprints``: code, layer, file within the run folder and subject), the one
+  ``build --baseline`` and ``diff`` match findings by.
+- ``baselineState``, only in a build given ``--baseline``: ``new`` or ``unchanged`` by
+  that identity, and each finding of the baseline run that is gone is added after the
+  results as a ``kind: "pass"``, ``level: "none"`` result with ``baselineState:
+  "absent"`` (``absent_result``).
 - ``properties`` of a run: status, input mode, bundle id, the finding count and how many
   results were left out to stay within ``MAX_RESULTS_PER_RUN`` (the most severe are kept).
 
@@ -58,10 +65,12 @@ from typing import Any
 from urllib.parse import quote
 
 from sandbox_replay.atomic import dump_json
+from sandbox_replay.changes import FindingRef
 from sandbox_replay.codes import REGISTRY, FindingCode, Layer, Severity
 from sandbox_replay.exports import ExportRun, is_expected
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.findings import Finding
+from sandbox_replay.fingerprints import FINGERPRINT_VERSION, fingerprints
 from sandbox_replay.inputs import (
     ACTION_REQUESTS,
     BUNDLE_MANIFEST,
@@ -177,9 +186,16 @@ def fingerprint(code: str, uri: str, subject_id: str) -> str:
 
 
 def build_result(
-    run: ExportRun, finding: Finding, rule_index: dict[str, int], seen: Counter[str]
+    run: ExportRun,
+    finding: Finding,
+    rule_index: dict[str, int],
+    seen: Counter[str],
+    identity: str,
 ) -> dict[str, Any]:
-    """Return the SARIF result of one finding; ``seen`` numbers equal fingerprints."""
+    """Return the SARIF result of one finding; ``seen`` numbers equal fingerprints.
+
+    ``identity`` is the finding's fingerprint (``fingerprints``).
+    """
     entry = REGISTRY[finding.error_code]
     uri = artifact_uri(run, finding.path or LAYER_FILE[finding.layer])
     base = fingerprint(finding.error_code, uri, finding.subject_id)
@@ -198,7 +214,10 @@ def build_result(
                 }
             }
         ],
-        "partialFingerprints": {FINGERPRINT_KEY: f"{base}:{seen[base]}"},
+        "partialFingerprints": {
+            FINGERPRINT_KEY: f"{base}:{seen[base]}",
+            FINGERPRINT_VERSION: identity,
+        },
         "properties": {
             "layer": finding.layer.value,
             "subjectKind": one_line(finding.subject_kind),
@@ -206,6 +225,8 @@ def build_result(
             "expected": expected,
         },
     }
+    if run.change is not None:
+        result["baselineState"] = run.change.baseline_state(identity)
     if expected:
         result["suppressions"] = [
             {
@@ -216,6 +237,37 @@ def build_result(
             }
         ]
     return result
+
+
+def absent_result(
+    run: ExportRun, finding: FindingRef, rule_index: dict[str, int]
+) -> dict[str, Any]:
+    """Return a finding of the baseline run that is gone: ``baselineState: absent``.
+
+    A result of ``kind: "pass"`` and ``level: "none"`` (SARIF's "the rule was evaluated and
+    no problem found"), so no gate or viewer counts it as a problem. It keeps the
+    fingerprint it had, and carries no ``sandboxReplay/v1`` hash: the alert that hash
+    opened is closed by its absence from this log, as code scanning closes any alert.
+    """
+    uri = artifact_uri(run, finding.path or LAYER_FILE[Layer(finding.layer)])
+    return {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index[finding.code],
+        "kind": "pass",
+        "level": "none",
+        "message": {"text": plain_message(f"Fixed since the baseline: {finding.message}")},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": uri, "uriBaseId": SRCROOT},
+                    "region": {"startLine": max(finding.line or 1, 1)},
+                }
+            }
+        ],
+        "partialFingerprints": {FINGERPRINT_VERSION: finding.fingerprint},
+        "baselineState": "absent",
+        "properties": {"layer": finding.layer, "expected": False},
+    }
 
 
 def most_severe(
@@ -240,8 +292,16 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
     seen: Counter[str] = Counter()
     facts = run.facts
     # Built for every finding before any is dropped, so fingerprint numbering never shifts.
-    results = [build_result(run, f, rule_index, seen) for f in facts.findings]
+    identities = fingerprints(
+        (f.error_code, f.layer.value, f.path, f.subject_id) for f in facts.findings
+    )
+    results = [
+        build_result(run, f, rule_index, seen, identity)
+        for f, identity in zip(facts.findings, identities, strict=True)
+    ]
     kept = most_severe(results, rules, MAX_RESULTS_PER_RUN)
+    if run.change is not None:
+        kept += [absent_result(run, f, rule_index) for f in run.change.fixed]
     return {
         "tool": {
             "driver": {

@@ -44,7 +44,8 @@ record, byte for byte as ``run`` writes it); for a run with more than ``views.PA
 join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
 ``runs/<run>/findings/page-NNNN.html`` and ``runs/<run>/trace/page-NNNN.html``;
 ``codes/index.html``; ``policy/index.html`` (every rule of each policy in force, a column
-per run); ``build-status.json`` (``incremental``); ``assets/site.css`` and
+per run); ``history.json`` (every build writes it: ``_history``); with ``--baseline``,
+``changes/index.html`` (what changed since the baseline: ``changes_views``); ``build-status.json`` (``incremental``); ``assets/site.css`` and
 ``assets/site.js``; ``sandbox-replay-site.json``, the marker by which a later build knows
 the folder is a site it may replace (``_marker``); with ``--single-file``,
 ``single/<run>.html`` (``single_file.py``); and ``manifest.json``:
@@ -52,6 +53,9 @@ the folder is a site it may replace (``_marker``); with ``--single-file``,
     {"schema_version": "sandbox-replay.site/1",
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
      "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
+     "baseline": {"manifest_sha256", "history_sha256" (null when it had none),
+                  "label"} (only with --baseline: ``baseline.Baseline.record``),
+     "label": <--label> (only with --label),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
                "input_digests": {path: "sha256:<hex>"},
@@ -83,9 +87,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from sandbox_replay.atomic import dump_json
+from sandbox_replay.changes import (
+    HISTORY_LIMIT,
+    Changes,
+    RunSnapshot,
+    compare,
+    history_entry,
+    match_runs,
+)
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.forking import usable_cpus
@@ -104,6 +116,8 @@ from sandbox_replay.loader import (
 from sandbox_replay.loader import SITE_MARKER as SITE_MARKER
 from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.report import incremental
+from sandbox_replay.report.baseline import HISTORY, HISTORY_SCHEMA, Baseline
+from sandbox_replay.report.changes_views import CHANGES_PAGE, build_changes_view
 from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
@@ -164,6 +178,10 @@ class BuildConfig:
     policies: PolicyChoice = field(default_factory=PolicyChoice)
     # Patterns of skipped folders accepted as not replayed (``discover.discover``).
     exclude: tuple[str, ...] = ()
+    # A previous build to compare with (``--baseline``), read by ``baseline.read_baseline``.
+    baseline: Baseline | None = None
+    # The build's label in ``history.json`` (``--label``; else the build time, if any).
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +204,8 @@ class BuildResult:
     # What the exports show of each run, by name: replayed or reused, none replays again.
     exports: Mapping[str, ExportFacts] = field(default_factory=dict)
     skipped: tuple[SkippedFolder, ...] = ()
+    # What changed since the baseline, with ``--baseline``.
+    changes: Changes | None = None
 
     @property
     def unexcluded(self) -> tuple[SkippedFolder, ...]:
@@ -287,11 +307,17 @@ def _build_locked(
     build_time = _build_time(config.source_date_epoch)
     shown_time = build_time or "not recorded (SOURCE_DATE_EPOCH was not set)"
     forbidden = config.forbidden
+    baseline = config.baseline
     settings = incremental.settings_hash(
         config.templates,
         shown_time,
         forbidden.sha256 if forbidden else "",
-        _policies_digest(runs, config.policies),
+        _policies_digest(runs, config.policies) + _baseline_digest(baseline, config.label),
+    )
+    matched = (
+        match_runs(baseline.runs, [(run.name, run.display_path) for run in runs])
+        if baseline is not None
+        else {}
     )
     extra = forbidden.classes if forbidden else ()
     # With rebuild, the last build's status is ignored, so every run is replayed afresh.
@@ -334,6 +360,7 @@ def _build_locked(
                             staging,
                             extra,
                             policy=config.policies.for_run(run.path),
+                            **_compared(baseline, matched, run.name),
                         )
                     )
                 else:
@@ -349,6 +376,7 @@ def _build_locked(
                             None,
                             extra,
                             policy=config.policies.for_run(run.path),
+                            **_compared(baseline, matched, run.name),
                         )
                     )
                 continue
@@ -405,16 +433,37 @@ def _build_locked(
 
         # Phase 2 and 3 for the pages that span runs.
         ordered = [summaries[run.name] for run in runs]
-        index = build_index_view(ordered, shown_time, __version__)
+        snapshots = [
+            exports[r.name].snapshot(r.name, r.source_path, dict(r.input_digests)) for r in ordered
+        ]
+        changes = (
+            compare(baseline.runs, snapshots, baseline.manifest_sha256, baseline.label)
+            if baseline is not None
+            else None
+        )
+        history = _history(baseline, config.label or build_time, snapshots)
+        index = build_index_view(ordered, shown_time, __version__, changes, history["builds"])
         catalog = build_catalog_view(ordered, shown_time, __version__)
         policy = build_policy_view(ordered, shown_time, __version__)
+        if changes is not None:
+            link = "../" + CHANGES_PAGE
+            catalog = replace(catalog, chrome=replace(catalog.chrome, changes_href=link))
+            policy = replace(policy, chrome=replace(policy.chrome, changes_href=link))
         renderer = Renderer(config.templates)
         pages.add("index.html", renderer.render("index.html", view=index))
         pages.add("codes/index.html", renderer.render("codes.html", view=catalog))
         pages.add("policy/index.html", renderer.render("policy.html", view=policy))
+        if changes is not None:
+            changes_view = build_changes_view(changes, shown_time, __version__)
+            pages.add(CHANGES_PAGE, renderer.render("changes.html", view=changes_view))
+        pages.add(HISTORY, dump_json(history))
         for asset in ASSETS:
             pages.add(asset, renderer.asset(asset))
         manifest = _manifest(runs, ordered, build_time, forbidden, config.policies)
+        if baseline is not None:
+            manifest["baseline"] = baseline.record()
+        if config.label is not None:
+            manifest["label"] = config.label
         if config.single_file:  # see report/single_file.py
             single = single_file_pages(
                 [run.name for run in runs],
@@ -473,7 +522,43 @@ def _build_locked(
         reused=reused,
         exports=exports,
         skipped=found.skipped,
+        changes=changes,
     )
+
+
+def _baseline_digest(baseline: Baseline | None, label: str | None) -> str:
+    """Return what of the baseline and label shapes every page ("" for neither)."""
+    if baseline is None and label is None:
+        return ""
+    record = baseline.record() if baseline is not None else None
+    return hashlib.sha256(json.dumps([record, label]).encode()).hexdigest()
+
+
+def _compared(
+    baseline: Baseline | None, matched: Mapping[str, tuple[RunSnapshot, str]], name: str
+) -> dict[str, Any]:
+    """Return a ``RunTask``'s baseline fields for run ``name`` (none without a baseline)."""
+    if baseline is None:
+        return {}
+    before, how = matched.get(name, (None, ""))
+    return {"compared": True, "baseline_run": before, "matched_by": how}
+
+
+def _history(
+    baseline: Baseline | None, label: str | None, snapshots: Sequence[RunSnapshot]
+) -> dict[str, Any]:
+    """Return ``history.json``: the baseline's builds (the last ones) and this one.
+
+    ``{"schema_version": "sandbox-replay.history/1", "builds": [...]}``, oldest first, at
+    most ``changes.HISTORY_LIMIT`` builds, each ``{"label": <--label, else the build time,
+    else null>, "runs", "passed", "blocked", "findings", "findings_by_severity":
+    {"critical", "high", "medium"}, "findings_by_layer": {<layer>: n}}`` (expected
+    negative-case alarms not counted). Every build writes it; a baseline's builds are
+    carried forward, so a chain of builds each given the one before keeps the trend.
+    """
+    earlier = list(baseline.history) if baseline is not None else []
+    builds = [*earlier, history_entry(label, snapshots)][-HISTORY_LIMIT:]
+    return {"schema_version": HISTORY_SCHEMA, "builds": builds}
 
 
 class _Hashed(NamedTuple):
@@ -631,7 +716,18 @@ def _own_site(out_dir: Path) -> bool:
 
 # What the root of a site holds; ``runs/`` and ``single/`` hold one entry per run.
 _SITE_ENTRIES = frozenset(
-    {"index.html", "codes", "policy", "assets", "runs", "single", MANIFEST, "build-status.json"}
+    {
+        "index.html",
+        "codes",
+        "policy",
+        "changes",
+        "assets",
+        "runs",
+        "single",
+        MANIFEST,
+        "build-status.json",
+        HISTORY,
+    }
 )
 
 

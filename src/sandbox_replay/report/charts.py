@@ -205,6 +205,96 @@ def _describe(rows: Sequence[tuple[str, Sequence[BarDatum]]]) -> str:
     return " ".join(f"{clean_text(label)}: {_amounts(segments)}." for label, segments in rows)
 
 
+@dataclass(frozen=True)
+class TrendPoint:
+    """One build of the trend: its label and figures."""
+
+    label: str
+    passed: int
+    blocked: int
+    findings: int
+
+
+TREND_HEIGHT: Final = 150.0
+TREND_LEFT: Final = 30.0
+TREND_BOTTOM: Final = 34.0
+
+
+def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> Markup:
+    """Draw one column per build (passed under blocked runs) and a line of its findings.
+
+    The runs are read on the left axis, the findings on the line's own labels; the
+    ``<desc>`` states every figure in words, build by build.
+    """
+    prefix = check_id_prefix(id_prefix)
+    count = max(len(points), 1)
+    room = WIDTH - TREND_LEFT - PAD
+    step = room / count
+    column = min(BAR * 2, step * 0.6)
+    plot_top = PAD + LEGEND_ROW + FONT
+    plot_height = TREND_HEIGHT - plot_top - TREND_BOTTOM
+    base = plot_top + plot_height
+    most_runs = max((p.passed + p.blocked for p in points), default=0) or 1
+    most_findings = max((p.findings for p in points), default=0) or 1
+    body = [
+        _legend([("passed runs", "status-pass"), ("blocked runs", "status-blocked")]),
+        f'<text x="{num(WIDTH - PAD)}" y="{num(PAD + 11)}" text-anchor="end" '
+        f'font-size="{num(FONT - 1)}" fill="currentColor">— findings</text>',
+        f'<line class="trend-axis" x1="{num(TREND_LEFT)}" y1="{num(base)}" '
+        f'x2="{num(WIDTH - PAD)}" y2="{num(base)}" stroke="currentColor" stroke-width="0.5"/>',
+        f'<text x="{num(TREND_LEFT - 4)}" y="{num(plot_top + FONT * 0.35)}" text-anchor="end" '
+        f'font-size="{num(FONT - 2)}" fill="currentColor">{most_runs}</text>',
+    ]
+    line: list[str] = []
+    for index, point in enumerate(points):
+        centre = TREND_LEFT + step * (index + 0.5)
+        left = centre - column / 2
+        top = base
+        for value, css in ((point.passed, "status-pass"), (point.blocked, "status-blocked")):
+            height = plot_height * value / most_runs
+            if value:
+                top -= height
+                body.append(
+                    f'<rect class="bar {css}" x="{num(left)}" y="{num(top)}" '
+                    f'width="{num(column)}" height="{num(height)}" stroke="currentColor" '
+                    f'stroke-width="0.5"/>'
+                )
+        label = fit_text(clean_text(point.label), FONT - 2, step - 2)
+        body.append(
+            f'<text class="chart-label" x="{num(centre)}" y="{num(base + FONT + 2)}" '
+            f'text-anchor="middle" font-size="{num(FONT - 2)}" fill="currentColor">'
+            f"{escape(label)}</text>"
+        )
+        y = base - plot_height * point.findings / most_findings
+        line.append(f"{num(centre)},{num(y)}")
+        body.append(
+            f'<circle class="trend-point" cx="{num(centre)}" cy="{num(y)}" r="3" '
+            f'fill="currentColor"/><text class="chart-value" x="{num(centre + 5)}" '
+            f'y="{num(y - 4)}" font-size="{num(FONT - 2)}" fill="currentColor">'
+            f"{point.findings}</text>"
+        )
+    if len(line) > 1:
+        body.insert(
+            4,
+            f'<polyline class="trend-line" points="{" ".join(line)}" fill="none" '
+            f'stroke="currentColor" stroke-width="1.5"/>',
+        )
+    description = " ".join(
+        f"{clean_text(p.label)}: {p.passed} passed, {p.blocked} blocked, {p.findings} findings."
+        for p in points
+    )
+    return Markup(
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
+        f'width="{num(WIDTH)}" height="{num(TREND_HEIGHT)}" '
+        f'viewBox="0 0 {num(WIDTH)} {num(TREND_HEIGHT)}" '
+        f'aria-labelledby="{prefix}-title" aria-describedby="{prefix}-desc" '
+        f'font-family="sans-serif">'
+        f'<title id="{prefix}-title">{escape(title)}</title>'
+        f'<desc id="{prefix}-desc">{escape(description or "No data.")}</desc>'
+        f"{''.join(body)}</svg>"
+    )
+
+
 CHART_CSS: Final = """\
 .chart { max-width: 100%; height: auto; color: #222; }
 .chart .bar { fill: #8a8a8a; }

@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox_replay.changes import RunChange, RunSnapshot
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
 from sandbox_replay.pipeline import ReplayConfig, replay
 from sandbox_replay.policy import Policy
 from sandbox_replay.records import RunRecords, build_records
+from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.site_views import RunSummary, summarize_run
@@ -65,6 +67,11 @@ class RunTask:
     # Told each phase of the run as it ends, for a lone run built here (one that takes
     # long enough to need it); never sent to another process.
     progress: Callable[[str], None] | None = field(default=None, compare=False)
+    # With ``--baseline``: the baseline run it is compared with (None: a run new since
+    # then) and how it was matched (``changes.match_runs``). Without, ``compared`` is False.
+    compared: bool = False
+    baseline_run: RunSnapshot | None = None
+    matched_by: str = ""
 
 
 @dataclass
@@ -194,8 +201,16 @@ def _build_run(
         files[result_path] = result_bytes
         return "sha256:" + hashlib.sha256(result_bytes).hexdigest()
 
+    change = None
+    if task.compared:
+        facts = ExportFacts.of(outcome, records.result, summary=False)
+        digests = {str(f["path"]): str(f["sha256"]) for f in records.result["input_files"]}
+        after = facts.snapshot(run.name, run.display_path, digests)
+        change = RunChange(after, task.baseline_run, task.matched_by)
+
     def make_pages() -> RunPages:
-        return build_run_pages(run, outcome, records, task.shown_time, __version__)
+        pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+        return pages if change is None else with_changes(pages, change)
 
     renderer = Renderer(task.templates)
 

@@ -7,17 +7,27 @@ previous build is shown without being replayed. The run pages are ``views``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
 
+from sandbox_replay.changes import Changes
 from sandbox_replay.codes import REGISTRY, Layer
 from sandbox_replay.policy_coverage import PolicyCoverage
 from sandbox_replay.records import RunRecords
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
+from sandbox_replay.report.changes_views import (
+    CHANGES_PAGE,
+    IndexChange,
+    TrendView,
+    index_changes,
+    index_order,
+    trend_view,
+)
 from sandbox_replay.report.views import (
     Badge,
     Chrome,
@@ -44,6 +54,8 @@ class IndexRow:
     counts: RunCounts
     findings_note: str
     status_sort: str
+    # The "since baseline" cell, only in a build given ``--baseline``.
+    since: IndexChange | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,8 @@ class IndexView:
     charts: tuple[ChartView, ...]
     rows: tuple[IndexRow, ...]
     statuses: tuple[tuple[str, str], ...]
+    compared: bool = False
+    trend: TrendView | None = None
 
 
 @dataclass(frozen=True)
@@ -149,8 +163,21 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
     )
 
 
-def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) -> IndexView:
-    """Return the view-model of the index page."""
+def build_index_view(
+    runs: Sequence[RunSummary],
+    build_time: str,
+    version: str,
+    changes: Changes | None = None,
+    history: Sequence[Mapping[str, Any]] = (),
+) -> IndexView:
+    """Return the view-model of the index page.
+
+    With ``changes`` (a build given ``--baseline``), each row says what changed since the
+    baseline, and regressions come first, then runs with new findings. With at least two
+    builds of ``history``, the index shows their trend.
+    """
+    since = index_changes(changes) if changes is not None else {}
+    rank = index_order(changes) if changes is not None else {}
     passed = sum(1 for r in runs if r.status == "pass")
     blocked = len(runs) - passed
     totals = (
@@ -219,15 +246,21 @@ def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) 
                 f"+{r.counts.expected_alarms} expected" if r.counts.expected_alarms else ""
             ),
             status_sort="0" if r.status == "blocked" else "1",
+            since=since.get(r.name),
         )
-        for r in sorted(runs, key=lambda r: (r.status != "blocked", r.name))
+        for r in sorted(runs, key=lambda r: (rank.get(r.name, 0), r.status != "blocked", r.name))
     )
+    frame = chrome("sandbox-replay report", "", "index", build_time, version)
+    if changes is not None:
+        frame = dataclasses.replace(frame, changes_href=CHANGES_PAGE)
     return IndexView(
-        chrome=chrome("sandbox-replay report", "", "index", build_time, version),
+        chrome=frame,
         totals=totals,
         charts=chart_list,
         rows=rows,
         statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+        compared=changes is not None,
+        trend=trend_view(history),
     )
 
 

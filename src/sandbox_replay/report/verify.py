@@ -28,6 +28,10 @@ never opened. Each difference is one line; the lines come in the order above, ru
 sorted, so two verifications of one site print the same report. Each line, and each
 progress line, has its control and bidi characters made visible and stays one line. A site built with
 ``--templates`` does not verify: its pages follow from templates the site does not hold.
+
+A site built with ``--baseline`` records that baseline's digests; it verifies only given
+the very same baseline (``VerifyConfig.baseline``), with which it is rebuilt. A missing
+baseline, one that cannot be read or checked, or another one is a difference.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from sandbox_replay.loader import (
     site_entries,
 )
 from sandbox_replay.policy import Policy, PolicyChoice, PolicyFileError, read_policy
+from sandbox_replay.report.baseline import Baseline, BaselineError, read_baseline
 from sandbox_replay.report.build import (
     MANIFEST,
     SITE_SCHEMA,
@@ -83,6 +88,8 @@ class VerifyConfig:
     inputs_root: Path | None = None
     progress: Callable[[str], None] | None = field(default=None, compare=False)
     jobs: int | None = None
+    # The baseline the site was built with (``build --baseline``), as given to ``verify``.
+    baseline: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -354,6 +361,8 @@ def _rebuild(
     single: bool,
     forbidden: ForbiddenTable | None,
     policies: PolicyChoice,
+    baseline: Baseline | None = None,
+    label: str | None = None,
 ) -> None:
     root = config.inputs_root or Path.cwd()
     build_site(
@@ -368,8 +377,41 @@ def _rebuild(
             single_file=single,
             forbidden=forbidden,
             policies=policies,
+            baseline=baseline,
+            label=label,
         )
     )
+
+
+def _baseline(manifest: Mapping[str, Any], given: Path | None) -> tuple[Baseline | None, list[str]]:
+    """Return the baseline to rebuild with, and the differences found checking it.
+
+    A site built with ``--baseline`` records that build's digests (``Baseline.record``):
+    without the same baseline its pages cannot be rebuilt, so a missing baseline, one that
+    cannot be read or checked, or another one, is a difference (fail closed).
+    """
+    recorded = manifest.get("baseline")
+    if recorded is None and given is None:
+        return None, []
+    if given is None:
+        digest = recorded.get("manifest_sha256") if isinstance(recorded, dict) else None
+        return None, [
+            f"site was built against a baseline (manifest {one_line(str(digest))}); "
+            "give that baseline with --baseline"
+        ]
+    if recorded is None:
+        return None, [f"site records no baseline, but --baseline {given} was given"]
+    try:
+        baseline = read_baseline(given)
+    except BaselineError as error:
+        return None, [f"baseline cannot be checked: {error}"]
+    if baseline.record() != recorded:
+        return None, [
+            f"baseline {given} is not the one the site was built against "
+            f"(manifest {baseline.manifest_sha256}, the site records "
+            f"{one_line(str(recorded.get('manifest_sha256') if isinstance(recorded, dict) else recorded))})"
+        ]
+    return baseline, []
 
 
 def verify_site(config: VerifyConfig) -> VerifyReport:
@@ -380,7 +422,9 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     def progress(message: str) -> None:
         sink(one_line(message))
 
-    config = VerifyConfig(config.site_dir, config.inputs_root, progress, config.jobs)
+    config = VerifyConfig(
+        config.site_dir, config.inputs_root, progress, config.jobs, config.baseline
+    )
     site = config.site_dir
     if not site.is_dir():
         raise VerifyError(f"site folder {site} does not exist")
@@ -399,6 +443,12 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     differences.extend(table_differences)
     policies, policy_differences = _policies(runs, root)
     differences.extend(policy_differences)
+    baseline, baseline_differences = _baseline(manifest, config.baseline)
+    differences.extend(baseline_differences)
+    label = manifest.get("label")
+    if label is not None and not isinstance(label, str):
+        differences.append("manifest label is not a string")
+        label = None
 
     folders: list[Path] = []
     missing: list[str] = []
@@ -419,6 +469,9 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
         differences.extend(_check_inputs(run, folder))
 
     published, odd = _site_files(site)
+    if baseline_differences:
+        differences.append("site not rebuilt: its baseline could not be checked")
+        return _report(runs, 0, differences)
     if missing:
         differences.append(
             f"site not rebuilt: the inputs of {len(missing)} run(s) were not found "
@@ -433,7 +486,7 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     try:
         try:
             single = any(r.single_file for r in runs)
-            _rebuild(config, folders, out, epoch, single, forbidden, policies)
+            _rebuild(config, folders, out, epoch, single, forbidden, policies, baseline, label)
         except (BuildError, DiscoveryError, SchedulerError) as error:
             differences.append(f"site could not be rebuilt from its inputs: {error}")
             return _report(runs, 0, differences)

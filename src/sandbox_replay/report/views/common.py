@@ -53,6 +53,8 @@ class Chrome:
     active: str
     build_time: str
     tool_version: str
+    # The "Changes" page, only in a build compared with a baseline (``--baseline``).
+    changes_href: str | None = None
 
 
 def chrome(title: str, root: str, active: str, build_time: str, version: str) -> Chrome:

@@ -278,6 +278,8 @@ class RunView:
     error_codes: tuple[str, ...]
     expected_codes: tuple[str, ...]
     findings_by_layer: tuple[tuple[str, int], ...]
+    # "Changes since baseline", only in a build given ``--baseline``.
+    changes: RunChangesView | None = None
 
 
 @dataclass(frozen=True)
@@ -294,3 +296,30 @@ class ListingPageView:
     join_rows: tuple[JoinRow, ...] = ()
     finding_groups: tuple[FindingGroup, ...] = ()
     spans: tuple[SpanRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChangedFinding:
+    """A finding new or fixed since the baseline, as the changes sections list it."""
+
+    code: str
+    code_href: str
+    run: str
+    run_href: str
+    subject: str
+    message: str
+    location: str
+
+
+@dataclass(frozen=True)
+class RunChangesView:
+    """A run page's "Changes since baseline": its status change, findings and inputs."""
+
+    kind: str  # "regression", "fix", "new run" or ""
+    css: str
+    summary: str
+    moved_note: str
+    new: tuple[ChangedFinding, ...]
+    fixed: tuple[ChangedFinding, ...]
+    unchanged_count: int
+    inputs: tuple[tuple[str, str], ...]

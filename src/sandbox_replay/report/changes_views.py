@@ -1,0 +1,310 @@
+"""View-models of what changed since a baseline build, and of the builds' trend.
+
+``with_changes`` puts a run's "Changes since baseline" section and the "Changes" link in
+its pages; ``build_changes_view`` makes ``changes/index.html``; ``index_changes`` the
+index's "since baseline" column; ``trend_view`` the index's trend chart and its table
+from ``history.json``. Nothing here is used by a build without ``--baseline`` except the
+trend, which needs at least two builds of history (so only a baseline's can make one).
+Every text from an input (subjects, messages, paths) reaches the templates as plain
+strings, which they escape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from sandbox_replay.changes import FIX, NEW_RUN, REGRESSION, Changes, FindingRef, RunChange
+from sandbox_replay.codes import REGISTRY
+from sandbox_replay.report import charts
+from sandbox_replay.report.views import Chrome, RunPages, chrome, plural
+from sandbox_replay.report.views.common import code_href
+from sandbox_replay.report.views.models import ChangedFinding, ListingPageView, RunChangesView
+
+CHANGES_PAGE = "changes/index.html"
+KIND_CSS = {REGRESSION: "change-regression", FIX: "change-fix", NEW_RUN: "change-new-run"}
+# At most this many new or fixed findings are listed per run page (the changes page lists all).
+SHOWN_CHANGES = 50
+
+
+def _location(finding: FindingRef) -> str:
+    if not finding.path:
+        return "—"
+    return f"{finding.path}:{finding.line}" if finding.line else finding.path
+
+
+def changed_finding(run: str, finding: FindingRef, root: str, run_href: str) -> ChangedFinding:
+    """Return one new or fixed finding as the pages list it (``root``: the way to the site root)."""
+    known = finding.code in REGISTRY
+    return ChangedFinding(
+        code=finding.code,
+        code_href=code_href(finding.code, root) if known else "",
+        run=run,
+        run_href=run_href,
+        subject=finding.subject_id,
+        message=finding.message,
+        location=_location(finding),
+    )
+
+
+def _summary(change: RunChange) -> str:
+    before = change.before
+    parts = []
+    if before is None:
+        parts.append(f"New since the baseline: {change.after.status}")
+    elif change.kind == REGRESSION:
+        parts.append("Regression: passed in the baseline, blocked now")
+    elif change.kind == FIX:
+        parts.append("Fixed: blocked in the baseline, passes now")
+    else:
+        parts.append(f"Status unchanged ({change.after.status})")
+    parts.append(plural(len(change.new), "new finding"))
+    if before is not None:
+        parts.append(f"{len(change.fixed)} fixed")
+        parts.append(f"{len(change.unchanged)} unchanged")
+        parts.append(plural(len(change.inputs), "changed input file"))
+    return "; ".join(parts) + "."
+
+
+def run_changes_view(change: RunChange, root: str) -> RunChangesView:
+    """Return the run page's "Changes since baseline" section (``root``: the way to the site root)."""
+    here = "#findings"
+    moved = change.moved_from
+    return RunChangesView(
+        kind=change.kind,
+        css=KIND_CSS.get(change.kind, "change-none"),
+        summary=_summary(change),
+        moved_note=(
+            f"Matched to the baseline run of the same name, whose inputs were at {moved}."
+            if moved is not None
+            else ""
+        ),
+        new=tuple(changed_finding(change.name, f, root, here) for f in change.new[:SHOWN_CHANGES]),
+        fixed=tuple(
+            changed_finding(change.name, f, root, "") for f in change.fixed[:SHOWN_CHANGES]
+        ),
+        unchanged_count=len(change.unchanged),
+        inputs=tuple((c.path, c.how) for c in change.inputs),
+    )
+
+
+def _linked(view_chrome: Chrome) -> Chrome:
+    return dataclasses.replace(view_chrome, changes_href=f"{view_chrome.root}{CHANGES_PAGE}")
+
+
+def with_changes(pages: RunPages, change: RunChange) -> RunPages:
+    """Return ``pages`` with the run's changes section and the "Changes" link in each page."""
+
+    def run_view(digest: str | None) -> Any:
+        view = pages.run_view(digest)
+        return dataclasses.replace(
+            view,
+            chrome=_linked(view.chrome),
+            changes=run_changes_view(change, view.chrome.root),
+        )
+
+    def subpages(numbers: Iterable[int] | None) -> Iterator[tuple[str, ListingPageView]]:
+        for path, view in pages.subpages(numbers):
+            yield path, dataclasses.replace(view, chrome=_linked(view.chrome))
+
+    return RunPages(run_view, subpages, pages.subpage_paths)
+
+
+# ---------------------------------------------------------------------------------------
+# The index's column
+
+
+@dataclass(frozen=True)
+class IndexChange:
+    """One run's "since baseline" cell on the index: its text, class and sort key."""
+
+    text: str
+    css: str
+    sort: str
+
+
+def index_changes(changes: Changes) -> dict[str, IndexChange]:
+    """Return each run's "since baseline" cell, by run name."""
+    cells = {}
+    for change in changes.runs:
+        parts = []
+        if change.kind == REGRESSION:
+            parts.append("regression")
+        elif change.kind == FIX:
+            parts.append("fixed")
+        elif change.kind == NEW_RUN:
+            parts.append("new run")
+        if change.new:
+            parts.append(f"+{len(change.new)} new")
+        if change.fixed:
+            parts.append(f"−{len(change.fixed)} fixed")
+        if change.inputs:
+            parts.append(plural(len(change.inputs), "input") + " changed")
+        if change.moved_from is not None:
+            parts.append("moved")
+        rank = 0 if change.kind == REGRESSION else 1 if change.new else 2 if change.changed else 3
+        cells[change.name] = IndexChange(
+            text=", ".join(parts) or "no change",
+            css=KIND_CSS.get(change.kind, "change-new" if change.new else "change-none"),
+            sort=f"{rank}{9999 - min(len(change.new), 9999):04d}",
+        )
+    return cells
+
+
+def index_order(changes: Changes) -> dict[str, int]:
+    """Return each run's rank on the index: regressions first, then runs with new findings."""
+    return {
+        change.name: 0 if change.kind == REGRESSION else 1 if change.new else 2
+        for change in changes.runs
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# The changes page
+
+
+@dataclass(frozen=True)
+class ChangeFact:
+    label: str
+    value: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class StatusChangeRow:
+    name: str
+    href: str
+    before: str
+    after: str
+    note: str
+
+
+@dataclass(frozen=True)
+class ChangesPageView:
+    chrome: Chrome
+    baseline: str
+    facts: tuple[ChangeFact, ...]
+    regressions: tuple[StatusChangeRow, ...]
+    fixes: tuple[StatusChangeRow, ...]
+    new_runs: tuple[StatusChangeRow, ...]
+    new: tuple[ChangedFinding, ...]
+    fixed: tuple[ChangedFinding, ...]
+    inputs: tuple[tuple[str, str, str, str], ...]  # run, href, path, how
+    removed: tuple[str, ...]
+    moved: tuple[tuple[str, str, str], ...]  # run, href, old folder
+
+
+def _status_row(change: RunChange) -> StatusChangeRow:
+    before = change.before.status if change.before is not None else "—"
+    return StatusChangeRow(
+        name=change.name,
+        href=f"../runs/{change.name}/index.html",
+        before=before,
+        after=change.after.status,
+        note=_summary(change),
+    )
+
+
+def build_changes_view(changes: Changes, build_time: str, version: str) -> ChangesPageView:
+    """Return the view-model of ``changes/index.html``."""
+    root = "../"
+
+    def href(change: RunChange, anchor: str) -> str:
+        return f"../runs/{change.name}/index.html#{anchor}"
+
+    label = changes.baseline_label
+    baseline = f"{label} ({changes.baseline_sha256})" if label else changes.baseline_sha256
+    facts = (
+        ChangeFact(
+            "Regressions", str(len(changes.regressions)), "blocked" if changes.regressions else ""
+        ),
+        ChangeFact("Fixed runs", str(len(changes.fixes)), "pass" if changes.fixes else ""),
+        ChangeFact(
+            "New findings",
+            str(len(changes.new_findings)),
+            "blocked" if changes.new_findings else "",
+        ),
+        ChangeFact("Fixed findings", str(len(changes.fixed_findings))),
+        ChangeFact("Unchanged findings", str(changes.unchanged_count)),
+        ChangeFact("Runs with changed inputs", str(sum(1 for c in changes.runs if c.inputs))),
+    )
+    return ChangesPageView(
+        chrome=dataclasses.replace(
+            chrome("Changes since baseline — sandbox-replay", root, "changes", build_time, version),
+            changes_href=f"{root}{CHANGES_PAGE}",
+        ),
+        baseline=baseline,
+        facts=facts,
+        regressions=tuple(_status_row(c) for c in changes.regressions),
+        fixes=tuple(_status_row(c) for c in changes.fixes),
+        new_runs=tuple(_status_row(c) for c in changes.runs if c.kind == NEW_RUN),
+        new=tuple(
+            changed_finding(c.name, f, root, href(c, "findings")) for c, f in changes.new_findings
+        ),
+        fixed=tuple(
+            changed_finding(c.name, f, root, href(c, "changes")) for c, f in changes.fixed_findings
+        ),
+        inputs=tuple(
+            (c.name, href(c, "provenance"), i.path, i.how) for c in changes.runs for i in c.inputs
+        ),
+        removed=tuple(run.name for run in changes.removed),
+        moved=tuple(
+            (c.name, href(c, "changes"), c.moved_from)
+            for c in changes.runs
+            if c.moved_from is not None
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The trend
+
+
+@dataclass(frozen=True)
+class TrendRow:
+    label: str
+    runs: int
+    passed: int
+    blocked: int
+    findings: int
+    by_severity: str
+
+
+@dataclass(frozen=True)
+class TrendView:
+    svg: Markup
+    rows: tuple[TrendRow, ...]
+
+
+def build_label(entry: Mapping[str, Any], number: int) -> str:
+    label = entry.get("label")
+    return label if isinstance(label, str) and label else f"build {number}"
+
+
+def trend_view(history: Sequence[Mapping[str, Any]]) -> TrendView | None:
+    """Return the index's trend chart and table, None with fewer than two builds."""
+    if len(history) < 2:
+        return None
+    rows = []
+    for number, entry in enumerate(history, start=1):
+        severity = entry["findings_by_severity"]
+        rows.append(
+            TrendRow(
+                label=build_label(entry, number),
+                runs=entry["runs"],
+                passed=entry["passed"],
+                blocked=entry["blocked"],
+                findings=entry["findings"],
+                by_severity=", ".join(f"{n} {name}" for name, n in severity.items() if n) or "—",
+            )
+        )
+    svg = charts.trend_chart(
+        [charts.TrendPoint(r.label, r.passed, r.blocked, r.findings) for r in rows],
+        title="Runs and findings per build",
+        id_prefix="chart-trend",
+    )
+    return TrendView(svg, tuple(rows))
