@@ -1,25 +1,20 @@
 """Strict loading of input files into plain rows, with the line each row starts on.
 
-The parser is the standard library's C scanner, driven one top-level value at a time so
-that every row of a file's named list is decoded separately: that gives each row its
-start line (for links from findings to the exact input line) at no extra pass, and lets
-an error inside a row name the row's line. Strictness beyond the JSON grammar: duplicate
-keys, NaN/Infinity and numbers that overflow to infinity are errors, as are invalid
-UTF-8 and a byte-order mark.
-
-A plain list file, as exporters write it, is first parsed whole (by msgspec, else
-orjson) and proved to be what that parser would have loaded (``_parse_list_file_fast``);
-so is an object file (``_parse_object_file_fast``), whose keys' lines are found when
-asked. Any other file, and any error, goes the row-by-row way, which alone words the
-findings.
-msgspec's typed decoding stops at the first value nested deeper than a list in a row, and
-orjson refuses nesting deeper than 1,024 levels on its own, so that first parse needs no
-depth check.
+Every file is decoded one way: by msgspec, into dicts and lists, with what the JSON
+grammar leaves open proved on its bytes and its decoded value (``parse_input``). Strictness
+beyond the grammar: duplicate keys, NaN/Infinity and numbers out of range are errors, as
+are invalid UTF-8, lone surrogate escapes and a byte-order mark. A refused file is read
+again key by key and row by row by the standard library's scanner, only to word the
+finding and name the line of the row or key at fault (``_describe_refusal``).
 
 Limits (``LoadLimits``) are checked before the costly step they guard: the file size
-before reading, the nesting depth on the raw bytes before parsing (so the C scanner never
-recurses deep), the row count while rows are decoded, and string length only on a row or
-value whose text span is longer than the limit (a shorter span cannot hold such a string).
+before reading, the object count and the nesting depth on the raw bytes before decoding,
+and string length only where some string may be longer than the limit (a file whose every
+stretch of that length holds a line end or quote holds none).
+
+The rows' start lines and the top-level keys' lines are read off the bytes: the braces and
+line ends outside strings (``Layout.row_lines``), each key's spelling where it is asked for
+(``_KeyLines``).
 """
 
 from __future__ import annotations
@@ -27,22 +22,20 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import operator
 import os
 import re
 import stat
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from io import BufferedReader
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, cast
 
 import msgspec
 import orjson
-import re2
 
 from sandbox_replay import codes
 from sandbox_replay.findings import Finding
@@ -384,25 +377,21 @@ def sha256_of(raw: bytes) -> str:
 def parse_input(
     raw: bytes, loaded: LoadedFile, rows_key: str | None, limits: LoadLimits
 ) -> LoadedFile:
-    """Parse ``raw`` strictly into ``loaded``; on error, record a finding and leave data None.
+    """Parse ``raw`` strictly into ``loaded``; on refusal, record a finding and leave data None.
 
     With ``rows_key`` the top-level object must hold a list under that key, and each of its
     elements must be an object; their start lines are kept in ``row_lines``.
+
+    One way in: msgspec decodes the file, refusing invalid UTF-8, NaN and Infinity, numbers
+    out of range and lone surrogate escapes, and what the JSON grammar leaves open is proved
+    on the bytes and the decoded value: the nesting depth (``Layout.depth``), that no key
+    was dropped as a duplicate (the keys spelled in the text, ``Layout.keys``, are as many as
+    the decoded objects hold), string lengths (only where one may exceed the limit), the
+    file's shape and the row count. A file refused at any step is read again key by key
+    and row by row (``_describe_refusal``) to word the finding and name its line.
     """
-    name = loaded.name
-
-    def fail(code: str, message: str, line: int | None) -> LoadedFile:
-        where = f"{name}:{line}" if line else name
-        loaded.findings.append(
-            Finding(
-                code, f"{where}: {message}", "strict_load_floor", name, "input_file", name, line
-            )
-        )
-        loaded.data, loaded.rows, loaded.row_lines = None, [], []
-        return loaded
-
     if raw.startswith(b"\xef\xbb\xbf"):
-        return fail(codes.INPUT_NOT_UTF8, "starts with a byte-order mark", 1)
+        return _fail(loaded, codes.INPUT_NOT_UTF8, "starts with a byte-order mark", 1)
     too_many = limits.max_rows + 1  # the rows and the top object
     braces = raw.count(b"{")
     objects = _objects(raw) if rows_key is not None and braces > too_many else 0
@@ -411,32 +400,218 @@ def parse_input(
         # fails closed either way, refused before anything is decoded. Where no string
         # holds a brace, the line is that of the first object past the limit.
         line = _line_of_nth(raw, b"{", too_many + 1) if objects == braces else None
-        return fail(
+        return _fail(
+            loaded,
             codes.INPUT_LIMIT_EXCEEDED,
             f"holds more objects than the limit of {limits.max_rows} rows (max_rows) allows; "
             "it was not decoded",
             line,
         )
-    fast = _parse_list_file_fast(raw, rows_key, loaded, limits)
-    if fast is not None:
-        loaded.data, loaded.rows = fast
-        return loaded
-    if rows_key is None:
-        whole = _parse_object_file_fast(raw, limits)
-        if whole is not None:
-            loaded.data = whole
-            loaded.key_lines = _KeyLines(raw)
-            # As the key-by-key path says it: a file holding no float lets the records be
-            # dumped by orjson (by the standard library, a 600,000-request record took 45 s).
-            loaded.may_hold_floats = _holds(whole, float)
-            return loaded
+    layout = Layout.of(raw)
+    data, floats = _decode(raw, layout, limits)
+    rows: list[Any] | None = []
+    if data is not None and rows_key is not None:
+        found = data.get(rows_key)
+        if isinstance(found, list) and len(found) <= limits.max_rows:
+            rows = found if set(map(type, found)) <= {dict} else None
+        else:
+            rows = None
+    # Each object but the top one a row: no row nests one, every key stands in a row.
+    flat = rows is not None and layout.objects == 1 + len(rows)
+    if data is None or rows is None or _keys_in(data, rows, flat) != layout.keys:
+        return _describe_refusal(raw, loaded, rows_key, limits)
+    loaded.data = data
+    loaded.key_lines = _KeyLines(raw)
+    loaded.may_hold_floats = floats
+    if rows_key is not None:
+        loaded.rows = rows
+        loaded.row_lines = layout.row_lines(len(rows))
+        if flat and len(data) == 1:  # keys stand only at row level
+            loaded.row_keys = frozenset(set().union(*rows))
+        _flag_unchecked(loaded, data, rows_key, flat)
+    return loaded
+
+
+class Layout(NamedTuple):
+    """What of a file's bytes stands outside its strings, in order: brackets, braces,
+    colons and line ends."""
+
+    text: bytes
+
+    @classmethod
+    def of(cls, raw: bytes) -> Layout:
+        return cls(_outside_strings(raw, b"{}[]:\n"))
+
+    @property
+    def depth(self) -> int:
+        """The deepest nesting of arrays and objects."""
+        brackets = self.text.translate(None, b":\n")
+        if not brackets:
+            return 0
+        return max(accumulate(array("b", brackets.translate(_BRACKET_STEPS))))
+
+    @property
+    def keys(self) -> int:
+        """How many keys the file spells: valid JSON has a colon outside strings for each."""
+        return self.text.count(b":")
+
+    @property
+    def objects(self) -> int:
+        return self.text.count(b"{")
+
+    def row_lines(self, count: int) -> list[int]:
+        """Return the line each of ``count`` rows opens on: its ``{`` in the top object's list.
+
+        Where every object is the top one or a row (rows nest none, as exporters write
+        them), the rows' braces are the second on, and the line ends between braces count
+        the lines. Otherwise (a row nesting an object is a finding of its own) each
+        brace's depth tells which open rows.
+        """
+        text = self.text.translate(None, b":")
+        if text.count(b"{") == count + 1:
+            between = text.translate(None, b"}[]").split(b"{")
+            return list(accumulate(map(len, between[1:-1]), initial=len(between[0]) + 1))[1:]
+        lines, line, depth = [], 1, 0
+        for byte in text:
+            if byte == 10:  # a line end
+                line += 1
+            elif byte in b"{[":
+                depth += 1
+                if depth == 3 and byte == 123:  # a row's brace: in the list, in the top object
+                    lines.append(line)
+            else:
+                depth -= 1
+        return lines
+
+
+def _keys_in(data: dict[str, Any], rows: list[dict[str, Any]], flat: bool) -> int:
+    """Count the keys the decoded objects hold (one dropped as a duplicate is not held)."""
+    if flat:
+        return len(data) + sum(map(len, rows))
+    return _keys_parsed(data)
+
+
+def _strings_may_exceed(raw: bytes, limit: int) -> bool:
+    """Return False where no string in ``raw`` can be longer than ``limit`` characters.
+
+    Such a string spans more than ``limit`` bytes, and a run that long covers one of the
+    file's aligned chunks of ``(limit + 2) // 2`` bytes whole. No string holds a raw line
+    end, nor (where no backslash escapes one) a ``"``: if every chunk holds one of those,
+    no string is that long.
+    """
+    if len(raw) <= limit:
+        return False
+    size = (limit + 2) // 2
+    if size < _MIN_MARK_CHUNK:
+        return True
+    marks = [b"\n"] if b"\\" in raw else [b"\n", b'"']
+    return any(
+        all(raw.find(mark, start, start + size) == -1 for mark in marks)
+        for start in range(0, len(raw) - size + 1, size)
+    )
+
+
+# Below this chunk size, looking for marks in every chunk costs more than measuring.
+_MIN_MARK_CHUNK = 4096
+
+
+def _outside_strings(raw: bytes, keep: bytes) -> bytes:
+    """Return the bytes of ``keep`` that stand outside strings in ``raw``, in order.
+
+    Whole-buffer C passes, no loop per character: escaped backslashes and quotes are
+    dropped, so every quote left delimits a string; then every byte but quotes and
+    ``keep``. A string holding none of ``keep`` is then ``""`` and is dropped (a closing
+    quote next to the following opening one only merges two strings with nothing outside
+    between them); where quotes are left, the strings are cut out by splitting on them.
+    ``keep`` must not hold a quote or a backslash.
+    """
+    if b"\\" in raw:
+        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
+    reduced = raw.translate(None, bytes(b for b in range(256) if b not in keep + b'"'))
+    reduced = reduced.replace(b'""', b"")
+    if b'"' in reduced:
+        reduced = b"".join(reduced.split(b'"')[::2])
+    return reduced
+
+
+def _fail(loaded: LoadedFile, code: str, message: str, line: int | None) -> LoadedFile:
+    """Record why a file is refused, and leave it unloaded."""
+    name = loaded.name
+    where = f"{name}:{line}" if line else name
+    loaded.findings.append(
+        Finding(code, f"{where}: {message}", "strict_load_floor", name, "input_file", name, line)
+    )
+    loaded.data, loaded.rows, loaded.row_lines = None, [], []
+    return loaded
+
+
+def _decode(raw: bytes, layout: Layout, limits: LoadLimits) -> tuple[dict[str, Any] | None, bool]:
+    """Decode ``raw`` into its top-level object, and say whether it may hold a float.
+
+    The object is None where the file breaks a rule of the format: nesting past
+    ``max_depth``, anything msgspec refuses, a top-level value that is not an object, a
+    string or key longer than ``max_string_chars``. (A key given twice in one object, kept
+    once, ``parse_input`` tells by counting.) A list file as exporters write it is decoded
+    with its types checked as it is parsed (``_PLAIN_LIST_FILE``), which leaves no float to
+    look for; any other file is decoded as any JSON and walked for one.
+    """
+    if layout.depth > limits.max_depth:
+        return None, True
+    try:
+        data, floats = _PLAIN_LIST_FILE.decode(raw), False
+    except msgspec.ValidationError:
+        try:
+            data = msgspec.json.decode(raw)
+        except msgspec.DecodeError:  # a number out of range included
+            return None, True
+        floats = _holds(data, float)
+    except msgspec.DecodeError:
+        return None, True
+    if type(data) is not dict:
+        return None, floats
+    if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
+        data, limits.max_string_chars
+    ):
+        return None, floats
+    return data, floats
+
+
+# A list file as exporters write it: an object of lists of objects whose values are a
+# string, an integer, a boolean, null, or a list of those.
+_Plain = str | int | bool | None
+_PLAIN_LIST_FILE = msgspec.json.Decoder(dict[str, list[dict[str, _Plain | list[_Plain]]]])
+
+
+def _describe_refusal(
+    raw: bytes, loaded: LoadedFile, rows_key: str | None, limits: LoadLimits
+) -> LoadedFile:
+    """Word why ``raw`` was refused, reading it key by key and row by row to name the line."""
+    read_key_by_key(raw, loaded, rows_key, limits)
+    if loaded.ok:  # read this way, nothing is wrong with the file: only msgspec refused it
+        return _fail(
+            loaded, codes.INPUT_JSON_INVALID, "not valid JSON as the format reads it", None
+        )
+    return loaded
+
+
+def read_key_by_key(
+    raw: bytes, loaded: LoadedFile, rows_key: str | None, limits: LoadLimits
+) -> LoadedFile:
+    """Read ``raw`` as ``parse_input`` does, but one top-level value and one row at a time.
+
+    The standard library's scanner reads each top-level value, and each row of the named
+    list, on its own (``_parse_top_object``), so an error is placed on the line of the row
+    or key that holds it: ``parse_input`` reads a file it refuses this way to word the
+    finding. What it loads, ``parse_input`` loads (the tests hold the two to each other).
+    """
     try:
         doc = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        return fail(codes.INPUT_NOT_UTF8, f"invalid UTF-8 at byte {exc.start}", line)
-    if _max_depth(raw) > limits.max_depth:
-        return fail(
+        return _fail(loaded, codes.INPUT_NOT_UTF8, f"invalid UTF-8 at byte {exc.start}", line)
+    if Layout.of(raw).depth > limits.max_depth:
+        return _fail(
+            loaded,
             codes.INPUT_LIMIT_EXCEEDED,
             f"nesting is deeper than the limit of {limits.max_depth} (max_depth)",
             _depth_exceeded_line(raw, limits.max_depth),
@@ -444,50 +619,56 @@ def parse_input(
     try:
         data = _parse_top_object(doc, rows_key, loaded, limits)
     except json.JSONDecodeError as exc:
-        return fail(codes.INPUT_JSON_INVALID, exc.msg, exc.lineno)
+        return _fail(loaded, codes.INPUT_JSON_INVALID, exc.msg, exc.lineno)
     except _RowError as exc:
-        return fail(exc.code, exc.message, exc.line)
+        return _fail(loaded, exc.code, exc.message, exc.line)
     except RecursionError:
         # Only reachable with a max_depth above what the interpreter's stack allows.
-        return fail(codes.INPUT_LIMIT_EXCEEDED, "nesting is deeper than the parser allows", None)
+        return _fail(
+            loaded, codes.INPUT_LIMIT_EXCEEDED, "nesting is deeper than the parser allows", None
+        )
     if isinstance(data, str):
-        return fail(codes.INPUT_TOP_LEVEL_NOT_OBJECT, f"top-level value is {data}", 1)
+        return _fail(loaded, codes.INPUT_TOP_LEVEL_NOT_OBJECT, f"top-level value is {data}", 1)
     surrogate_line = _lone_surrogate_line(raw, data)
     if surrogate_line is not None:
-        return fail(
+        return _fail(
+            loaded,
             codes.INPUT_NOT_UTF8,
             "a string escapes a lone UTF-16 surrogate, which is not valid Unicode",
             surrogate_line,
         )
-    loaded.data = data
-    if loaded.may_hold_floats:
-        loaded.may_hold_floats = _holds(data, float)
     if rows_key is not None:
         rows = data.get(rows_key)
         if not isinstance(rows, list):
             what = "missing" if rows is None else f"a {_json_type(rows)}, not a list"
             line = loaded.key_line(rows_key)
-            return fail(codes.INPUT_ROWS_NOT_LIST, f"top-level key {rows_key!r} is {what}", line)
+            return _fail(
+                loaded, codes.INPUT_ROWS_NOT_LIST, f"top-level key {rows_key!r} is {what}", line
+            )
         for index, row in enumerate(rows):
             if not isinstance(row, dict):
-                return fail(
+                return _fail(
+                    loaded,
                     codes.INPUT_ROW_NOT_OBJECT,
                     f"row {index} of {rows_key!r} is a {_json_type(row)}, not an object",
                     loaded.line_of(index),
                 )
-        loaded.rows = rows
-        _flag_unchecked(loaded, data, rows_key)
+    loaded.data = data
+    loaded.may_hold_floats = _holds(data, float)
+    if rows_key is not None:
+        loaded.rows = data[rows_key]
+        _flag_unchecked(loaded, data, rows_key, flat=False)
     return loaded
 
 
-def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str) -> None:
+def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str, flat: bool) -> None:
     """Report what of a list file no layer would check: other top-level keys, nested objects.
 
     A list file holds exactly its list (as the original implementation's do); rows
     under a second key (``side_effect_receipts_2``) or an object inside a row are never
     read by the layers, so they are findings, not ignored. The file stays loaded: its
-    list is still checked. Only the row-by-row parser gets here; the fast path proves a
-    file holds neither.
+    list is still checked. ``flat`` says the file holds no object but the top one and
+    the rows (so no row needs looking into).
     """
     name = loaded.name
 
@@ -506,7 +687,7 @@ def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str) -> 
                 f"top-level key {_quote(key)} besides {rows_key!r}; a list file holds only its list",
                 loaded.key_lines.get(key),
             )
-    for index, row in enumerate(loaded.rows):
+    for index, row in enumerate([] if flat else loaded.rows):
         nested = [key for key, value in row.items() if _holds(value, dict)]
         if nested:
             keys = ", ".join(_quote(key) for key in nested[:5])
@@ -547,226 +728,6 @@ def _holds_lone_surrogate(value: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
-
-
-_KEY_SPACE_COLON = re2.compile(rb'"[ \t\n\r]+:')
-# A key name holding a byte the layout keeps (the others it keeps, a quote, a backslash and
-# a line end, stand in a name only escaped, and a file with an escape is counted otherwise).
-_HOLDS_LAYOUT = re.compile(r"[{:,]")
-# Deleting every byte but these leaves a file's layout: where objects open, lines end,
-# strings are delimited, colons and commas stand, and whether any escape occurs.
-_ALL_BUT_LAYOUT = bytes(b for b in range(256) if b not in b'{\n"\\:,')
-# Rows of a file msgspec decoded as plain nest no deeper than this: the top object, its
-# list, the rows and their lists.
-_PLAIN_DEPTH = 4
-
-
-def _parse_list_file_fast(
-    raw: bytes, rows_key: str | None, loaded: LoadedFile, limits: LoadLimits
-) -> tuple[dict[str, Any], list[Any]] | None:
-    """Parse a plain list file in one C call; return None to use the row-by-row parser.
-
-    Return the top-level object and its rows. Plain means: the top-level object holds
-    only ``rows_key`` and its rows are flat objects (their values scalars or lists of
-    them); a string may hold a ``{`` only if no string holds an escape. That is what
-    exporters write, and for it the strictness of the row-by-row parser is proved with
-    whole-buffer counts and C-level passes instead of a Python hook per object:
-
-    - The file is decoded by msgspec into the plain types (``_decode_plain``), else by
-      orjson. Both refuse invalid UTF-8, NaN/Infinity, numbers that overflow to infinity
-      and lone surrogate escapes, as the strict parser does. msgspec reads an integer of
-      up to 4,300 digits exactly and refuses a longer one, as the standard library does;
-      orjson parses an integer too big for 64 bits into a float, so a file in which any
-      float is found is decoded again by the standard library's scanner, whose numbers
-      are the strict parser's.
-    - Every ``{`` outside strings opens the top object or a row: so no row nests an
-      object, and the rows' start lines are those of the second such ``{`` on.
-    - No key was a duplicate (both decoders, like a dict, keep the last):
-      ``_no_key_dropped``.
-    - Nesting depth is read off the parsed values (msgspec's plain rows nest at most
-      ``_PLAIN_DEPTH`` deep, by their type), and string lengths are measured only if
-      ``_strings_may_exceed`` the limit.
-
-    Anything else, including any error, falls back to the row-by-row parser, which
-    reports it exactly.
-    """
-    if rows_key is None or len(rows_key) > limits.max_string_chars:
-        return None
-    data = _decode_plain(raw)
-    plain = data is not None
-    if data is None:
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return None
-    if type(data) is not dict or list(data) != [rows_key]:
-        return None
-    rows = data[rows_key]
-    if type(rows) is not list or len(rows) > limits.max_rows:
-        return None
-    if not plain and rows and set(map(type, rows)) != {dict}:
-        return None
-    layout = raw.translate(None, _ALL_BUT_LAYOUT)
-    # Between one `{` and the next, only line ends count: their number gives the lines.
-    between_braces = layout.translate(None, b'"\\:,').split(b"{")
-    if len(between_braces) != 2 + len(rows) and b"\\" not in layout:
-        # A `{` may sit in a string. Without escapes, strings are every other stretch
-        # between quotes; the rest holds only the `{`, line ends, colons and commas outside
-        # strings.
-        outside = b"".join(layout.split(b'"')[::2])
-        between_braces = outside.translate(None, b":,").split(b"{")
-    if len(between_braces) != 2 + len(rows):
-        return None
-    # msgspec's types leave no float and no deeper nesting to look for in plain rows.
-    values = None if plain and limits.max_depth >= _PLAIN_DEPTH else _RowValues.of(rows)
-    if values is not None and values.depth > limits.max_depth:
-        return None
-    if _strings_may_exceed(raw, layout, limits.max_string_chars) and _has_long_string(
-        rows, limits.max_string_chars
-    ):
-        return None
-    row_keys = frozenset(set().union(*rows))
-    if not _no_key_dropped(raw, layout, rows, row_keys | {rows_key}, values):
-        return None
-    may_hold_floats = False
-    if values is not None and float in values.kinds:
-        decoded = _decode_with_stdlib(raw)
-        if decoded is None:
-            return None
-        data, may_hold_floats = decoded
-        rows = data[rows_key]
-    top_line = len(between_braces[0]) + 1
-    lines = accumulate(map(len, between_braces[1:-1]), initial=top_line)
-    loaded.row_lines = list(lines)[1:]
-    loaded.key_lines[rows_key] = raw.count(b"\n", 0, raw.index(b'"')) + 1
-    loaded.may_hold_floats = may_hold_floats
-    loaded.row_keys = row_keys
-    return data, rows
-
-
-# A list file as exporters write it: a top object of lists of objects, each value a
-# string, integer, boolean, null or a list of those. msgspec decodes such a file into
-# the same dicts and lists as orjson, checking the types as it parses, and faster. Any
-# other file fails this decoding at its first other value (a float, a nested list or
-# object), and is parsed by orjson: a plain file but for its last row is decoded twice.
-_PlainScalar = str | int | bool | None
-_PLAIN_DECODER = msgspec.json.Decoder(dict[str, list[dict[str, _PlainScalar | list[_PlainScalar]]]])
-
-
-def _decode_plain(raw: bytes) -> dict[str, Any] | None:
-    """Decode a plain list file; None if ``raw`` is not one (or not JSON at all).
-
-    msgspec refuses what orjson refuses here (invalid UTF-8, NaN, Infinity, overflowing
-    numbers, lone surrogate escapes) and reads an integer of any length up to the
-    standard library's 4,300 digits exactly, as the standard library does. Like orjson
-    and a dict, it keeps a duplicate key's last value: ``_no_key_dropped`` catches that.
-    """
-    try:
-        data: dict[str, Any] = _PLAIN_DECODER.decode(raw)
-    except msgspec.DecodeError:  # msgspec.ValidationError included
-        return None
-    return data
-
-
-class _RowValues(NamedTuple):
-    """What the values of flat rows hold: their types, how many strings, how deep."""
-
-    kinds: set[type]
-    strings: int
-    depth: int
-
-    @classmethod
-    def of(cls, rows: list[dict[str, Any]]) -> _RowValues:
-        """Walk the values in C, one level of lists at a time."""
-        types = list(map(type, chain.from_iterable(map(dict.values, rows))))
-        kinds = set(types)
-        strings = types.count(str)
-        depth = 3 if rows else 2  # the top object, its list and the rows
-        values: Iterable[Any] = chain.from_iterable(map(dict.values, rows))
-        nested = list in kinds
-        while nested:
-            depth += 1
-            lists = compress(values, map(operator.is_, types, repeat(list)))
-            values = list(chain.from_iterable(lists))
-            types = list(map(type, values))
-            kinds.update(types)
-            strings += types.count(str)
-            nested = list in types
-        return cls(kinds, strings, depth)
-
-
-def _strings_may_exceed(raw: bytes, layout: bytes, limit: int) -> bool:
-    """Return False where no string in ``raw`` can be longer than ``limit`` characters.
-
-    Such a string spans more than ``limit`` bytes, and a run that long covers one of the
-    file's aligned chunks of ``(limit + 2) // 2`` bytes whole. No string holds a raw line
-    end, nor (where no backslash escapes one) a ``"``: if every chunk holds one of those,
-    no string is that long.
-    """
-    if len(raw) <= limit:
-        return False
-    size = (limit + 2) // 2
-    if size < _MIN_MARK_CHUNK:
-        return True
-    marks = [b"\n"] if b"\\" in layout else [b"\n", b'"']
-    return any(
-        all(raw.find(mark, start, start + size) == -1 for mark in marks)
-        for start in range(0, len(raw) - size + 1, size)
-    )
-
-
-# Below this chunk size, looking for marks in every chunk costs more than measuring.
-_MIN_MARK_CHUNK = 4096
-
-
-def _decode_with_stdlib(raw: bytes) -> tuple[dict[str, Any], bool] | None:
-    """Decode ``raw`` with the standard library; return the object and whether it held a float."""
-    seen_float = False
-
-    def finite_float(text: str) -> float:
-        nonlocal seen_float
-        seen_float = True
-        return _finite_float(text)
-
-    decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=finite_float)
-    try:
-        data = decoder.decode(raw.decode("utf-8"))
-    except (ValueError, _Refused, RecursionError):
-        return None
-    return data, seen_float
-
-
-def _no_key_dropped(
-    raw: bytes,
-    layout: bytes,
-    rows: list[dict[str, Any]],
-    names: frozenset[str],
-    values: _RowValues | None,
-) -> bool:
-    """Return whether every key in ``raw`` survived parsing (so none was a duplicate).
-
-    Rows are flat, so keys occur only in the top object (its one key) and the rows; a
-    dropped duplicate would leave more keys in the text than the parsed ``keys``. Each
-    count below is of the keys in the text plus, at worst, some that are not keys, so it
-    equals ``keys`` only if no key was dropped. ``names`` holds every parsed key (so
-    also the name of any dropped one).
-
-    - With a backslash, every ``"key":`` token is counted, once no key is followed by
-      whitespace before its colon (a string may add an escaped quote before a colon).
-    - Without one, no string holds a ``"``. Where no name holds a byte ``layout`` keeps
-      and no line end stands before a colon (the only whitespace ``layout`` keeps), each
-      key reads ``"":`` there (its quotes, then its colon); nothing else does, as a ``,``
-      or ``:`` parts any two strings, and string values are never followed by a colon.
-    - Otherwise every ``"`` delimits a string, and each key and string value spells two:
-      the quotes are counted against the parsed keys and string values.
-    """
-    keys = 1 + sum(map(len, rows))
-    if b"\\" in layout:
-        return _KEY_SPACE_COLON.search(raw) is None and raw.count(b'":') == keys
-    if b"\n:" not in layout and not any(map(_HOLDS_LAYOUT.search, names)):
-        return layout.count(b'"":') == keys
-    strings = (values if values is not None else _RowValues.of(rows)).strings
-    return layout.count(b'"') == 2 * (keys + strings)
 
 
 def _holds(value: Any, kind: type) -> bool:
@@ -847,76 +808,8 @@ _NOT_BRACKET_OR_QUOTE = bytes(b for b in range(256) if b not in b'[]{}"')
 _DEPTH_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]', re.DOTALL)
 
 
-def _max_depth(raw: bytes) -> int:
-    """Return the deepest nesting of arrays and objects in ``raw``, brackets in strings aside.
-
-    Whole-buffer C passes only, no per-character Python loop: escaped backslashes and
-    quotes are dropped, then every byte but brackets and quotes. A string without a
-    bracket is then ``""`` and vanishes; only if one held a bracket are strings cut out
-    by splitting on quotes. The running sum of +1/-1 steps peaks at the depth.
-    """
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    reduced = raw.translate(None, _NOT_BRACKET_OR_QUOTE).replace(b'""', b"")
-    if b'"' in reduced:
-        reduced = b"".join(reduced.split(b'"')[::2])
-    if not reduced:
-        return 0
-    return max(accumulate(array("b", reduced.translate(_BRACKET_STEPS))))
-
-
-_NOT_BRACE_OR_QUOTE = bytes(b for b in range(256) if b not in b'{"')
-_NOT_QUOTE_OR_COLON = bytes(b for b in range(256) if b not in b'":')
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _CONTAINERS = (dict, list)
-
-
-def _parse_object_file_fast(raw: bytes, limits: LoadLimits) -> dict[str, Any] | None:
-    """Parse an object file (no row list) in one C call; None to use the row-by-row parser.
-
-    The file is decoded by msgspec into plain values, which refuses what the strict
-    parser refuses (invalid UTF-8, NaN/Infinity, overflowing numbers, lone surrogate
-    escapes) and reads integers exactly; the rest of the strictness is proved on the
-    whole buffer: the nesting depth (``_max_depth``), string lengths (only where one may
-    exceed the limit), and that no key was dropped as a duplicate (the keys spelled in
-    the text, ``_keys_in_text``, are as many as the parsed objects hold). Anything else,
-    including any error, goes to the row-by-row parser, which words the finding. Each
-    top-level key's line is found when asked (``_KeyLines``): a file of 3 million keys
-    took 30 s to parse key by key, against 2 s for this.
-    """
-    if _max_depth(raw) > limits.max_depth:
-        return None
-    try:
-        data = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    if type(data) is not dict:
-        return None
-    layout = raw.translate(None, _ALL_BUT_LAYOUT)
-    if _strings_may_exceed(raw, layout, limits.max_string_chars) and _has_long_string(
-        data, limits.max_string_chars
-    ):
-        return None
-    if _keys_in_text(raw) != _keys_parsed(data):
-        return None
-    return data
-
-
-def _keys_in_text(raw: bytes) -> int:
-    """Count the keys ``raw`` spells: the colons outside strings (valid JSON has no other).
-
-    Escaped backslashes and quotes are dropped first, so every quote left delimits a
-    string; then every byte but quotes and colons. A string without a colon is then
-    ``""`` and is dropped; so is a closing quote next to the following opening one,
-    which only merges two strings with nothing outside between them. Where quotes are
-    left (strings holding a colon), the strings are cut out by splitting on quotes.
-    """
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    layout = raw.translate(None, _NOT_QUOTE_OR_COLON).replace(b'""', b"")
-    if b'"' in layout:
-        layout = b"".join(layout.split(b'"')[::2])
-    return layout.count(b":")
 
 
 def _keys_parsed(value: Any) -> int:
@@ -959,6 +852,9 @@ class _KeyLines(dict[str, int]):
             return False
         self[key] = line
         return True
+
+    def get(self, key: str, default: int | None = None) -> int | None:  # type: ignore[override]
+        return self[key] if key in self else default  # noqa: SIM401 (get is this method)
 
     def __missing__(self, key: str) -> int:
         if key in self:  # found now, and kept
@@ -1009,17 +905,8 @@ def _line_of_nth(raw: bytes, byte: bytes, n: int) -> int:
 
 
 def _objects(raw: bytes) -> int:
-    """Return how many objects ``raw`` opens (``{`` outside strings), in whole-buffer passes.
-
-    As in ``_max_depth``: escaped backslashes and quotes are dropped, then every byte but
-    braces and quotes; strings are then the stretches between quotes.
-    """
-    if b"\\" in raw:
-        raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
-    reduced = raw.translate(None, _NOT_BRACE_OR_QUOTE).replace(b'""', b"")
-    if b'"' in reduced:
-        reduced = b"".join(reduced.split(b'"')[::2])
-    return reduced.count(b"{")
+    """Return how many objects ``raw`` opens: the ``{`` outside strings."""
+    return _outside_strings(raw, b"{").count(b"{")
 
 
 def _depth_exceeded_line(raw: bytes, limit: int) -> int | None:

@@ -234,8 +234,8 @@ def test_the_row_limit_holds_before_rows_are_decoded(monkeypatch: pytest.MonkeyP
     from sandbox_replay import loader
 
     decoded: list[int] = []
-    real = loader._decode_plain
-    monkeypatch.setattr(loader, "_decode_plain", lambda raw: decoded.append(1) or real(raw))
+    real = loader._decode
+    monkeypatch.setattr(loader, "_decode", lambda *args: decoded.append(1) or real(*args))
     raw = b'{"action_requests": [' + b",".join([b"{}"] * 5000) + b"]}"
     loaded = parse_input(
         raw, LoadedFile("action_requests.json"), "action_requests", LoadLimits(max_rows=1000)
@@ -263,8 +263,8 @@ def test_a_plain_file_within_the_limit_still_takes_the_whole_file_decoder(
     from sandbox_replay import loader
 
     decoded: list[int] = []
-    real = loader._decode_plain
-    monkeypatch.setattr(loader, "_decode_plain", lambda raw: decoded.append(1) or real(raw))
+    real = loader._decode
+    monkeypatch.setattr(loader, "_decode", lambda *args: decoded.append(1) or real(*args))
     raw = json.dumps({"action_requests": [{"request_id": f"r{n}"} for n in range(50)]}).encode()
     loaded = parse_input(
         raw, LoadedFile("action_requests.json"), "action_requests", LoadLimits(max_rows=1000)
@@ -295,7 +295,7 @@ def test_ids_of_object_files_are_text(tmp_path: Path, file: str, change: Any) ->
     _blocked_with(folder, expected)
 
 
-# --- the whole-buffer path for object files says what the key-by-key parser says ----------
+# --- the one decoder for object files loads what the key-by-key reading loads ------------
 
 _TEXT = st.text(alphabet='ab:"\\{}[] \u00e9\n', max_size=4)
 _JSON = st.recursive(
@@ -325,7 +325,9 @@ def _spell(value: Any, ascii_only: bool) -> str:
 
 @settings(max_examples=400, deadline=None)
 @given(pairs=st.lists(st.tuples(_TEXT, _JSON), max_size=5), ascii_only=st.booleans())
-def test_object_files_parse_alike_both_ways(pairs: list[Any], ascii_only: bool) -> None:
+def test_object_files_load_as_read_key_by_key(pairs: list[Any], ascii_only: bool) -> None:
+    """What the decoder loads, the standard library's key-by-key reading loads; what it
+    refuses, that reading words (a duplicate key, wherever it stands)."""
     from sandbox_replay import loader
 
     raw = (
@@ -334,11 +336,14 @@ def test_object_files_parse_alike_both_ways(pairs: list[Any], ascii_only: bool) 
         + "\n}"
     ).encode()
     whole = parse_input(raw, LoadedFile("projection_protocol.json"), None, LoadLimits())
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(loader, "_parse_object_file_fast", lambda raw, limits: None)
-        by_key = parse_input(raw, LoadedFile("projection_protocol.json"), None, LoadLimits())
-    assert whole.data == by_key.data
-    assert [f.error_code for f in whole.findings] == [f.error_code for f in by_key.findings]
+    by_key = LoadedFile("projection_protocol.json")
+    try:
+        expected = loader._parse_top_object(raw.decode(), None, by_key, LoadLimits())
+    except loader._RowError as error:
+        assert not whole.ok
+        assert [f.error_code for f in whole.findings] == [error.code]
+        return
+    assert whole.ok and whole.data == expected
     for key in {k for k, _ in pairs}:
         assert whole.key_line(key) == by_key.key_line(key), key
 

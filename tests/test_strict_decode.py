@@ -1,9 +1,10 @@
-"""The loader's one-pass path for plain list files answers exactly as the row-by-row parser.
+"""The loader's one decoder loads exactly what a key-by-key, row-by-row reading loads.
 
-Each case is parsed twice, once as the loader does and once with the one-pass path turned
-off; the loaded rows, their lines, the key lines and every finding must be equal. The
-plain cases must take the one-pass path, and the rest must be handed on to the row-by-row
-parser (which alone names the line of a duplicate key, a NaN, a row that is no object).
+Each case is read twice: by ``parse_input`` (msgspec, with what the grammar leaves open
+proved on the bytes) and by ``read_key_by_key`` (the standard library's scanner, one
+top-level value and one row at a time, which words a refused file's finding). The loaded
+rows, their lines, the key lines and every finding must be equal, for files exporters
+write and for every edge a strict reader must refuse or accept.
 """
 
 from __future__ import annotations
@@ -70,8 +71,6 @@ PLAIN["colons_and_commas_in_listed_strings"] = _file(
 )
 PLAIN["integer_at_digit_limit"] = _file(_with(3, '{"request_id": "a", "n": %s}' % ("9" * 4300)))
 FLOATS = {"float_value", "negative_zero", "float_in_list", "exponent_is_float", "tiny_float"}
-# Not of the plain types (a float, a list in a list): parsed by orjson instead of msgspec.
-NOT_PLAIN_TYPES = FLOATS | {"nested_lists"}
 HANDED_ON = {
     "duplicate_key": _file(_with(2, '{"request_id": "a", "request_id": "b"}')),
     "duplicate_key_spaced": _file(_with(2, '{"request_id": "a", "request_id" : "b"}')),
@@ -145,142 +144,83 @@ def _parse(raw: bytes, limits: LoadLimits) -> LoadedFile:
     return parse_input(raw, LoadedFile(name="action_requests.json"), KEY, limits)
 
 
-def _outcome(loaded: LoadedFile) -> dict[str, Any]:
+def _outcome(loaded: LoadedFile, keys: Any = ()) -> dict[str, Any]:
     return {
         "data": loaded.data,
         "rows": loaded.rows,
         "row_lines": loaded.row_lines,
-        "key_lines": loaded.key_lines,
+        "key_lines": {key: loaded.key_line(key) for key in keys},
         "findings": [(f.error_code, f.message, f.line) for f in loaded.findings],
     }
 
 
-def _both(raw: bytes, monkeypatch: pytest.MonkeyPatch, limits: LoadLimits) -> tuple[Any, ...]:
-    taken: list[bool] = []
-    one_pass = loader._parse_list_file_fast
-
-    def spy(*args: Any) -> Any:
-        data = one_pass(*args)
-        taken.append(data is not None)
-        return data
-
-    with monkeypatch.context() as patch:
-        patch.setattr(loader, "_parse_list_file_fast", spy)
-        fast = _parse(raw, limits)
-    with monkeypatch.context() as patch:
-        patch.setattr(loader, "_parse_list_file_fast", lambda *args: None)
-        slow = _parse(raw, limits)
-    return fast, slow, any(taken)
+def _both(raw: bytes, limits: LoadLimits) -> tuple[dict[str, Any], dict[str, Any], LoadedFile]:
+    """Return what ``parse_input`` and ``read_key_by_key`` load of ``raw``, and the former."""
+    loaded = _parse(raw, limits)
+    reference = loader.read_key_by_key(raw, LoadedFile(name="action_requests.json"), KEY, limits)
+    keys = list(reference.key_lines)
+    return _outcome(loaded, keys), _outcome(reference, keys), loaded
 
 
 @pytest.mark.parametrize("case", sorted(PLAIN))
-def test_plain_files_take_one_pass_and_load_the_same(
-    case: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fast, slow, one_pass = _both(PLAIN[case], monkeypatch, LoadLimits())
-    assert one_pass
-    assert _outcome(fast) == _outcome(slow)
-    assert fast.rows_are_flat
-    assert fast.may_hold_floats == (case in FLOATS)
-
-
-@pytest.mark.parametrize("case", sorted(PLAIN))
-def test_plain_types_are_decoded_by_msgspec_and_the_rest_by_orjson(case: str) -> None:
-    assert (loader._decode_plain(PLAIN[case]) is None) == (case in NOT_PLAIN_TYPES)
+def test_plain_files_load_as_read_key_by_key(case: str) -> None:
+    decoded, read, loaded = _both(PLAIN[case], LoadLimits())
+    assert decoded == read
+    assert loaded.ok and loaded.rows_are_flat
+    assert loaded.may_hold_floats == (case in FLOATS)
 
 
 @pytest.mark.parametrize("case", sorted(HANDED_ON))
-def test_other_files_are_handed_to_the_row_parser(
-    case: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fast, slow, one_pass = _both(HANDED_ON[case], monkeypatch, LoadLimits())
-    assert not one_pass
-    assert _outcome(fast) == _outcome(slow)
+def test_other_files_load_or_are_refused_as_read_key_by_key(case: str) -> None:
+    decoded, read, _ = _both(HANDED_ON[case], LoadLimits())
+    assert decoded == read
+
+
+def test_the_keys_of_flat_rows_are_kept_for_the_forbidden_key_check() -> None:
+    _, _, loaded = _both(PLAIN["comma_in_key"], LoadLimits())
+    assert loaded.row_keys == {"a,b", "request_id", "episode_id", "body_redacted", "n"}
+    _, _, loaded = _both(HANDED_ON["nested_object"], LoadLimits())
+    assert loaded.ok and loaded.row_keys is None
+
+
+def test_duplicate_key_is_found_on_its_line() -> None:
+    _, _, loaded = _both(HANDED_ON["duplicate_key"], LoadLimits())
+    assert [(f.error_code, f.line) for f in loaded.findings] == [(codes.INPUT_DUPLICATE_KEY, 5)]
 
 
 @pytest.mark.parametrize(
-    ("case", "limits", "walked", "taken"),
+    ("limits", "found"),
     [
-        ("list_values", LoadLimits(), False, True),
-        ("colons_and_commas_in_listed_strings", LoadLimits(), False, True),
-        # Parsed by orjson: only the walk finds the float.
-        ("float_value", LoadLimits(), True, True),
-        # A depth limit under what plain rows may reach: the walk measures them.
-        ("indented", LoadLimits(max_depth=3), True, True),
-        ("list_values", LoadLimits(max_depth=3), True, False),
-        # A name the layout count cannot see: the quotes are counted against the strings.
-        ("comma_in_key", LoadLimits(), True, True),
-        # So is a key with a line end before its colon.
-        ("line_end_before_colon", LoadLimits(), True, True),
-    ],
-)
-def test_plain_rows_are_walked_for_their_types_only_where_msgspec_did_not_tell(
-    case: str, limits: LoadLimits, walked: bool, taken: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """msgspec's types rule out floats and lists in lists, so plain rows need no walk."""
-    walks: list[int] = []
-    walk = loader._RowValues.of
-
-    def counted(rows: list[dict[str, Any]]) -> loader._RowValues:
-        walks.append(len(rows))
-        return walk(rows)
-
-    monkeypatch.setattr(loader._RowValues, "of", counted)
-    fast, slow, one_pass = _both(PLAIN[case], monkeypatch, limits)
-    assert bool(walks) == walked
-    assert one_pass == taken
-    assert _outcome(fast) == _outcome(slow)
-
-
-def test_the_keys_of_flat_rows_are_kept_for_the_forbidden_key_check(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fast, _, _ = _both(PLAIN["comma_in_key"], monkeypatch, LoadLimits())
-    assert fast.row_keys == {"a,b", "request_id", "episode_id", "body_redacted", "n"}
-    fast, _, one_pass = _both(HANDED_ON["nested_object"], monkeypatch, LoadLimits())
-    assert not one_pass
-    assert fast.row_keys is None
-
-
-def test_duplicate_key_is_found_on_its_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    fast, _, _ = _both(HANDED_ON["duplicate_key"], monkeypatch, LoadLimits())
-    assert [(f.error_code, f.line) for f in fast.findings] == [(codes.INPUT_DUPLICATE_KEY, 5)]
-
-
-@pytest.mark.parametrize(
-    ("limits", "taken", "found"),
-    [
-        (LoadLimits(max_rows=3), False, [codes.INPUT_LIMIT_EXCEEDED]),
         # Rows longer than the string limit are measured string by string; none is too long.
-        (LoadLimits(max_string_chars=40), True, []),
-        (LoadLimits(max_string_chars=5), False, [codes.INPUT_LIMIT_EXCEEDED]),
-        (LoadLimits(max_depth=3), True, []),
-        (LoadLimits(max_depth=2), False, [codes.INPUT_LIMIT_EXCEEDED]),
+        (LoadLimits(max_string_chars=40), []),
+        (LoadLimits(max_string_chars=5), [codes.INPUT_LIMIT_EXCEEDED]),
+        (LoadLimits(max_depth=3), []),
+        (LoadLimits(max_depth=2), [codes.INPUT_LIMIT_EXCEEDED]),
     ],
 )
-def test_limits_send_a_file_to_the_row_parser(
-    limits: LoadLimits, taken: bool, found: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fast, slow, one_pass = _both(PLAIN["indented"], monkeypatch, limits)
-    assert one_pass == taken
-    assert _outcome(fast) == _outcome(slow)
-    assert [f.error_code for f in fast.findings] == found
+def test_limits_are_held_as_read_key_by_key(limits: LoadLimits, found: list[str]) -> None:
+    decoded, read, loaded = _both(PLAIN["indented"], limits)
+    assert decoded == read
+    assert [f.error_code for f in loaded.findings] == found
 
 
-def test_a_row_key_over_the_string_limit_is_refused_even_without_rows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fast, slow, one_pass = _both(PLAIN["no_rows"], monkeypatch, LoadLimits(max_string_chars=10))
-    assert not one_pass
-    assert _outcome(fast) == _outcome(slow)
-    assert [f.error_code for f in fast.findings] == [codes.INPUT_LIMIT_EXCEEDED]
+def test_the_row_limit_refuses_the_file_before_it_is_decoded() -> None:
+    loaded = _parse(PLAIN["indented"], LoadLimits(max_rows=3))
+    assert [f.error_code for f in loaded.findings] == [codes.INPUT_LIMIT_EXCEEDED]
+    assert not loaded.ok
+
+
+def test_a_row_key_over_the_string_limit_is_refused_even_without_rows() -> None:
+    decoded, read, loaded = _both(PLAIN["no_rows"], LoadLimits(max_string_chars=10))
+    assert decoded == read
+    assert [f.error_code for f in loaded.findings] == [codes.INPUT_LIMIT_EXCEEDED]
 
 
 LONG = 10_000  # a limit above which strings are bounded by looking for quotes, not measured
 
 
 @pytest.mark.parametrize(
-    ("text", "taken"),
+    ("text", "fits"),
     [
         ("x" * LONG, True),
         ("x" * (LONG + 1), False),
@@ -290,26 +230,22 @@ LONG = 10_000  # a limit above which strings are bounded by looking for quotes, 
     ],
 )
 @pytest.mark.parametrize("layout", ["indented", "minified"])
-def test_long_strings_in_a_long_file(
-    text: str, taken: bool, layout: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_long_strings_in_a_long_file(text: str, fits: bool, layout: str) -> None:
     rows = [ROW % (i, i) for i in range(400)]
     rows[200] = '{"request_id": "' + text + '"}'
     raw = _file(rows, layout)
     assert len(raw) > 2 * LONG
-    fast, slow, one_pass = _both(raw, monkeypatch, LoadLimits(max_string_chars=LONG))
-    assert one_pass == taken
-    assert _outcome(fast) == _outcome(slow)
-    assert bool(fast.findings) != taken
+    decoded, read, loaded = _both(raw, LoadLimits(max_string_chars=LONG))
+    assert decoded == read
+    assert loaded.ok == fits
 
 
-def test_a_long_key_in_a_long_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_key_in_a_long_file_is_refused() -> None:
     rows = [ROW % (i, i) for i in range(400)]
     rows[7] = '{"%s": 1}' % ("k" * (LONG + 1))
-    fast, slow, one_pass = _both(_file(rows), monkeypatch, LoadLimits(max_string_chars=LONG))
-    assert not one_pass
-    assert _outcome(fast) == _outcome(slow)
-    assert [f.error_code for f in fast.findings] == [codes.INPUT_LIMIT_EXCEEDED]
+    decoded, read, loaded = _both(_file(rows), LoadLimits(max_string_chars=LONG))
+    assert decoded == read
+    assert [f.error_code for f in loaded.findings] == [codes.INPUT_LIMIT_EXCEEDED]
 
 
 # Text pieces that exercise the proofs: quotes and escapes, braces, colons after quotes,
@@ -393,7 +329,8 @@ _ROWS = st.lists(
 @given(rows=_ROWS, layout=st.sampled_from(["indented", "minified"]))
 def test_generated_files_load_the_same_either_way(rows: list[str], layout: str) -> None:
     raw = _file(rows, layout)
-    with pytest.MonkeyPatch.context() as patch:
-        fast, slow, _ = _both(raw, patch, LoadLimits(max_depth=6))
-    assert _outcome(fast) == _outcome(slow)
-    assert fast.may_hold_floats == slow.may_hold_floats or not fast.ok
+    limits = LoadLimits(max_depth=6)
+    decoded, read, loaded = _both(raw, limits)
+    assert decoded == read
+    reference = loader.read_key_by_key(raw, LoadedFile("action_requests.json"), KEY, limits)
+    assert loaded.may_hold_floats == reference.may_hold_floats or not loaded.ok
