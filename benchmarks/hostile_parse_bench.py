@@ -34,7 +34,8 @@ if how == "orjson":
     orjson.loads(raw)
     outcome = "parsed"
 else:
-    from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input
+    from sandbox_replay.load.files import LoadLimits
+    from sandbox_replay.load.decode import LoadedFile, parse_input
     loaded = parse_input(raw, LoadedFile(Path(path).name), rows_key, LoadLimits())
     outcome = "loaded" if loaded.ok else loaded.findings[0].error_code
 seconds = time.perf_counter() - started

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sandbox_replay.scan import ForbiddenScanner
+from sandbox_replay.load.scan import ForbiddenScanner
 
 _MB = 1024 * 1024
 _KINDS = ("environment_secret_read", "network_request", "filesystem_delete", "shell_command")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from sandbox_replay.policy import choose_policies
+from sandbox_replay.model.policy import choose_policies
 from sandbox_replay.report.build import BuildConfig, build_site
 
 REPO = Path(__file__).resolve().parent.parent

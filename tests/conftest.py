@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sandbox_replay import InputMode, Replay, ReplayConfig, RunRecords, build_records, replay
-from sandbox_replay.policy import PolicyChoice, choose_policies
+from sandbox_replay.model.policy import PolicyChoice, choose_policies
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import read_json
 from history_support import History, cli, make_history
-from sandbox_replay.changes import compare
+from sandbox_replay.records.changes import compare
 from sandbox_replay.report.baseline import BaselineError, read_baseline
 
 SCHEMA_SHA256 = "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"

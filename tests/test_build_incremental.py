@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, edit_json
-from sandbox_replay.pipeline import Replay, ReplayConfig
+from sandbox_replay.checks.pipeline import Replay, ReplayConfig
 from sandbox_replay.report import build as build_module
 from sandbox_replay.report import incremental, parallel
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site

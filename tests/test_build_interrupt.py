@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 from conftest import FIRST_WAVE, FIXTURES, REPO, edit_json, project_policies, replay_dir
-from sandbox_replay import records
-from sandbox_replay.inputs import InputMode
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.records import build as records
 from sandbox_replay.report import build
 from sandbox_replay.report.build import BuildConfig, build_site
 

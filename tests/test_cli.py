@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from conftest import main_exit_code
 from sandbox_replay import atomic
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
-from sandbox_replay.codes import REGISTRY
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import RESULT_FILE, RunRecords, build_records, write_records
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import REGISTRY
+from sandbox_replay.records.build import RESULT_FILE, RunRecords, build_records, write_records
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "first_wave"

@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from sandbox_replay.codes import REGISTRY
+from sandbox_replay.model.codes import REGISTRY
 
 DOCS = resources.files("sandbox_replay") / "data" / "codes"
 SECTIONS = ["What it checks", "Why it matters", "Example", "Fix"]

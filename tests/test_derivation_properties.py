@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIRST_WAVE, copy_fixture, find_row, read_json, replay_dir, write_json
-from sandbox_replay.policy import SHAPE_FIELDS, default_table
+from sandbox_replay.model.policy import SHAPE_FIELDS, default_table
 
 TABLE = default_table()
 FAIL_CLOSED_RULE = "rule:sandbox_policy_fail_closed_unrecognized_action"

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox_replay.policy import DERIVATION_FIELDS, default_table
+from sandbox_replay.model.policy import DERIVATION_FIELDS, default_table
 
 TABLE = default_table()
 RULES = list(TABLE.rules.values())

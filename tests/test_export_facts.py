@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from conftest import EXPORTED_BUNDLE
 from exports_support import BUILTIN_IDS, builtin_run, hostile_run
 from sandbox_replay import InputMode
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
 from sandbox_replay.exports import (
     ExportFacts,
@@ -20,8 +21,7 @@ from sandbox_replay.exports import (
     export_run,
     render_exports,
 )
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import build_records
+from sandbox_replay.records.build import build_records
 
 TARGETS = ExportTargets(Path("a.sarif"), Path("a.xml"), Path("a.md"), "https://example.org/r/")
 
@@ -71,7 +71,7 @@ def test_facts_made_without_the_summary_cannot_write_markdown() -> None:
 def test_a_run_exporting_sarif_alone_makes_no_headline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandbox_replay import headline
+    from sandbox_replay.records import headline
 
     def refuse(result: Any) -> Any:
         raise AssertionError("the headline was made for an export that does not show it")

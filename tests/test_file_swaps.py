@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_replay import codes, loader, scan
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.loader import FileChangedError, read_same_file
-from sandbox_replay.pipeline import Replay, ReplayConfig, replay
-from sandbox_replay.records import build_records
+from sandbox_replay.checks.pipeline import Replay, ReplayConfig, replay
+from sandbox_replay.load import files as loader
+from sandbox_replay.load import scan
+from sandbox_replay.load.files import FileChangedError, read_same_file
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model import codes
+from sandbox_replay.records.build import build_records
 from sandbox_replay.report import incremental, views
 from sandbox_replay.report.discover import discover_runs
 from sandbox_replay.report.incremental import inputs_digests

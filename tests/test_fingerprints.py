@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 from conftest import FIXTURES, REPO, copy_fixture, project_policies, read_json
-from sandbox_replay.changes import snapshot_of_record
 from sandbox_replay.exports import ExportRun
 from sandbox_replay.exports.sarif import build_sarif
-from sandbox_replay.fingerprints import FINGERPRINT_VERSION, finding_hash, fingerprints
+from sandbox_replay.model.fingerprints import FINGERPRINT_VERSION, finding_hash, fingerprints
+from sandbox_replay.records.changes import snapshot_of_record
 from sandbox_replay.report.discover import exported_runs
 
 PINNED = REPO / "tests" / "data" / "fingerprints.json"

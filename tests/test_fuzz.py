@@ -28,11 +28,11 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import BUNDLE_FILES, CORE_FILES, InputMode
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import build_records, write_records
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
+from sandbox_replay.load.run import BUNDLE_FILES, CORE_FILES, InputMode
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.records.build import build_records, write_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.policy import default_table
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.policy import default_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

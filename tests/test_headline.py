@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 
 from conftest import REPO
-from sandbox_replay.headline import gap_headline
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import build_records
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.records.build import build_records
+from sandbox_replay.records.headline import gap_headline
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from conftest import FIRST_WAVE, REPO
 from exports_support import BUILTIN_IDS, HOSTILE, all_builtin_runs, builtin_run, hostile_run
 from sandbox_replay import InputMode, ReplayConfig, replay
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.cli import app
-from sandbox_replay.codes import NEGATIVE_CASE_MISSING, REGISTRY
 from sandbox_replay.exports import ExportRun, export_run
 from sandbox_replay.exports.junit import junit_bytes
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.model.codes import NEGATIVE_CASE_MISSING, REGISTRY
 
 
 def parse(data: bytes) -> ET.Element:

@@ -1,10 +1,12 @@
-"""No module imports one above it: the engine knows nothing of exports, exports nothing of pages.
+"""No module imports one above it: the model knows nothing of files, the checks nothing of
+records, the exports nothing of pages.
 
-The order, lowest first: the engine (loading, layers, trace, records, the headline), then
-``drawing`` (SVG shared by pages and exports), then ``exports``, then ``report``, then the
-command line. A module may import from its own level or any lower one, never higher,
-so the exports can be used (and read) without the report site, and the engine without
-either.
+The order, lowest first: the shared utilities (``atomic``, ``forking``, ``version``) and
+the ``model`` (rows, codes, findings, policies), then ``load`` (reading a run's files),
+``checks`` (the layers, the trace, the pipeline), ``records`` (what a replay is written
+as), ``drawing`` (SVG shared by pages and exports), ``exports``, ``report``, and last the
+command line and the package's own API. A module may import from its own level or any
+lower one, never higher, so each part can be used (and read) without those above it.
 """
 
 from __future__ import annotations
@@ -15,11 +17,21 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "sandbox_replay"
-LEVELS = {"drawing": 1, "exports": 2, "report": 3, "cli": 4}
+LEVELS = {
+    "model": 0,
+    "load": 1,
+    "checks": 2,
+    "records": 3,
+    "drawing": 4,
+    "exports": 5,
+    "report": 6,
+    "cli": 7,
+    "__init__": 7,
+}
 
 
 def level_of(module: str) -> int:
-    """Return the level of ``sandbox_replay.<first part>...`` (the engine is 0)."""
+    """Return the level of ``sandbox_replay.<first part>...`` (a shared utility is 0)."""
     parts = module.split(".")
     return LEVELS.get(parts[1], 0) if len(parts) > 1 else 0
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sandbox_replay import codes
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.loader import LoadLimits
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import RESULT_FILE
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model import codes
+from sandbox_replay.records.build import RESULT_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "first_wave"

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from sandbox_replay import codes
+from sandbox_replay.checks.pipeline import Replay, ReplayConfig, replay
 from sandbox_replay.cli import app
-from sandbox_replay.inputs import CORE_FILES, InputMode
-from sandbox_replay.pipeline import Replay, ReplayConfig, replay
+from sandbox_replay.load.run import CORE_FILES, InputMode
+from sandbox_replay.model import codes
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "fixtures" / "bundles" / "exported_bundle"

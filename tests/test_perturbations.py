@@ -27,11 +27,12 @@ from conftest import (
     read_json,
     replay_dir,
 )
-from sandbox_replay import InputMode, ReplayConfig, build_records, codes, replay
-from sandbox_replay.codes import REGISTRY, Layer
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.policy import read_policy
-from sandbox_replay.scan import load_forbidden_classes
+from sandbox_replay import InputMode, ReplayConfig, build_records, replay
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
+from sandbox_replay.load.scan import load_forbidden_classes
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import REGISTRY, Layer
+from sandbox_replay.model.policy import read_policy
 
 FAIL_CLOSED_RULE = "rule:sandbox_policy_fail_closed_unrecognized_action"
 NEGATIVE_CASE_CODES = sorted(case.code for case in NEGATIVE_CASES)

@@ -26,13 +26,14 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, FIXTURES, REPO, SCENARIOS, read_json
-from sandbox_replay import InputMode, codes
-from sandbox_replay.cedar import CedarPolicy
+from sandbox_replay import InputMode
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
-from sandbox_replay.inputs import load_run
-from sandbox_replay.loader import LoadLimits
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.policy import (
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.load.run import load_run
+from sandbox_replay.model import codes
+from sandbox_replay.model.cedar import CedarPolicy
+from sandbox_replay.model.policy import (
     FAIL_CLOSED_RULE_REF,
     PolicyFileError,
     choose_policies,
@@ -40,7 +41,7 @@ from sandbox_replay.policy import (
     default_table,
     read_policy,
 )
-from sandbox_replay.records import build_records
+from sandbox_replay.records.build import build_records
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from generate_bundle import generate
@@ -475,7 +476,7 @@ def test_the_project_file_sets_policies_and_refuses_unknown_keys(tmp_path: Path)
 def test_the_published_schema_accepts_the_packaged_table() -> None:
     import jsonschema
 
-    from sandbox_replay.schemas import json_schema
+    from sandbox_replay.records.schemas import json_schema
 
     schema = json_schema("policy_table")
     packaged = json.loads(
@@ -513,7 +514,7 @@ def _cedar_like(pattern: str, value: str) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(pattern=_PIECES, value=st.text(alphabet="ab", max_size=6))
 def test_like_matches_as_cedar_does(pattern: str, value: str) -> None:
-    from sandbox_replay.cedar import _like
+    from sandbox_replay.model.cedar import _like
 
     pieces = tuple(pattern.split("*"))
     assert _like(pieces, value) == _cedar_like(pattern, value)

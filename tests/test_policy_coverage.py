@@ -17,10 +17,10 @@ from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, SCENARIOS, read_json, re
 from sandbox_replay import InputMode, ReplayConfig, replay
 from sandbox_replay.exports import export_run, junit, sarif
 from sandbox_replay.exports.markdown import MAX_RULES, build_markdown
-from sandbox_replay.headline import gap_headline
-from sandbox_replay.policy import FAIL_CLOSED_RULE_REF, PolicyChoice, read_policy
-from sandbox_replay.policy_coverage import PolicyCoverage, RuleUse
-from sandbox_replay.records import build_records
+from sandbox_replay.model.policy import FAIL_CLOSED_RULE_REF, PolicyChoice, read_policy
+from sandbox_replay.model.policy_coverage import PolicyCoverage, RuleUse
+from sandbox_replay.records.build import build_records
+from sandbox_replay.records.headline import gap_headline
 from sandbox_replay.report import incremental
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 

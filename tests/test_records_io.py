@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from conftest import FIRST_WAVE, replay_dir
 from sandbox_replay.atomic import dump_json, iter_json_chunks, struct_fields
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.records import MAX_TEXT, REDACTED, build_records, record_rows, redact
-from sandbox_replay.rows import UNSET, Rollback, Table
-from sandbox_replay.trace import canonical_digest, spans_digest
+from sandbox_replay.checks.trace import canonical_digest, spans_digest
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.rows import UNSET, Rollback, Table
+from sandbox_replay.records.build import MAX_TEXT, REDACTED, build_records, record_rows, redact
 
 
 def _standard(value: Any) -> bytes:

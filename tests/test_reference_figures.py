@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, copy_fixture, read_json, replay_dir
-from sandbox_replay import InputMode, codes
+from sandbox_replay import InputMode
 from sandbox_replay.cli import app
+from sandbox_replay.model import codes
 
 REFERENCE_COUNTS = {
     "action_request_count": 6,

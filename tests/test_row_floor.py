@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox_replay.layers import actions, cold_replay, rollbacks, side_effects, verdicts
-from sandbox_replay.layers.base import is_nonempty, missing_fields, not_text
-from sandbox_replay.rows import (
+from sandbox_replay.checks import actions, cold_replay, rollbacks, side_effects, verdicts
+from sandbox_replay.checks.base import is_nonempty, missing_fields, not_text
+from sandbox_replay.model.rows import (
     UNSET,
     ActionRequest,
     ColdReplay,

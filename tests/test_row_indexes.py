@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_replay.rows import Rollback, Table
+from sandbox_replay.model.rows import Rollback, Table
 
 ABSENT = object()
 

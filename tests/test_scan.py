@@ -20,16 +20,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, REPO
+from sandbox_replay.checks.pipeline import _chunk_ends
 from sandbox_replay.cli import app
-from sandbox_replay.pipeline import _chunk_ends
-from sandbox_replay.records import REDACTED, redact
-from sandbox_replay.scan import (
+from sandbox_replay.load.scan import (
     ForbiddenClass,
     ForbiddenClassesError,
     ForbiddenScanner,
     ScanReport,
     load_forbidden_classes,
 )
+from sandbox_replay.records.build import REDACTED, redact
 
 _ALNUM = "aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xYz"
 _HEX = "0123456789abcdef"

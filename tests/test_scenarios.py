@@ -13,8 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import SCENARIOS, replay_dir
-from sandbox_replay import InputMode, codes
+from sandbox_replay import InputMode
 from sandbox_replay.cli import app
+from sandbox_replay.model import codes
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,14 @@ from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, replay_dir
 from sandbox_replay import InputMode
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.cli import app
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.schemas import SCHEMA_MODELS, json_schema, schema_bytes, schema_file_name
+from sandbox_replay.records.schemas import (
+    SCHEMA_MODELS,
+    json_schema,
+    schema_bytes,
+    schema_file_name,
+)
 
 SCHEMAS = REPO / "schemas"
 REFRESH = "sandbox-replay schema --write schemas"

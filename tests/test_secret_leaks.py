@@ -29,8 +29,8 @@ from urllib.parse import quote
 import pytest
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO
-from sandbox_replay.codes import FORBIDDEN_MATERIAL_DETECTED
-from sandbox_replay.records import BUNDLE_RESULT_FILE, RESULT_FILE
+from sandbox_replay.model.codes import FORBIDDEN_MATERIAL_DETECTED
+from sandbox_replay.records.build import BUNDLE_RESULT_FILE, RESULT_FILE
 
 HOSTILE_BUNDLE = REPO / "tests" / "data" / "hostile_bundle"
 WITHHELD = "Withheld: the forbidden-material scan matched this file"

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from conftest import FIXTURES, REPO, SCENARIOS, project_policies
-from sandbox_replay.codes import REGISTRY
+from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.report.build import (
     BuildConfig,
     BuildResult,

@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox_replay import codes, loader
-from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input
+from sandbox_replay.load import decode as loader
+from sandbox_replay.load.decode import LoadedFile, parse_input
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.model import codes
 
 KEY = "action_requests"
 ROW = '{"request_id": "req_%d", "episode_id": "ep_1", "body_redacted": true, "n": %d}'

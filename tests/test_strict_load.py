@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from sandbox_replay import codes
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
-from sandbox_replay.inputs import CORE_FILES, InputMode
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.records import RESULT_FILE, build_records, write_records
+from sandbox_replay.load.run import CORE_FILES, InputMode
+from sandbox_replay.model import codes
+from sandbox_replay.records.build import RESULT_FILE, build_records, write_records
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "first_wave"
 PLANT = "PLANTED_BODY_TEXT_q7Zx"

@@ -7,9 +7,9 @@ The library API is the same one the CLI calls:
     records = build_records(outcome)
 """
 
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.pipeline import Replay, ReplayConfig, replay
-from sandbox_replay.records import RunRecords, build_records, write_records
+from sandbox_replay.checks.pipeline import Replay, ReplayConfig, replay
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.records.build import RunRecords, build_records, write_records
 from sandbox_replay.version import __version__
 
 __all__ = [

@@ -17,8 +17,7 @@ import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 from sandbox_replay.atomic import write_bytes_atomic
-from sandbox_replay.changes import Changes
-from sandbox_replay.codes import REGISTRY, Layer, lookup
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.exports import (
     ExportTargets,
     attach_changes,
@@ -27,24 +26,25 @@ from sandbox_replay.exports import (
     write_exports,
 )
 from sandbox_replay.exports.text import one_line, visible
-from sandbox_replay.inputs import CORE_FILES, InputMode
-from sandbox_replay.loader import LoadLimits
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.policy import (
-    Policy,
-    PolicyChoice,
-    PolicyFileError,
-    choose_policies,
-    project_defaults,
-)
-from sandbox_replay.records import RunRecords, build_records, write_records
-from sandbox_replay.scan import (
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.load.run import CORE_FILES, InputMode
+from sandbox_replay.load.scan import (
     ForbiddenClassesError,
     ForbiddenScanner,
     ForbiddenTable,
     read_forbidden_table,
     scanner_with,
 )
+from sandbox_replay.model.codes import REGISTRY, Layer, lookup
+from sandbox_replay.model.policy import (
+    Policy,
+    PolicyChoice,
+    PolicyFileError,
+    choose_policies,
+    project_defaults,
+)
+from sandbox_replay.records.build import RunRecords, build_records, write_records
+from sandbox_replay.records.changes import Changes
 from sandbox_replay.version import __version__
 
 app = typer.Typer(
@@ -724,7 +724,7 @@ def print_schema(
 ) -> None:
     """Print the JSON Schema of an input file or of the result record, or list them."""
     # Imported here: building the pydantic models costs every other command ~0.15 s.
-    from sandbox_replay.schemas import SCHEMA_MODELS, schema_bytes, write_schemas
+    from sandbox_replay.records.schemas import SCHEMA_MODELS, schema_bytes, write_schemas
 
     if write is not None:
         if write.exists() and not write.is_dir():
@@ -1067,8 +1067,8 @@ def diff(
     --fail-on when there is what it names; 2 on a usage error (a site or archive that
     cannot be read or checked included).
     """
-    from sandbox_replay.changes import compare
     from sandbox_replay.exports.markdown import diff_markdown
+    from sandbox_replay.records.changes import compare
     from sandbox_replay.report.baseline import BaselineError, read_baseline
 
     if fail_on not in (None, "regression", "new"):

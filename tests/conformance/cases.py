@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay import InputMode, codes
+from sandbox_replay import InputMode
+from sandbox_replay.model import codes
 
 HERE = Path(__file__).resolve().parent
 ORIGINAL_FIXTURE = HERE / "original_fixture"

@@ -15,9 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import codes_of, replay_dir
-from sandbox_replay import InputMode, codes
+from sandbox_replay import InputMode
 from sandbox_replay.cli import app
-from sandbox_replay.headline import gap_headline
+from sandbox_replay.model import codes
+from sandbox_replay.records.headline import gap_headline
 
 from .cases import (
     CASES,

@@ -20,10 +20,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, find_row, replay_dir
-from sandbox_replay import InputMode, codes
+from sandbox_replay import InputMode
+from sandbox_replay.checks import source_modules
 from sandbox_replay.cli import app
-from sandbox_replay.layers import source_modules
-from sandbox_replay.loader import LoadedFile, LoadLimits, parse_input
+from sandbox_replay.load.decode import LoadedFile, parse_input
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.model import codes
 from sandbox_replay.report import incremental
 
 EXFIL = "req_network_exfil_attempt"
@@ -208,7 +210,7 @@ def test_a_changed_packaged_table_rebuilds_every_run(
 def test_many_top_level_keys_are_parsed_with_their_lines_counted_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sandbox_replay import loader
+    from sandbox_replay.load import decode as loader
 
     calls: list[int] = []
     real = loader._line_at
@@ -231,7 +233,7 @@ def test_many_top_level_keys_are_parsed_with_their_lines_counted_once(
 
 
 def test_the_row_limit_holds_before_rows_are_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox_replay import loader
+    from sandbox_replay.load import decode as loader
 
     decoded: list[int] = []
     real = loader._decode
@@ -260,7 +262,7 @@ def test_braces_inside_strings_do_not_count_as_rows() -> None:
 def test_a_plain_file_within_the_limit_still_takes_the_whole_file_decoder(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sandbox_replay import loader
+    from sandbox_replay.load import decode as loader
 
     decoded: list[int] = []
     real = loader._decode
@@ -328,7 +330,7 @@ def _spell(value: Any, ascii_only: bool) -> str:
 def test_object_files_load_as_read_key_by_key(pairs: list[Any], ascii_only: bool) -> None:
     """What the decoder loads, the standard library's key-by-key reading loads; what it
     refuses, that reading words (a duplicate key, wherever it stands)."""
-    from sandbox_replay import loader
+    from sandbox_replay.load import decode as loader
 
     raw = (
         "{\n"

@@ -25,13 +25,13 @@ from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, replay_dir
-from sandbox_replay import codes
+from sandbox_replay.checks.confusables import skeleton, skeletons
 from sandbox_replay.cli import app
 from sandbox_replay.exports import ExportFacts, ExportRun
 from sandbox_replay.exports.markdown import build_markdown
 from sandbox_replay.exports.sarif import build_sarif
 from sandbox_replay.exports.text import one_line, visible
-from sandbox_replay.layers.confusables import skeleton, skeletons
+from sandbox_replay.model import codes
 
 ZERO_WIDTH_SPACE, BYTE_ORDER_MARK, TAG_A = "\u200b", "\ufeff", "\U000e0041"
 INVISIBLE = (ZERO_WIDTH_SPACE, BYTE_ORDER_MARK, TAG_A)

@@ -26,16 +26,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sandbox_replay.atomic import write_bytes_atomic
-from sandbox_replay.changes import Changes, RunChange, RunSnapshot, finding_refs
-from sandbox_replay.codes import Layer
+from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.checks.negative_cases import NegativeCaseOutcome
+from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.layers.base import LayerResult
-from sandbox_replay.layers.negative_cases import NegativeCaseOutcome
-from sandbox_replay.pipeline import Replay
-from sandbox_replay.policy_coverage import PolicyCoverage
-from sandbox_replay.records import COUNT_KEYS, build_result, redact
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.build import COUNT_KEYS, build_result, redact
+from sandbox_replay.records.changes import Changes, RunChange, RunSnapshot, finding_refs
 
 # The result record's counts the Markdown summary's pipeline chart shows, and the trace's.
 CHART_COUNTS = (*COUNT_KEYS, "span_count")
@@ -128,7 +128,7 @@ class ExportFacts:
         both); they are taken only when nothing was redacted, which leaves them the very
         ones the facts would be made from. Otherwise they are made here.
         """
-        from sandbox_replay.headline import gap_headline
+        from sandbox_replay.records.headline import gap_headline
 
         shown = redacted(outcome)
         if shown is not outcome:

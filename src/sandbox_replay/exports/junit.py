@@ -31,12 +31,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sandbox_replay.codes import Layer
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.exports import ExportRun
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.findings import Finding
 from sandbox_replay.version import TOOL_NAME
 
 NOT_RUN = "not_run"

@@ -34,16 +34,16 @@ from enum import IntEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from sandbox_replay.changes import FIX, REGRESSION, Changes, FindingRef, RunChange
-from sandbox_replay.codes import REGISTRY, Layer, Severity
+from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.exports import ExportFacts, ExportRun, is_expected
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.layers.base import LayerResult
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.policy_coverage import PolicyCoverage
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import REGISTRY, Layer, Severity
+from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.changes import FIX, REGRESSION, Changes, FindingRef, RunChange
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_replay.atomic import write_bytes_atomic
-from sandbox_replay.loader import (
+from sandbox_replay.load.files import (
     SITE_MARKER,
     FileChangedError,
     SiteTooDeepError,

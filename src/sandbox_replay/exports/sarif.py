@@ -65,13 +65,9 @@ from typing import Any
 from urllib.parse import quote
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.changes import FindingRef
-from sandbox_replay.codes import REGISTRY, FindingCode, Layer, Severity
 from sandbox_replay.exports import ExportRun, is_expected
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.findings import Finding
-from sandbox_replay.fingerprints import FINGERPRINT_VERSION, fingerprints
-from sandbox_replay.inputs import (
+from sandbox_replay.load.run import (
     ACTION_REQUESTS,
     BUNDLE_MANIFEST,
     COLD_REPLAY,
@@ -82,6 +78,10 @@ from sandbox_replay.inputs import (
     SIDE_EFFECT_RECEIPTS,
     SOURCE_MODULE_MANIFEST,
 )
+from sandbox_replay.model.codes import REGISTRY, FindingCode, Layer, Severity
+from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.fingerprints import FINGERPRINT_VERSION, fingerprints
+from sandbox_replay.records.changes import FindingRef
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SARIF_SCHEMA_URI = (

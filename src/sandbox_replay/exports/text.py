@@ -16,6 +16,6 @@ the exports, pages and command line take them from here.
 
 from __future__ import annotations
 
-from sandbox_replay.layers.confusables import one_line, visible, without_hidden
+from sandbox_replay.checks.confusables import one_line, visible, without_hidden
 
 __all__ = ["one_line", "visible", "without_hidden"]

@@ -27,8 +27,7 @@ from typing import Any
 
 import orjson
 
-from sandbox_replay.changes import HISTORY_LIMIT, RunSnapshot, snapshot_of_record
-from sandbox_replay.loader import (
+from sandbox_replay.load.files import (
     SITE_FORMAT,
     SITE_MANIFEST,
     SITE_MARKER,
@@ -36,6 +35,7 @@ from sandbox_replay.loader import (
     LoadLimits,
     read_same_file,
 )
+from sandbox_replay.records.changes import HISTORY_LIMIT, RunSnapshot, snapshot_of_record
 from sandbox_replay.version import TOOL_NAME
 
 HISTORY = "history.json"

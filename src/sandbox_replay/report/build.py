@@ -90,18 +90,10 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.changes import (
-    HISTORY_LIMIT,
-    Changes,
-    RunSnapshot,
-    compare,
-    history_entry,
-    match_runs,
-)
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.forking import usable_cpus
-from sandbox_replay.loader import (
+from sandbox_replay.load.files import (
     SITE_FORMAT,
     SITE_MANIFEST,
     FileChangedError,
@@ -113,8 +105,17 @@ from sandbox_replay.loader import (
     site_entries,
     site_marker_matches,
 )
-from sandbox_replay.loader import SITE_MARKER as SITE_MARKER
-from sandbox_replay.policy import PolicyChoice
+from sandbox_replay.load.files import SITE_MARKER as SITE_MARKER
+from sandbox_replay.load.scan import ForbiddenTable
+from sandbox_replay.model.policy import PolicyChoice
+from sandbox_replay.records.changes import (
+    HISTORY_LIMIT,
+    Changes,
+    RunSnapshot,
+    compare,
+    history_entry,
+    match_runs,
+)
 from sandbox_replay.report import incremental
 from sandbox_replay.report.baseline import HISTORY, HISTORY_SCHEMA, Baseline
 from sandbox_replay.report.changes_views import CHANGES_PAGE, build_changes_view
@@ -137,7 +138,6 @@ from sandbox_replay.report.site_views import (
     build_policy_view,
 )
 from sandbox_replay.report.views import plural
-from sandbox_replay.scan import ForbiddenTable
 from sandbox_replay.version import TOOL_NAME, __version__
 
 try:

@@ -18,8 +18,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sandbox_replay.changes import FIX, NEW_RUN, REGRESSION, Changes, FindingRef, RunChange
-from sandbox_replay.codes import REGISTRY
+from sandbox_replay.model.codes import REGISTRY
+from sandbox_replay.records.changes import FIX, NEW_RUN, REGRESSION, Changes, FindingRef, RunChange
 from sandbox_replay.report import charts
 from sandbox_replay.report.views import Chrome, RunPages, chrome, plural
 from sandbox_replay.report.views.common import code_href

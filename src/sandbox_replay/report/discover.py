@@ -31,12 +31,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox_replay import pipeline
+from sandbox_replay.checks import pipeline
 from sandbox_replay.exports import ExportFacts, ExportRun, export_run, source_root_of
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.inputs import BUNDLE_MANIFEST, CORE_FILES, InputMode
-from sandbox_replay.policy import PolicyChoice
-from sandbox_replay.scan import ForbiddenScanner
+from sandbox_replay.load.run import BUNDLE_MANIFEST, CORE_FILES, InputMode
+from sandbox_replay.load.scan import ForbiddenScanner
+from sandbox_replay.model.policy import PolicyChoice
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 

@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from sandbox_replay.exports import ExportFacts
-from sandbox_replay.loader import FileChangedError, LoadLimits, open_regular, read_same_file
+from sandbox_replay.load.files import FileChangedError, LoadLimits, open_regular, read_same_file
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
 from sandbox_replay.report.site_views import RunSummary

@@ -28,18 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox_replay.changes import RunChange, RunSnapshot
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
-from sandbox_replay.pipeline import ReplayConfig, replay
-from sandbox_replay.policy import Policy
-from sandbox_replay.records import RunRecords, build_records
+from sandbox_replay.load.scan import ForbiddenClass, scanner_with
+from sandbox_replay.model.policy import Policy
+from sandbox_replay.records.build import RunRecords, build_records
+from sandbox_replay.records.changes import RunChange, RunSnapshot
 from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
-from sandbox_replay.scan import ForbiddenClass, scanner_with
 from sandbox_replay.version import __version__
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sandbox_replay.changes import Changes
-from sandbox_replay.codes import REGISTRY, Layer
-from sandbox_replay.policy_coverage import PolicyCoverage
-from sandbox_replay.records import RunRecords
+from sandbox_replay.model.codes import REGISTRY, Layer
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.build import RunRecords
+from sandbox_replay.records.changes import Changes
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
 from sandbox_replay.report.changes_views import (

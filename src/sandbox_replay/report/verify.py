@@ -51,7 +51,7 @@ from typing import Any
 import orjson
 
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.loader import (
+from sandbox_replay.load.files import (
     FileChangedError,
     LoadLimits,
     SiteTooDeepError,
@@ -59,7 +59,8 @@ from sandbox_replay.loader import (
     read_same_file,
     site_entries,
 )
-from sandbox_replay.policy import Policy, PolicyChoice, PolicyFileError, read_policy
+from sandbox_replay.load.scan import ForbiddenClassesError, ForbiddenTable, read_forbidden_table
+from sandbox_replay.model.policy import Policy, PolicyChoice, PolicyFileError, read_policy
 from sandbox_replay.report.baseline import Baseline, BaselineError, read_baseline
 from sandbox_replay.report.build import (
     MANIFEST,
@@ -70,7 +71,6 @@ from sandbox_replay.report.build import (
 )
 from sandbox_replay.report.discover import DiscoveryError
 from sandbox_replay.report.parallel import SchedulerError
-from sandbox_replay.scan import ForbiddenClassesError, ForbiddenTable, read_forbidden_table
 from sandbox_replay.version import TOOL_NAME, __version__
 
 _CHUNK = 1 << 20

@@ -12,11 +12,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.loader import FileChangedError, read_same_file
-from sandbox_replay.pipeline import Replay
-from sandbox_replay.records import RunRecords
+from sandbox_replay.checks.pipeline import Replay
+from sandbox_replay.load.files import FileChangedError, read_same_file
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.records.build import RunRecords
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 from sandbox_replay.report.views.cells import _expected_alarm, _layer_status

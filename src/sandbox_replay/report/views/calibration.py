@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sandbox_replay.codes import REGISTRY, Layer
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.policy import VERDICTS
-from sandbox_replay.policy_coverage import PolicyCoverage
-from sandbox_replay.records import column_of
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import REGISTRY, Layer
+from sandbox_replay.model.policy import VERDICTS
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.build import column_of
 from sandbox_replay.report import charts
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.common import (

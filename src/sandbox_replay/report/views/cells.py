@@ -6,9 +6,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox_replay import codes
-from sandbox_replay.codes import REGISTRY, Layer
-from sandbox_replay.policy import VERDICTS
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import REGISTRY, Layer
+from sandbox_replay.model.policy import VERDICTS
 from sandbox_replay.report.views.common import GAP, TRACE_OUTCOMES, Cell, _is_count, plural
 
 

@@ -10,9 +10,9 @@ from itertools import repeat
 from operator import is_
 from typing import Any, NamedTuple, TypeGuard
 
-from sandbox_replay.codes import REGISTRY
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.policy import VERDICTS
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import REGISTRY
+from sandbox_replay.model.policy import VERDICTS
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import _expected_alarm
 from sandbox_replay.report.views.common import MAIN_PAGE, code_href, plural, text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_replay.records import redact
+from sandbox_replay.records.build import redact
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.common import Badge, plural, text
 from sandbox_replay.report.views.models import ModuleView

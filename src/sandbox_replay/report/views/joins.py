@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sandbox_replay.inputs import rollback_id_of
+from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import (
     _declared,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_replay.codes import Layer
+from sandbox_replay.model.codes import Layer
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.common import badge, text
 from sandbox_replay.report.views.models import LayerRow, ScanClassRow, ScanView

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from markupsafe import Markup
 
-from sandbox_replay.headline import GapHeadline
+from sandbox_replay.records.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
 
 

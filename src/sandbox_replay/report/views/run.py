@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from sandbox_replay.inputs import InputMode
-from sandbox_replay.pipeline import Replay
-from sandbox_replay.records import RunRecords, build_receipt
+from sandbox_replay.checks.pipeline import Replay
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.records.build import RunRecords, build_receipt
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.views.base import _pagers
 from sandbox_replay.report.views.calibration import Calibration

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from sandbox_replay.codes import Layer
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
-from sandbox_replay.headline import GapHeadline, gap_headline
-from sandbox_replay.inputs import InputMode
+from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.records.headline import GapHeadline, gap_headline
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import _expected_alarm
 from sandbox_replay.report.views.common import STATUS_LABELS, plural

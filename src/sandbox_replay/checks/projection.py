@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import PROJECTION_PROTOCOL, RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.checks.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.load.run import PROJECTION_PROTOCOL, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
 
 REQUIRED = (
     "protocol_id",

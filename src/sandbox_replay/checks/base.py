@@ -6,10 +6,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sandbox_replay.codes import Layer
-from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import RunInputs
-from sandbox_replay.rows import UNSET, InputRow
+from sandbox_replay.load.run import RunInputs
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.rows import UNSET, InputRow
 
 T = TypeVar("T")
 

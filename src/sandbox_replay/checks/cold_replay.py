@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import COLD_REPLAY, RunInputs
-from sandbox_replay.layers.base import (
+from sandbox_replay.checks.base import (
     LayerResult,
     describe,
     missing_fields,
@@ -14,9 +11,12 @@ from sandbox_replay.layers.base import (
     subject_of,
     wrong_flags,
 )
-from sandbox_replay.layers.side_effects import receipt_outcomes
-from sandbox_replay.layers.verdicts import failing_request_set
-from sandbox_replay.rows import ColdReplay, meets_plain_floor
+from sandbox_replay.checks.side_effects import receipt_outcomes
+from sandbox_replay.checks.verdicts import failing_request_set
+from sandbox_replay.load.run import COLD_REPLAY, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.rows import ColdReplay, meets_plain_floor
 
 FLOOR = "cold_replay_floor"
 CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")

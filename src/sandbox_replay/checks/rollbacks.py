@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import ROLLBACK_RECEIPTS, SIDE_EFFECT_RECEIPTS, RunInputs, rollback_id_of
-from sandbox_replay.layers.base import (
+from sandbox_replay.checks.base import (
     LayerResult,
     describe,
     missing_fields,
@@ -13,7 +10,15 @@ from sandbox_replay.layers.base import (
     subject_of,
     wrong_flags,
 )
-from sandbox_replay.rows import Rollback, meets_plain_floor
+from sandbox_replay.load.run import (
+    ROLLBACK_RECEIPTS,
+    SIDE_EFFECT_RECEIPTS,
+    RunInputs,
+    rollback_id_of,
+)
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.rows import Rollback, meets_plain_floor
 
 FLOOR = "rollback_floor"
 MIN_ROLLBACKS = 2

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import SIDE_EFFECT_RECEIPTS, RunInputs
-from sandbox_replay.layers.base import (
+from sandbox_replay.checks.base import (
     LayerResult,
     describe,
     missing_fields,
@@ -15,7 +12,10 @@ from sandbox_replay.layers.base import (
     shared,
     subject_of,
 )
-from sandbox_replay.rows import SideEffect, meets_plain_floor
+from sandbox_replay.load.run import SIDE_EFFECT_RECEIPTS, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.rows import SideEffect, meets_plain_floor
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import BUNDLE_MANIFEST, RunInputs
-from sandbox_replay.layers.base import LayerResult, is_nonempty
+from sandbox_replay.checks.base import LayerResult, is_nonempty
+from sandbox_replay.load.run import BUNDLE_MANIFEST, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
 
 FLOOR = "bundle_manifest_floor"
 

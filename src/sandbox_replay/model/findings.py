@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.model.codes import REGISTRY, Layer
 
 
 @dataclass(frozen=True, slots=True)

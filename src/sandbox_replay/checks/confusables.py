@@ -53,10 +53,10 @@ from collections.abc import Sequence
 
 import icu
 
-from sandbox_replay import codes
-from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers import actions, rollbacks
-from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.checks import actions, rollbacks
+from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.load.run import RunInputs
+from sandbox_replay.model import codes
 
 # Non-ASCII characters named in a finding's message, at most.
 MAX_NAMED = 4

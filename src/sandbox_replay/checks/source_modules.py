@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
-from sandbox_replay.layers.base import LayerResult
-from sandbox_replay.loader import FileChangedError, LoadLimits, read_same_file
+from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.load.files import FileChangedError, LoadLimits, read_same_file
+from sandbox_replay.load.run import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
 
 FLOOR = "source_module_manifest_floor"
 IMPORT_CLASS = "copied_non_secret_macro_body"

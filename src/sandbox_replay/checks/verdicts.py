@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
-from sandbox_replay.layers.base import (
+from sandbox_replay.checks.base import (
     LayerResult,
     describe,
     is_nonempty,
@@ -16,8 +13,11 @@ from sandbox_replay.layers.base import (
     shared,
     subject_of,
 )
-from sandbox_replay.policy import VERDICTS, Derivation
-from sandbox_replay.rows import UNSET, PolicyVerdict, meets_plain_floor
+from sandbox_replay.load.run import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.policy import VERDICTS, Derivation
+from sandbox_replay.model.rows import UNSET, PolicyVerdict, meets_plain_floor
 
 FLOOR = "policy_verdict_floor"
 COVERAGE = ("allow", "block", "review")

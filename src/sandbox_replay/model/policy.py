@@ -282,7 +282,9 @@ def read_policy(path: Path, cedar_schema: Path | None = None) -> Policy:
     inside = path.resolve().is_relative_to(Path.cwd().resolve())
     recorded = Path(os.path.relpath(path)).as_posix() if inside else path.name
     if suffix == ".cedar":
-        from sandbox_replay.cedar import read_cedar  # cedarpy is loaded only for a Cedar policy
+        from sandbox_replay.model.cedar import (
+            read_cedar,  # cedarpy is loaded only for a Cedar policy
+        )
 
         schema = _read_small(cedar_schema, "Cedar schema") if cedar_schema is not None else None
         policy: Policy = read_cedar(data, shown, path.stem, schema, cedar_schema)
@@ -324,7 +326,7 @@ def _read_table(data: bytes, shown: str) -> PolicyTable:
         raise PolicyFileError(f"policy {shown}:{error.lineno}: {error.msg}") from None
     except ValueError as error:
         raise PolicyFileError(f"policy {shown}: {error}") from None
-    from sandbox_replay.schemas import check_policy_table  # pydantic, only for a table
+    from sandbox_replay.model.policy_schema import check_policy_table  # pydantic: only for a table
 
     problem = check_policy_table(document)
     if problem is not None:

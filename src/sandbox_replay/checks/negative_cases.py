@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult
+from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.load.run import RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import cedarpy
 
-from sandbox_replay.policy import (
+from sandbox_replay.model.policy import (
     FAIL_CLOSED_RULE_REF,
     FAIL_CLOSED_VERDICT,
     Derivation,

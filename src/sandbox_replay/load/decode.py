@@ -1,4 +1,4 @@
-"""Strict loading of input files into plain rows, with the line each row starts on.
+"""Strict decoding of input files into plain rows, with the line each row starts on.
 
 Every file is decoded one way: by msgspec, into dicts and lists, with what the JSON
 grammar leaves open proved on its bytes and its decoded value (``parse_input``). Strictness
@@ -19,39 +19,30 @@ line ends outside strings (``Layout.row_lines``), each key's spelling where it i
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
-import os
 import re
-import stat
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from io import BufferedReader
 from itertools import accumulate, compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import msgspec
-import orjson
 
-from sandbox_replay import codes
-from sandbox_replay.findings import Finding
-from sandbox_replay.version import TOOL_NAME
+from sandbox_replay.load.files import (
+    FileChangedError,
+    InputRefused,
+    LoadLimits,
+    inspect_input,
+    read_same_file,
+    sha256_of,
+)
+from sandbox_replay.model import codes
+from sandbox_replay.model.findings import Finding
 
 _WS = re.compile(r"[ \t\n\r]*")
-
-
-@dataclass(frozen=True)
-class LoadLimits:
-    """Resource limits applied to every input file; defaults are documented in the README."""
-
-    max_file_bytes: int = 512 * 1024 * 1024
-    max_rows: int = 2_000_000
-    max_string_chars: int = 1_000_000
-    max_depth: int = 64
 
 
 @dataclass
@@ -145,53 +136,6 @@ def _line_at(doc: str, pos: int) -> int:
     return doc.count("\n", 0, pos) + 1
 
 
-class InputRefused(Exception):
-    """An input file refused before it was parsed: the finding code and a safe message."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def inspect_input(root: Path, name: str, limits: LoadLimits) -> tuple[Path, os.stat_result]:
-    """Check the input file ``root / name`` before it is opened; return its path and ``stat``.
-
-    Raises ``InputRefused`` for a file that is missing, resolves outside ``root``, is
-    not a regular file or is over ``max_file_bytes``. Open the path with
-    ``read_same_file`` or ``open_same_file``, which check it is still that file.
-    """
-    path = root / name
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        raise InputRefused(codes.INPUT_FILE_MISSING, f"{name} is missing") from None
-    except OSError as exc:
-        raise InputRefused(
-            codes.INPUT_FILE_UNREADABLE, f"{name} cannot be inspected ({exc.strerror})"
-        ) from None
-    try:
-        resolved = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise InputRefused(codes.INPUT_FILE_UNREADABLE, f"{name} cannot be resolved") from None
-    if not resolved.is_relative_to(root.resolve()):
-        raise InputRefused(
-            codes.INPUT_PATH_OUTSIDE_ROOT,
-            f"{name} resolves outside the input folder and was not opened",
-        )
-    if stat.S_ISLNK(info.st_mode):
-        info = resolved.stat()
-    if not stat.S_ISREG(info.st_mode):
-        raise InputRefused(codes.INPUT_FILE_UNREADABLE, f"{name} is not a regular file")
-    if info.st_size > limits.max_file_bytes:
-        raise InputRefused(
-            codes.INPUT_LIMIT_EXCEEDED,
-            f"{name} is {info.st_size} bytes, over the limit of {limits.max_file_bytes} "
-            "bytes (max_file_bytes); it was not read",
-        )
-    return resolved, info
-
-
 def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None, LoadedFile]:
     """Read one input file's bytes and digest, refusing files that escape ``root`` or break limits."""
     loaded = LoadedFile(name=name)
@@ -215,163 +159,6 @@ def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None,
     loaded.size = len(raw)
     loaded.sha256 = sha256_of(raw)
     return raw, loaded
-
-
-class FileChangedError(Exception):
-    """A file was not the one inspected by the time it was opened, or changed while read."""
-
-
-# For reading a file that may be hostile: no following a symlink put in its place, no
-# waiting on a FIFO put there.
-SAFE_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-class NotRegularError(OSError):
-    """What ``open_regular`` found at the path is not a regular file (a FIFO, a device...)."""
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """Open a file to read that must be regular, where a hostile writer may swap it.
-
-    No symlink put at ``path`` is followed (``OSError`` with ELOOP) and no FIFO put there
-    is waited on; anything but a regular file raises ``NotRegularError``.
-    """
-    handle = open(os.open(path, SAFE_OPEN_FLAGS), "rb")  # noqa: SIM115  (returned open)
-    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-        handle.close()
-        raise NotRegularError(errno.EINVAL, f"not a regular file: {path.name}")
-    return handle
-
-
-def open_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> BinaryIO:
-    """Open the file at ``path`` to read, which must still be the one ``inspected`` (its ``stat``).
-
-    The checks on a path (where it resolves, what kind of file, how large) hold for the
-    file that was there when they ran; a hostile writer may swap it before it is opened.
-    So the file is opened with ``open_regular``, then ``fstat`` of the open file must show
-    the same device and inode (unless ``inspected`` is None: a caller that checks the
-    bytes' digest instead) and a size within ``limit``. Raises ``FileChangedError``
-    (saying what changed) or ``OSError``.
-    """
-    try:
-        handle = open_regular(path)
-    except NotRegularError:
-        raise FileChangedError("is no longer a regular file") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symlink now stands where the file was
-            raise FileChangedError("was replaced by a symlink before it was opened") from None
-        raise
-    try:
-        opened = os.fstat(handle.fileno())
-        if inspected is not None and (opened.st_dev, opened.st_ino) != (
-            inspected.st_dev,
-            inspected.st_ino,
-        ):
-            raise FileChangedError("was replaced by another file before it was opened")
-        if opened.st_size > limit:
-            raise FileChangedError(f"grew past the limit of {limit} bytes (max_file_bytes)")
-    except BaseException:
-        handle.close()
-        raise
-    return handle
-
-
-def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> bytes:
-    """Read the file at ``path``, which must still be the one ``inspected`` (``open_same_file``).
-
-    Exactly the size the open file had is read, and one more byte would mean it grew while
-    it was read. Raises ``FileChangedError`` (saying what changed) or ``OSError``.
-    """
-    with open_same_file(path, inspected, limit) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        raw = handle.read(size + 1)
-    if len(raw) != size:
-        raise FileChangedError("changed size while it was read")
-    return raw
-
-
-# Deeper than any site this tool builds (``runs/<run>/join/page-NNNN.html``: 3 folders).
-SITE_DEPTH = 32
-
-
-class SiteTooDeepError(ValueError):
-    """A folder under a site nests deeper than ``SITE_DEPTH``: no site this tool built."""
-
-
-def site_entries(root: Path) -> list[tuple[str, os.stat_result]]:
-    """Return every entry under ``root``: its posix path relative to ``root`` and its ``lstat``.
-
-    Sorted by that path. Walked without recursion (``Path.rglob`` recurses, and a hostile
-    folder a thousand levels deep ended it with ``RecursionError``) and without following
-    a symlink; a folder deeper than ``SITE_DEPTH`` raises ``SiteTooDeepError``. Raises
-    ``OSError`` for a folder that cannot be listed.
-    """
-    found: list[tuple[str, os.stat_result]] = []
-    pending = [("", 0)]
-    while pending:
-        prefix, depth = pending.pop()
-        with os.scandir(root / prefix) as listing:
-            for entry in listing:
-                relative = prefix + entry.name
-                info = entry.stat(follow_symlinks=False)
-                found.append((relative, info))
-                if stat.S_ISDIR(info.st_mode):
-                    if depth + 1 >= SITE_DEPTH:
-                        raise SiteTooDeepError(f"{relative} lies {SITE_DEPTH} folders deep")
-                    pending.append((relative + "/", depth + 1))
-    return sorted(found, key=lambda item: item[0])
-
-
-# A built site's root holds its manifest and the marker naming it a site this tool built
-# (``report.build._marker`` writes it; ``build`` and ``pack`` read it here).
-SITE_MANIFEST = "manifest.json"
-SITE_MARKER = "sandbox-replay-site.json"
-SITE_FORMAT = 1
-_MARKER_BYTES = 4096
-
-
-def read_site_json(path: Path, limit: int) -> object:
-    """Read a JSON file of a site: a regular file (no symlink followed, no FIFO waited on)
-    of at most ``limit`` bytes, nested at most 1,024 deep (orjson's bound). Raises
-    ``OSError``, ``FileChangedError`` or ``ValueError``."""
-    return orjson.loads(read_same_file(path, None, limit))
-
-
-def site_marker_matches(site: Path) -> bool | None:
-    """Say whether ``site`` holds a marker of a site this tool built; ``None``: no marker.
-
-    The marker must name this tool and site format and hold the digest of the folder's
-    ``manifest.json`` as it is now (``report.build._marker`` gives its format).
-    """
-    try:
-        marker = read_site_json(site / SITE_MARKER, _MARKER_BYTES)
-    except FileNotFoundError:
-        return None
-    except (OSError, FileChangedError, ValueError):
-        return False
-    if not isinstance(marker, dict):
-        return False
-    try:
-        with open_regular(site / SITE_MANIFEST) as handle:
-            reader = cast(BufferedReader, handle)  # what ``open_regular`` opens
-            digest = "sha256:" + hashlib.file_digest(reader, "sha256").hexdigest()
-    except OSError:
-        return False
-    return (
-        marker.get("tool") == TOOL_NAME
-        and marker.get("site_format") == SITE_FORMAT
-        and marker.get("manifest_sha256") == digest
-    )
-
-
-def sha256_of(raw: bytes) -> str:
-    """Return a file's digest as ``LoadedFile.sha256`` spells it."""
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def parse_input(

@@ -36,13 +36,13 @@ from sandbox_replay.atomic import (
     write_bytes_atomic,
     write_chunks_atomic,
 )
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import InputMode, RunInputs
-from sandbox_replay.layers.negative_cases import NEGATIVE_CASES
-from sandbox_replay.layers.verdicts import derivation_passes
-from sandbox_replay.pipeline import Replay
-from sandbox_replay.policy import coverage
-from sandbox_replay.rows import UNSET, InputRow, Table
+from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
+from sandbox_replay.checks.pipeline import Replay
+from sandbox_replay.checks.verdicts import derivation_passes
+from sandbox_replay.load.run import InputMode, RunInputs
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.policy import coverage
+from sandbox_replay.model.rows import UNSET, InputRow, Table
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SCHEMA_VERSION = "sandbox-replay.result/1"

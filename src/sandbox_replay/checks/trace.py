@@ -16,13 +16,13 @@ from typing import Any
 import msgspec
 import orjson
 
-from sandbox_replay import codes
 from sandbox_replay.atomic import struct_fields
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import RunInputs
-from sandbox_replay.layers.base import LayerResult
-from sandbox_replay.layers.rollbacks import rollback_covers
-from sandbox_replay.rows import ActionRequest, value_of
+from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.checks.rollbacks import rollback_covers
+from sandbox_replay.load.run import RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.rows import ActionRequest, value_of
 
 FLOOR = "public_trace_floor"
 

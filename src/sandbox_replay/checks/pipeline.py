@@ -13,11 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.findings import Finding
-from sandbox_replay.inputs import PROJECTION_PROTOCOL, InputMode, RunInputs, load_run
-from sandbox_replay.layers import (
+from sandbox_replay.checks import (
     actions,
     bundle_manifest,
     cold_replay,
@@ -31,11 +27,15 @@ from sandbox_replay.layers import (
     source_modules,
     verdicts,
 )
-from sandbox_replay.layers.base import LayerResult, forget_shared
-from sandbox_replay.loader import LoadLimits
-from sandbox_replay.policy import Policy, default_table
-from sandbox_replay.scan import ForbiddenScanner, ScanHit, ScanReport
-from sandbox_replay.trace import Trace, build_trace
+from sandbox_replay.checks.base import LayerResult, forget_shared
+from sandbox_replay.checks.trace import Trace, build_trace
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.load.run import PROJECTION_PROTOCOL, InputMode, RunInputs, load_run
+from sandbox_replay.load.scan import ForbiddenScanner, ScanHit, ScanReport
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.policy import Policy, default_table
 
 T = TypeVar("T")
 

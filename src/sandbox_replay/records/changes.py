@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from sandbox_replay.codes import REGISTRY, Layer, Severity
-from sandbox_replay.fingerprints import fingerprints
+from sandbox_replay.model.codes import REGISTRY, Layer, Severity
+from sandbox_replay.model.fingerprints import fingerprints
 
 REGRESSION = "regression"
 FIX = "fix"

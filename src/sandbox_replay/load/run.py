@@ -10,15 +10,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from sandbox_replay.loader import (
-    LoadedFile,
-    LoadLimits,
-    note_forbidden_keys,
-    parse_input,
-    read_input,
-)
-from sandbox_replay.policy import Derivation, Policy
-from sandbox_replay.rows import (
+from sandbox_replay.load.decode import LoadedFile, note_forbidden_keys, parse_input, read_input
+from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.model.policy import Derivation, Policy
+from sandbox_replay.model.rows import (
     ActionRequest,
     ColdReplay,
     InputRow,

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import ACTION_REQUESTS, RunInputs
-from sandbox_replay.layers.base import (
+from sandbox_replay.checks.base import (
     LayerResult,
     derived_verdicts,
     describe,
@@ -16,7 +13,10 @@ from sandbox_replay.layers.base import (
     subject_of,
     wrong_flags,
 )
-from sandbox_replay.rows import ActionRequest, meets_plain_floor
+from sandbox_replay.load.run import ACTION_REQUESTS, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.rows import ActionRequest, meets_plain_floor
 
 FLOOR = "action_request_floor"
 MIN_RISK_CLASSES = 4

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_replay import codes
-from sandbox_replay.codes import REGISTRY, Layer, Severity
-from sandbox_replay.policy_coverage import PolicyCoverage
-from sandbox_replay.records import column_of
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import REGISTRY, Layer, Severity
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.build import column_of
 
 MAX_IDS = 3
 

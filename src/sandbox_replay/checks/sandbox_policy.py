@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from sandbox_replay import codes
-from sandbox_replay.codes import Layer
-from sandbox_replay.inputs import SANDBOX_POLICY, RunInputs
-from sandbox_replay.layers.base import LayerResult, describe, missing_fields, wrong_flags
-from sandbox_replay.policy import VERDICTS
-from sandbox_replay.rows import ActionRequest, PolicyVerdict, SideEffect
+from sandbox_replay.checks.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.load.run import SANDBOX_POLICY, RunInputs
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.policy import VERDICTS
+from sandbox_replay.model.rows import ActionRequest, PolicyVerdict, SideEffect
 
 AUTHORITY_FLAGS = {
     name: False
