@@ -11,6 +11,7 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RunInputs
+from sandbox_replay.layers import harness
 from sandbox_replay.layers.base import (
     NO_ROW,
     LayerResult,
@@ -101,6 +102,7 @@ def check(run: RunInputs) -> LayerResult:
             "request_id",
             "action_request",
         )
+    harness.add_cold_replay_gap(run, result)
     result.counts = {
         "cold_replay_count": len(run.replays),
         "cold_replay_pass_count": labelled_pass_count(run),

@@ -10,6 +10,7 @@ from typing import Any
 from sandbox_replay import codes
 from sandbox_replay.codes import Layer
 from sandbox_replay.inputs import RowRef, RunInputs, rollback_id_of
+from sandbox_replay.layers import harness
 from sandbox_replay.layers.base import (
     NO_ROW,
     FloorScan,
@@ -102,6 +103,7 @@ def check(run: RunInputs) -> LayerResult:
                 "request_id",
                 "side_effect_receipt",
             )
+    harness.add_rollback_gap(run, result)
     result.counts = {
         "rollback_receipt_count": len(run.rollbacks),
         "rollback_verified_count": sum(map(is_, scan.columns["rollback_verified"], repeat(True))),
