@@ -54,6 +54,8 @@ the folder is a site it may replace (``_marker``); with ``--single-file``,
      "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
+               "source_sha256": "sha256:<hex>" (only for a run imported from an Inspect
+               AI log, whose path is then source_path: ``inspect_runs``),
                "input_digests": {path: "sha256:<hex>"},
                "single_file": "single/<run>.html" (only with --single-file)}]}
 
@@ -89,6 +91,7 @@ from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.forking import usable_cpus
+from sandbox_replay.importers.inspect_logs import ImportOptions, InspectImportError
 from sandbox_replay.loader import (
     SITE_FORMAT,
     SITE_MANIFEST,
@@ -105,6 +108,7 @@ from sandbox_replay.loader import SITE_MARKER as SITE_MARKER
 from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.report import incremental
 from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover
+from sandbox_replay.report.inspect_runs import LogRuns, importing_logs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
     MatchedTextError,
@@ -164,6 +168,8 @@ class BuildConfig:
     policies: PolicyChoice = field(default_factory=PolicyChoice)
     # Patterns of skipped folders accepted as not replayed (``discover.discover``).
     exclude: tuple[str, ...] = ()
+    # How Inspect AI logs among the paths are imported (``inspect_runs``).
+    inspect: ImportOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -260,10 +266,17 @@ def build_site(config: BuildConfig) -> BuildResult:
     _check_parents(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        with _out_lock(out_dir, progress):
+        with (
+            _out_lock(out_dir, progress),
+            importing_logs(config.paths, config.cwd or Path.cwd(), config.inspect) as logs,
+        ):
             _recover(out_dir)
             _check_out_dir(out_dir)
-            return _build_locked(config, out_dir, progress, started)
+            return _build_locked(
+                replace(config, paths=logs.paths), out_dir, progress, started, logs
+            )
+    except InspectImportError as error:
+        raise BuildError(str(error)) from None
     except OSError as error:
         if error.errno not in WRITE_FAULTS:
             raise
@@ -275,13 +288,17 @@ def build_site(config: BuildConfig) -> BuildResult:
 
 
 def _build_locked(
-    config: BuildConfig, out_dir: Path, progress: Callable[[str], None], started: float
+    config: BuildConfig,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    started: float,
+    logs: LogRuns,
 ) -> BuildResult:
     """Build the site, ``out_dir`` recovered, checked and locked (``build_site``)."""
     if config.templates is not None and not config.templates.is_dir():
         raise BuildError(f"templates folder {config.templates} does not exist")
     found = discover(config.paths, config.cwd, config.exclude)
-    runs = found.runs
+    runs = tuple(map(logs.relabel, found.runs))
     for folder in found.skipped:
         progress(folder.note)
     build_time = _build_time(config.source_date_epoch)
@@ -552,6 +569,7 @@ def _manifest(
                 "mode": run.mode.value,
                 "status": summary.status,
                 "source_path": run.display_path,
+                **({"source_sha256": run.source_sha256} if run.source_sha256 is not None else {}),
                 "page": f"runs/{summary.name}/index.html",
                 "result": f"runs/{summary.name}/result.json",
                 "result_sha256": summary.result_sha256,

@@ -56,6 +56,8 @@ class DiscoveredRun:
     mode: InputMode
     path: Path
     display_path: str
+    # The sha256 of the Inspect AI log the run was imported from (``inspect_runs``).
+    source_sha256: str | None = None
 
 
 @dataclass(frozen=True)
