@@ -29,9 +29,10 @@ carries the map file's bytes as a copied source module, with their digest.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,12 @@ class ToolMap:
     map_id: str
     rules: tuple[MapRule, ...]
     body: bytes
+    # The file it was read from, as given (None for the empty map).
+    path: Path | None = None
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + hashlib.sha256(self.body).hexdigest()
 
     def classify(
         self, function: str, arguments: Mapping[str, Any], previous_function: str | None
@@ -165,7 +172,7 @@ def read_tool_map(path: Path) -> ToolMap:
     except _DuplicateKey as error:
         raise MapFileError(f"map file {path}: key {error} appears twice in one object") from None
     try:
-        return _parse(document, body)
+        return replace(_parse(document, body), path=path)
     except _Invalid as error:
         raise MapFileError(f"map file {path}: {error}") from None
 

@@ -107,7 +107,7 @@ from sandbox_replay.loader import (
 from sandbox_replay.loader import SITE_MARKER as SITE_MARKER
 from sandbox_replay.policy import PolicyChoice
 from sandbox_replay.report import incremental
-from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover
+from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover, display_path
 from sandbox_replay.report.inspect_runs import LogRuns, importing_logs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
@@ -431,7 +431,9 @@ def _build_locked(
         pages.add("policy/index.html", renderer.render("policy.html", view=policy))
         for asset in ASSETS:
             pages.add(asset, renderer.asset(asset))
-        manifest = _manifest(runs, ordered, build_time, forbidden, config.policies)
+        manifest = _manifest(
+            runs, ordered, build_time, forbidden, config.policies, config.inspect, config.cwd
+        )
         if config.single_file:  # see report/single_file.py
             single = single_file_pages(
                 [run.name for run in runs],
@@ -538,12 +540,35 @@ def _policies_digest(runs: Sequence[DiscoveredRun], policies: PolicyChoice) -> s
     return hashlib.sha256(json.dumps(chosen).encode()).hexdigest()
 
 
+def _inspect_import(
+    runs: Sequence[DiscoveredRun], inspect: ImportOptions | None, cwd: Path
+) -> dict[str, object]:
+    """Record how the runs imported from Inspect AI logs were imported, when there are any."""
+    if not any(run.source_sha256 is not None for run in runs):
+        return {}
+    options = inspect or ImportOptions()
+    tool_map = options.tool_map
+    shown = (
+        {"path": display_path(tool_map.path, cwd), "sha256": tool_map.sha256}
+        if tool_map.path is not None
+        else None
+    )
+    return {
+        "inspect_import": {
+            "map": shown,
+            "rollback_from_teardown": options.rollback_from_teardown,
+        }
+    }
+
+
 def _manifest(
     runs: Sequence[DiscoveredRun],
     summaries: Sequence[RunSummary],
     build_time: str | None,
     forbidden: ForbiddenTable | None,
     policies: PolicyChoice,
+    inspect: ImportOptions | None = None,
+    cwd: Path | None = None,
 ) -> dict[str, object]:
     table = (
         {"forbidden_classes": {"path": forbidden.path, "sha256": forbidden.sha256}}
@@ -563,6 +588,7 @@ def _manifest(
         "tool": {"name": TOOL_NAME, "version": __version__},
         "build_time": build_time,
         **table,
+        **_inspect_import(runs, inspect, cwd or Path.cwd()),
         "runs": [
             {
                 "name": summary.name,
