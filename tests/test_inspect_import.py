@@ -458,3 +458,22 @@ def test_a_folder_without_logs_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and "no .eval log found" in done.stderr
     with pytest.raises(InspectImportError, match="does not exist"):
         find_logs([tmp_path / "missing"])
+
+
+def test_verify_imports_the_logs_again_and_sees_a_changed_map(
+    logs: dict[str, Path], tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "demo.eval").write_bytes(logs["approval"].read_bytes())
+    (work / "map.json").write_bytes(TOOL_MAP.read_bytes())
+    built = run_cli("build", "logs", "--map", "map.json", "--out", "site", "-j", "1", cwd=work)
+    assert built.returncode == 0, built.stderr
+    manifest = read_json(work / "site" / "manifest.json")
+    assert manifest["inspect_import"]["map"]["path"] == "map.json"
+    verified = run_cli("verify", "site", cwd=work)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    (work / "map.json").write_text('{"map_id": "map:other", "rules": []}', "utf-8")
+    changed = run_cli("verify", "site", cwd=work)
+    assert changed.returncode == 1
+    assert "map file changed since the site was built: map.json" in changed.stdout
