@@ -477,3 +477,24 @@ def test_verify_imports_the_logs_again_and_sees_a_changed_map(
     changed = run_cli("verify", "site", cwd=work)
     assert changed.returncode == 1
     assert "map file changed since the site was built: map.json" in changed.stdout
+
+
+def test_exports_locate_findings_of_a_log_at_the_log(logs: dict[str, Path], tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "demo.eval").write_bytes(logs["approval"].read_bytes())
+    built = run_cli(
+        "build", "logs", "--out", "site", "--sarif", "out/replay.sarif", "--root", ".", cwd=work
+    )
+    assert built.returncode == 0, built.stderr
+    assert "outside" not in built.stderr
+    sarif = read_json(work / "out" / "replay.sarif")
+    uris = {
+        location["physicalLocation"]["artifactLocation"]["uri"]
+        for run in sarif["runs"]
+        for result in run["results"]
+        for location in result["locations"]
+    }
+    assert uris == {"logs/demo.eval"}
+    messages = [r["message"]["text"] for run in sarif["runs"] for r in run["results"]]
+    assert any("(imported as policy_verdicts.json:" in text for text in messages)

@@ -1026,9 +1026,12 @@ def build(
                     scanner=extra_scanner(table),
                     policies=policies,
                     root=root,
+                    logs=logs.logs,
                 )
-                for folder in sorted({run.path for run in discover_runs(logs.paths)}):
-                    warning = outside_root(folder, root)
+                # A run imported from a log is named by the log, not by its passing folder.
+                named = {logs.logs.get(r.path.resolve(), r.path) for r in discover_runs(logs.paths)}
+                for path in sorted(named):
+                    warning = outside_root(path.parent if path.is_file() else path, root)
                     if warning is not None:
                         progress(warning)
                 exported = write_exports(targets, runs)

@@ -62,6 +62,8 @@ DECISION_VERDICTS = {
 }
 EXECUTING_ACTIONS = ("exec", "write_file")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# Levels of folders below a PATH searched for logs (as ``report.discover`` searches for runs).
+MAX_DEPTH = 64
 
 
 class InspectImportError(ValueError):
@@ -106,21 +108,43 @@ class _Call:
 
 
 def find_logs(paths: Sequence[Path]) -> list[Path]:
-    """Return the ``.eval`` files among ``paths`` and under its folders, sorted, each once."""
+    """Return the ``.eval`` files among ``paths`` and under its folders, sorted, each once.
+
+    Folders are searched as ``build`` searches for runs (``report.discover``): with a
+    stack, not recursion, never following a symbolic link, leaving out hidden folders,
+    folders that cannot be listed and anything more than ``MAX_DEPTH`` levels down.
+    """
     found: dict[Path, Path] = {}
     for path in paths:
-        if path.is_dir():
-            for root, folders, files in os.walk(path):
-                folders[:] = sorted(f for f in folders if not f.startswith("."))
-                for name in sorted(files):
-                    if name.endswith(LOG_SUFFIX):
-                        log = Path(root) / name
-                        found.setdefault(log.resolve(), log)
-        elif path.is_file():
+        if path.is_file():
             found.setdefault(path.resolve(), path)
+        elif path.is_dir():
+            for log in _logs_under(path):
+                found.setdefault(log.resolve(), log)
         else:
             raise InspectImportError(f"{path} does not exist")
-    return [found[key] for key in sorted(found, key=lambda p: str(found[p]))]
+    return sorted(found.values(), key=str)
+
+
+def _logs_under(root: Path) -> Iterator[Path]:
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            continue
+        children = []
+        for entry in entries:
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if depth < MAX_DEPTH:
+                    children.append((folder / entry.name, depth + 1))
+            elif entry.name.endswith(LOG_SUFFIX) and entry.is_file(follow_symlinks=False):
+                yield folder / entry.name
+        stack.extend(reversed(children))
 
 
 def import_logs(logs: Sequence[Path], options: ImportOptions) -> list[Bundle]:
@@ -231,54 +255,57 @@ def _bundles_of(path: Path, log: Any, options: ImportOptions) -> list[Bundle]:
 
 
 def _calls_of(events: Sequence[Any], scanner: ForbiddenScanner) -> Iterator[_Call]:
-    """Yield each tool call of one sample's events, in log order."""
+    """Yield each tool call of one sample's events, in log order.
+
+    A call's tool span (a span of type ``tool`` named after the function) opens right
+    before its tool event: Inspect records the two with no await between them
+    (``inspect_ai.util.span`` and ``call_tool``), so no other event can come between, even
+    for calls run concurrently. The call's sandbox events are those recorded in that span
+    or in a span below it; its approval events name its call id.
+    """
     from inspect_ai.event import ApprovalEvent, SandboxEvent, SpanBeginEvent, ToolEvent
 
-    parents = {e.id: e.parent_id for e in events if isinstance(e, SpanBeginEvent)}
+    parents: dict[str, str | None] = {}
+    tool_spans: dict[str, int] = {}  # tool span id -> position of its call's tool event
+    approvals: dict[str, list[tuple[int, Any]]] = {}
+    for at, event in enumerate(events):
+        if isinstance(event, SpanBeginEvent):
+            parents[event.id] = event.parent_id
+        elif isinstance(event, ApprovalEvent):
+            approvals.setdefault(event.call.id, []).append((at, event))
+        elif isinstance(event, ToolEvent) and at > 0:
+            before = events[at - 1]
+            if (
+                isinstance(before, SpanBeginEvent)
+                and before.type == "tool"
+                and before.name == event.function
+            ):
+                tool_spans[before.id] = at
+    sandbox: dict[int, list[Any]] = {}  # tool event position -> its sandbox events
+    for event in events:
+        if isinstance(event, SandboxEvent):
+            owner = _owning_tool_span(event.span_id, parents, tool_spans)
+            if owner is not None:
+                sandbox.setdefault(tool_spans[owner], []).append(event)
 
-    def inside(span_id: str | None, ancestor: str) -> bool:
-        seen: set[str] = set()
-        while span_id is not None and span_id not in seen:
-            if span_id == ancestor:
-                return True
-            seen.add(span_id)
-            span_id = parents.get(span_id)
-        return False
-
+    linked = set(tool_spans.values())
     previous_function: str | None = None
     previous_output_ref: str | None = None
     for at, event in enumerate(events):
         if not isinstance(event, ToolEvent):
             continue
-        # A call's tool span opens right before its tool event (Inspect records the two
-        # together); its sandbox events are recorded inside that span or below it.
-        before = events[at - 1] if at > 0 else None
-        span = (
-            before
-            if isinstance(before, SpanBeginEvent)
-            and before.type == "tool"
-            and before.name == event.function
-            else None
-        )
-        started = at - 1 if span is not None else at
-        sandbox = (
-            [e for e in events if isinstance(e, SandboxEvent) and inside(e.span_id, span.id)]
-            if span is not None
-            else []
-        )
-        approvals = [
-            (position, e)
-            for position, e in enumerate(events)
-            if isinstance(e, ApprovalEvent) and e.call.id == event.id
-        ]
-        position, approval = approvals[-1] if approvals else (None, None)
+        # The call starts running when its tool span opens (or, without one, at its event).
+        started = at - 1 if at in linked else at
+        activity = sandbox.get(at, [])
+        decided = approvals.get(event.id, [])
+        position, approval = decided[-1] if decided else (None, None)
         output = event.model_dump(mode="json", include={"result", "error"})
         bodies = [
             json.dumps(event.arguments, ensure_ascii=False, default=str),
             json.dumps(output, ensure_ascii=False, default=str),
             *(
                 json.dumps([e.cmd, e.file, e.input, e.output], ensure_ascii=False, default=str)
-                for e in sandbox
+                for e in activity
             ),
             *(
                 json.dumps(
@@ -286,7 +313,7 @@ def _calls_of(events: Sequence[Any], scanner: ForbiddenScanner) -> Iterator[_Cal
                     ensure_ascii=False,
                     default=str,
                 )
-                for _, e in approvals
+                for _, e in decided
             ),
         ]
         counts, _matched = scanner.scan_bytes("\n".join(bodies).encode("utf-8", "surrogatepass"))
@@ -299,13 +326,26 @@ def _calls_of(events: Sequence[Any], scanner: ForbiddenScanner) -> Iterator[_Cal
             decision=approval.decision if approval is not None else None,
             approver=approval.approver if approval is not None else "",
             pre_execution=position is not None and position < started,
-            executed_count=sum(1 for e in sandbox if e.action in EXECUTING_ACTIONS),
+            executed_count=sum(1 for e in activity if e.action in EXECUTING_ACTIONS),
             arguments_sha256=_digest(event.arguments),
             output_sha256=_digest(output),
             matches=dict(counts),
         )
         previous_function = event.function
         previous_output_ref = event.id
+
+
+def _owning_tool_span(
+    span_id: str | None, parents: Mapping[str, str | None], tool_spans: Mapping[str, int]
+) -> str | None:
+    """Return the nearest tool span at or above ``span_id`` that belongs to a call."""
+    seen: set[str] = set()
+    while span_id is not None and span_id not in seen:
+        if span_id in tool_spans:
+            return span_id
+        seen.add(span_id)
+        span_id = parents.get(span_id)
+    return None
 
 
 def _bundle(

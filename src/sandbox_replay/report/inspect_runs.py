@@ -36,6 +36,7 @@ class LogSource:
 
     path: str
     sha256: str
+    log: Path
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class LogRuns:
 
     paths: tuple[Path, ...]
     sources: Mapping[Path, LogSource] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> dict[Path, Path]:
+        """Return each imported folder (resolved) with the log it was imported from."""
+        return {folder: source.log for folder, source in self.sources.items()}
 
     def relabel(self, run: DiscoveredRun) -> DiscoveredRun:
         """Return ``run`` shown with its log as the source, when it was imported from one."""
@@ -83,7 +89,7 @@ def importing_logs(
             digest = "sha256:" + hashlib.sha256(log.read_bytes()).hexdigest()
             shown = display_path(log, cwd)
             for folder in write_bundles(import_logs([log], options or ImportOptions()), root):
-                sources[folder.resolve()] = LogSource(shown, digest)
+                sources[folder.resolve()] = LogSource(shown, digest, log)
         yield LogRuns((*kept, root), sources)
     finally:
         shutil.rmtree(root, ignore_errors=True)
