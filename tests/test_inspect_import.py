@@ -9,6 +9,7 @@ here imitates the log format: the logs are Inspect's own.
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import json
 import subprocess
 import sys
@@ -54,6 +55,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "approval": make_log(folder / "approval" / "demo.eval"),
         "none": make_log(folder / "none" / "unapproved.eval", "--no-approval"),
         "secret": make_log(folder / "secret" / "leak.eval", "--with-secret"),
+        "modify": make_log(folder / "modify" / "renamed.eval", "--modify"),
     }
 
 
@@ -197,6 +199,30 @@ def test_no_body_leaves_the_log_and_a_secret_is_counted_not_written(
     others = [r for rid, r in rows(folder, "action_requests").items() if rid != "call_leak"]
     assert all(r["secret_like_data_synthetic"] is True for r in others)
     assert (codes.ACTION_REQUEST_INVALID, "call_leak") in findings(folder)
+
+
+def body_digest(value: object) -> str:
+    """The digest the README states: sha256 of the compact JSON, keys sorted."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_modified_call_is_allowed_and_judged_by_what_ran(
+    logs: dict[str, Path], tmp_path: Path
+) -> None:
+    folder = imported(logs["modify"], tmp_path)
+    verdict = rows(folder, "policy_verdicts")["call_note"]
+    assert (verdict["verdict"], verdict["decision_reason_ref"]) == (
+        "allow",
+        "reason:inspect_approval/modify",
+    )
+    # The digest is of the arguments the approver chose, which are the ones that ran.
+    ran = {"name": "approved_note.txt", "text": "replay me"}
+    proposed = {"name": "note.txt", "text": "replay me"}
+    digest = rows(folder, "action_requests")["call_note"]["arguments_sha256"]
+    assert digest == body_digest(ran) != body_digest(proposed)
+    effect = rows(folder, "side_effect_receipts")["call_note"]
+    assert (effect["execution_attempted"], effect["side_effect_diff_count"]) == (True, 1)
 
 
 def test_teardown_stands_for_the_rollbacks_when_asked(
