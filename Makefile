@@ -20,7 +20,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]' -c constraints.txt
+	$(BIN)/pip install --quiet -e '.[test,inspect]' -c constraints.txt
 	$(BIN)/python -m compileall -q src/sandbox_replay
 	touch $(STAMP)
 

@@ -100,10 +100,11 @@ def test_each_manifest_records_its_baseline_and_history_carries_forward(history:
         assert recorded["label"] == old
     builds = read_json(history.site("v3") / "history.json")["builds"]
     assert [b["label"] for b in builds] == ["v1", "v2", "v3"]
+    # The fixtures hold 11 runs (8 blocked); v2 fixes one and adds a failing one, v3 breaks one.
     assert [(b["runs"], b["passed"], b["blocked"]) for b in builds] == [
-        (10, 3, 7),
-        (11, 4, 7),
         (11, 3, 8),
+        (12, 4, 8),
+        (12, 3, 9),
     ]
     v1_findings = builds[0]["findings"]
     assert builds[1]["findings"] == v1_findings + NEW_RUN_FINDINGS - len(FIXED_CODES)
@@ -132,7 +133,7 @@ def test_the_pages_show_the_changes(history: History) -> None:
     rows = re.findall(r'<th scope="row" data-sort="([^"]+)">', index)
     assert rows[0] == "exported_bundle"  # the regression first
     assert 'id="chart-trend-title"' in index
-    assert re.search(r"<th scope=\"row\">v1</th><td class=\"num\">10</td>", index)
+    assert re.search(r"<th scope=\"row\">v1</th><td class=\"num\">11</td>", index)
     changes = (site / "changes" / "index.html").read_text("utf-8")
     assert changes.count('class="change-regression"') == 1
     assert changes.count("../runs/exported_bundle/index.html#findings") == REGRESSION_FINDINGS

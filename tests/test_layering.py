@@ -21,6 +21,7 @@ LEVELS = {
     "model": 0,
     "load": 1,
     "checks": 2,
+    "importers": 2,
     "records": 3,
     "drawing": 4,
     "exports": 5,

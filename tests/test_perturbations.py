@@ -632,6 +632,17 @@ TRIGGERS: dict[str, Trigger] = {
     codes.BUNDLE_MANIFEST_INVALID: bundle(
         lambda folder: edit_object(folder, "bundle_manifest.json", bundle_id="")
     ),
+    # What an imported harness declares it never records (importers, layers/harness.py)
+    codes.HARNESS_ROLLBACK_NOT_RECORDED: bundle(
+        lambda folder: edit_object(
+            folder, "bundle_manifest.json", rollback_evidence="not_recorded_by_harness"
+        )
+    ),
+    codes.HARNESS_COLD_REPLAY_NOT_RECORDED: bundle(
+        lambda folder: edit_object(
+            folder, "bundle_manifest.json", cold_replay_evidence="not_recorded_by_harness"
+        )
+    ),
 }
 PASSING = {InputMode.FIXTURE: FIRST_WAVE, InputMode.BUNDLE: EXPORTED_BUNDLE}
 PASSING_NAMES = {InputMode.FIXTURE: "first_wave", InputMode.BUNDLE: "bundles/exported_bundle"}

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -46,6 +46,9 @@ from sandbox_replay.model.policy import (
 from sandbox_replay.records.build import RunRecords, build_records, write_records
 from sandbox_replay.records.changes import Changes
 from sandbox_replay.version import __version__
+
+if TYPE_CHECKING:
+    from sandbox_replay.importers.inspect_logs import ImportOptions
 
 app = typer.Typer(
     name="sandbox-replay",
@@ -274,6 +277,28 @@ def say_policy(policy: Policy, applies_to: str = "") -> None:
     progress(
         f"policy: {source.kind} {source.policy_id} from {source.path} "
         f"({source.rule_count} rules, {source.sha256[:19]}...){applies_to}"
+    )
+
+
+def import_options(
+    map_file: Path | None,
+    rollback_from_teardown: bool,
+    table: ForbiddenTable | None,
+    per_log: bool = False,
+) -> ImportOptions:
+    """Return how Inspect AI logs are imported; a bad map file is a usage error."""
+    from sandbox_replay.importers.inspect_logs import ImportOptions
+    from sandbox_replay.importers.tool_map import MapFileError, empty_map, read_tool_map
+
+    try:
+        tool_map = read_tool_map(map_file) if map_file is not None else empty_map()
+    except MapFileError as error:
+        raise usage_error(terminal_safe(error, 400)) from None
+    return ImportOptions(
+        tool_map,
+        per_log=per_log,
+        rollback_from_teardown=rollback_from_teardown,
+        scanner=extra_scanner(table),
     )
 
 
@@ -539,6 +564,23 @@ RootOpt = Annotated[
         show_default=False,
     ),
 ]
+MapOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--map",
+        help="Map file classifying Inspect AI tool calls into request shapes (README, "
+        "Replaying Inspect AI logs); without it every call is unclassified and derives to block.",
+        show_default=False,
+    ),
+]
+TeardownOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rollback-from-teardown",
+        help="Count each Inspect AI sample's sandbox teardown as the rollback of every "
+        "executed call (labelled as such in the bundle and on the site).",
+    ),
+]
 QuietOpt = Annotated[
     bool,
     typer.Option(
@@ -670,6 +712,73 @@ def run_bundle(
         policy,
         cedar_schema,
         root,
+    )
+
+
+import_app = typer.Typer(
+    help="Turn another harness's logs into bundle folders that run-sandbox-bundle and build replay.",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("inspect")
+def import_inspect(
+    logs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Inspect AI .eval logs, or folders searched for them.", show_default=False
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Folder to write the bundle folders into.", show_default=False
+        ),
+    ],
+    map_file: MapOpt = None,
+    per_log: Annotated[
+        bool, typer.Option("--per-log", help="One bundle per log instead of one per sample.")
+    ] = False,
+    rollback_from_teardown: TeardownOpt = False,
+    forbidden_classes: ForbiddenClassesOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Import Inspect AI evaluation logs as bundle folders, one per sample (or per log).
+
+    Reads the logs with Inspect's own API (the extra sandbox-replay[inspect]). Bundles
+    carry refs and sha256 digests, never argument, output or command bodies. Exit 0 when
+    every bundle is written, 2 on a usage error or a log that cannot be read.
+    """
+    from sandbox_replay.importers.inspect_logs import (
+        InspectImportError,
+        find_logs,
+        import_logs,
+        write_bundles,
+    )
+
+    set_output(quiet, False)
+    options = import_options(
+        map_file, rollback_from_teardown, read_forbidden_classes(forbidden_classes), per_log
+    )
+    try:
+        found = find_logs(logs)
+        if not found:
+            shown = ", ".join(str(path) for path in logs)
+            raise InspectImportError(f"no .eval log found under {shown}")
+        bundles = import_logs(found, options)
+        written = write_bundles(bundles, out_dir)
+    except InspectImportError as error:
+        raise usage_error(terminal_safe(error, 400)) from None
+    for bundle, folder in zip(bundles, written, strict=True):
+        if bundle.secret_matches:
+            counts = ", ".join(f"{c}: {n}" for c, n in sorted(bundle.secret_matches.items()))
+            progress(
+                f"{terminal_safe(folder)}: forbidden material in tool bodies ({counts}); not written"
+            )
+        progress(f"wrote {terminal_safe(folder)}")
+    progress(
+        f"imported {len(found)} log(s) as {len(written)} bundle(s) into {terminal_safe(out_dir)}"
     )
 
 
@@ -873,19 +982,27 @@ def build(
     policy: PolicyOpt = None,
     cedar_schema: CedarSchemaOpt = None,
     exclude: ExcludeOpt = None,
+    map_file: MapOpt = None,
+    rollback_from_teardown: TeardownOpt = False,
     quiet: QuietOpt = False,
     root: RootOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
+
+    Inspect AI .eval logs given as PATH, or found under a PATH folder, are imported as
+    `import inspect` imports them (--map, --rollback-from-teardown) and shown with the log
+    as their source.
 
     Exit 0 when the site is built, whatever the runs found; with --fail-on blocked,
     1 if any run was blocked or any folder that may hold a run was skipped (hidden,
     symbolic link, unreadable, too deep) and no --exclude names it; 2 on a usage error.
     """
     set_output(quiet, False)
+    from sandbox_replay.importers.inspect_logs import InspectImportError
     from sandbox_replay.report.baseline import BaselineError, read_baseline
     from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
     from sandbox_replay.report.discover import DiscoveryError, discover_runs, exported_runs
+    from sandbox_replay.report.inspect_runs import importing_logs
     from sandbox_replay.report.parallel import SchedulerError
 
     if fail_on not in (None, "blocked", "regression", "new"):
@@ -911,6 +1028,7 @@ def build(
         raise usage_error(f"--jobs must be at least 1, got {jobs}")
     table = read_forbidden_classes(forbidden_classes)
     policies = read_policies(policy, cedar_schema)
+    inspect = import_options(map_file, rollback_from_teardown, table)
     try:
         previous = read_baseline(baseline) if baseline is not None else None
     except BaselineError as error:
@@ -931,6 +1049,7 @@ def build(
             exclude=tuple(exclude or ()),
             baseline=previous,
             label=label,
+            inspect=inspect,
         )
         result = build_site(config)
         if policies.default is not None:
@@ -941,22 +1060,26 @@ def build(
         exported = []
         if targets.paths():
             summary = targets.markdown is not None
-            runs = exported_runs(
-                config.paths,
-                known=result.exports,
-                summary=summary,
-                scanner=extra_scanner(table),
-                policies=policies,
-                root=root,
-            )
-            if result.changes is not None:
-                runs = attach_changes(runs, result.changes)
-            for folder in sorted({run.path for run in discover_runs(config.paths)}):
-                warning = outside_root(folder, root)
-                if warning is not None:
-                    progress(warning)
-            exported = write_exports(targets, runs)
-    except (BuildError, DiscoveryError, SchedulerError) as error:
+            with importing_logs(config.paths, Path.cwd(), inspect) as logs:
+                runs = exported_runs(
+                    logs.paths,
+                    known=result.exports,
+                    summary=summary,
+                    scanner=extra_scanner(table),
+                    policies=policies,
+                    root=root,
+                    logs=logs.logs,
+                )
+                if result.changes is not None:
+                    runs = attach_changes(runs, result.changes)
+                # A run imported from a log is named by the log, not by its passing folder.
+                named = {logs.logs.get(r.path.resolve(), r.path) for r in discover_runs(logs.paths)}
+                for path in sorted(named):
+                    warning = outside_root(path.parent if path.is_file() else path, root)
+                    if warning is not None:
+                        progress(warning)
+                exported = write_exports(targets, runs)
+    except (BuildError, DiscoveryError, SchedulerError, InspectImportError) as error:
         raise usage_error(str(error)) from None
     for path in exported:
         progress(f"wrote {path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
     describe,
@@ -89,6 +90,7 @@ def check(run: RunInputs) -> LayerResult:
                 request_id,
                 "action_request",
             )
+    harness.add_cold_replay_gap(run, result)
     result.counts = {
         "cold_replay_count": len(run.replays),
         "cold_replay_pass_count": labelled_pass_count(run),

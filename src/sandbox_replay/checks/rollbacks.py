@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
     describe,
@@ -96,6 +97,7 @@ def check(run: RunInputs) -> LayerResult:
                 request_id,
                 "side_effect_receipt",
             )
+    harness.add_rollback_gap(run, result)
     result.counts = {
         "rollback_receipt_count": len(run.rollbacks),
         "rollback_verified_count": sum(r.rollback_verified is True for r in run.rollbacks),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -280,6 +280,28 @@ class ExportRun:
     def artifact_path(self, path: str) -> str:
         """Return an input-relative path as a repository-relative posix path."""
         return str(PurePosixPath(self.source_root, path)) if self.source_root else path
+
+
+def located_at(run: ExportRun, artifact: str) -> ExportRun:
+    """Return ``run`` with every finding located at ``artifact`` (repository-relative), lineless.
+
+    For a run imported on the fly from an Inspect AI log (``report.inspect_runs``): its
+    bundle files existed only while the site was built, so the log is where a reviewer can
+    look; the bundle file and line each finding was found at stay in its message.
+    """
+
+    def moved(finding: Finding) -> Finding:
+        if finding.path is None:
+            return finding
+        where = f"{finding.path}:{finding.line}" if finding.line else finding.path
+        message = f"{finding.message} (imported as {where})"
+        return replace(finding, message=message, path=artifact, line=None)
+
+    layers = tuple(
+        LayerResult(layer.layer, [moved(f) for f in layer.findings], {}, layer.ran)
+        for layer in run.facts.layers
+    )
+    return ExportRun(run.name, replace(run.facts, layers=layers), "")
 
 
 def repository_root(start: Path | None = None) -> Path:

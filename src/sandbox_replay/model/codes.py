@@ -368,6 +368,13 @@ ROLLBACK_RECEIPTS_INSUFFICIENT = _r(
     S.MEDIUM,
     "The run has fewer than two rollback receipts.",
 )
+HARNESS_ROLLBACK_NOT_RECORDED = _r(
+    "SANDBOX_POLICY_HARNESS_ROLLBACK_NOT_RECORDED",
+    L.ROLLBACKS,
+    S.HIGH,
+    "The bundle's harness records no rollback (bundle manifest rollback_evidence), so no "
+    "executed action can be shown undone.",
+)
 
 # Cold replay.
 COLD_REPLAY_INVALID = _r(
@@ -381,6 +388,13 @@ COLD_REPLAY_MISSING = _r(
     L.COLD_REPLAY,
     S.MEDIUM,
     "A request has no cold-replay row.",
+)
+HARNESS_COLD_REPLAY_NOT_RECORDED = _r(
+    "SANDBOX_POLICY_HARNESS_COLD_REPLAY_NOT_RECORDED",
+    L.COLD_REPLAY,
+    S.MEDIUM,
+    "The bundle's harness records no cold replay (bundle manifest cold_replay_evidence), so "
+    "no verdict or side-effect state was re-checked later.",
 )
 
 # Public trace audit.

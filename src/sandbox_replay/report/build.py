@@ -58,6 +58,8 @@ the folder is a site it may replace (``_marker``); with ``--single-file``,
      "label": <--label> (only with --label),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
+               "source_sha256": "sha256:<hex>" (only for a run imported from an Inspect
+               AI log, whose path is then source_path: ``inspect_runs``),
                "input_digests": {path: "sha256:<hex>"},
                "single_file": "single/<run>.html" (only with --single-file)}]}
 
@@ -93,6 +95,7 @@ from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.forking import usable_cpus
+from sandbox_replay.importers.inspect_logs import ImportOptions, InspectImportError
 from sandbox_replay.load.files import (
     SITE_FORMAT,
     SITE_MANIFEST,
@@ -119,7 +122,8 @@ from sandbox_replay.records.changes import (
 from sandbox_replay.report import incremental
 from sandbox_replay.report.baseline import HISTORY, HISTORY_SCHEMA, Baseline
 from sandbox_replay.report.changes_views import CHANGES_PAGE, build_changes_view
-from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover
+from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover, display_path
+from sandbox_replay.report.inspect_runs import LogRuns, importing_logs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
     MatchedTextError,
@@ -182,6 +186,8 @@ class BuildConfig:
     baseline: Baseline | None = None
     # The build's label in ``history.json`` (``--label``; else the build time, if any).
     label: str | None = None
+    # How Inspect AI logs among the paths are imported (``inspect_runs``).
+    inspect: ImportOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -280,10 +286,17 @@ def build_site(config: BuildConfig) -> BuildResult:
     _check_parents(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        with _out_lock(out_dir, progress):
+        with (
+            _out_lock(out_dir, progress),
+            importing_logs(config.paths, config.cwd or Path.cwd(), config.inspect) as logs,
+        ):
             _recover(out_dir)
             _check_out_dir(out_dir)
-            return _build_locked(config, out_dir, progress, started)
+            return _build_locked(
+                replace(config, paths=logs.paths), out_dir, progress, started, logs
+            )
+    except InspectImportError as error:
+        raise BuildError(str(error)) from None
     except OSError as error:
         if error.errno not in WRITE_FAULTS:
             raise
@@ -295,13 +308,17 @@ def build_site(config: BuildConfig) -> BuildResult:
 
 
 def _build_locked(
-    config: BuildConfig, out_dir: Path, progress: Callable[[str], None], started: float
+    config: BuildConfig,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    started: float,
+    logs: LogRuns,
 ) -> BuildResult:
     """Build the site, ``out_dir`` recovered, checked and locked (``build_site``)."""
     if config.templates is not None and not config.templates.is_dir():
         raise BuildError(f"templates folder {config.templates} does not exist")
     found = discover(config.paths, config.cwd, config.exclude)
-    runs = found.runs
+    runs = tuple(map(logs.relabel, found.runs))
     for folder in found.skipped:
         progress(folder.note)
     build_time = _build_time(config.source_date_epoch)
@@ -459,7 +476,9 @@ def _build_locked(
         pages.add(HISTORY, dump_json(history))
         for asset in ASSETS:
             pages.add(asset, renderer.asset(asset))
-        manifest = _manifest(runs, ordered, build_time, forbidden, config.policies)
+        manifest = _manifest(
+            runs, ordered, build_time, forbidden, config.policies, config.inspect, config.cwd
+        )
         if baseline is not None:
             manifest["baseline"] = baseline.record()
         if config.label is not None:
@@ -606,12 +625,35 @@ def _policies_digest(runs: Sequence[DiscoveredRun], policies: PolicyChoice) -> s
     return hashlib.sha256(json.dumps(chosen).encode()).hexdigest()
 
 
+def _inspect_import(
+    runs: Sequence[DiscoveredRun], inspect: ImportOptions | None, cwd: Path
+) -> dict[str, object]:
+    """Record how the runs imported from Inspect AI logs were imported, when there are any."""
+    if not any(run.source_sha256 is not None for run in runs):
+        return {}
+    options = inspect or ImportOptions()
+    tool_map = options.tool_map
+    shown = (
+        {"path": display_path(tool_map.path, cwd), "sha256": tool_map.sha256}
+        if tool_map.path is not None
+        else None
+    )
+    return {
+        "inspect_import": {
+            "map": shown,
+            "rollback_from_teardown": options.rollback_from_teardown,
+        }
+    }
+
+
 def _manifest(
     runs: Sequence[DiscoveredRun],
     summaries: Sequence[RunSummary],
     build_time: str | None,
     forbidden: ForbiddenTable | None,
     policies: PolicyChoice,
+    inspect: ImportOptions | None = None,
+    cwd: Path | None = None,
 ) -> dict[str, object]:
     table = (
         {"forbidden_classes": {"path": forbidden.path, "sha256": forbidden.sha256}}
@@ -631,12 +673,14 @@ def _manifest(
         "tool": {"name": TOOL_NAME, "version": __version__},
         "build_time": build_time,
         **table,
+        **_inspect_import(runs, inspect, cwd or Path.cwd()),
         "runs": [
             {
                 "name": summary.name,
                 "mode": run.mode.value,
                 "status": summary.status,
                 "source_path": run.display_path,
+                **({"source_sha256": run.source_sha256} if run.source_sha256 is not None else {}),
                 "page": f"runs/{summary.name}/index.html",
                 "result": f"runs/{summary.name}/result.json",
                 "result_sha256": summary.result_sha256,

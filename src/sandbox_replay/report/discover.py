@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_replay.checks import pipeline
-from sandbox_replay.exports import ExportFacts, ExportRun, export_run, source_root_of
+from sandbox_replay.exports import (
+    ExportFacts,
+    ExportRun,
+    export_run,
+    located_at,
+    source_root_of,
+)
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import BUNDLE_MANIFEST, CORE_FILES, InputMode
 from sandbox_replay.load.scan import ForbiddenScanner
@@ -56,6 +62,8 @@ class DiscoveredRun:
     mode: InputMode
     path: Path
     display_path: str
+    # The sha256 of the Inspect AI log the run was imported from (``inspect_runs``).
+    source_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +283,7 @@ def exported_runs(
     scanner: ForbiddenScanner | None = None,
     policies: PolicyChoice | None = None,
     root: Path | None = None,
+    logs: Mapping[Path, Path] | None = None,
 ) -> list[ExportRun]:
     """Return every run ``build`` finds under ``paths`` for the exports, named as the site
     names them.
@@ -293,4 +302,8 @@ def exported_runs(
             runs.append(export_run(run.name, outcome, root, summary=summary))
         else:
             runs.append(ExportRun(run.name, facts, source_root_of(run.path, root)))
+        log = (logs or {}).get(run.path.resolve())
+        if log is not None:
+            folder = source_root_of(log.parent, root)
+            runs[-1] = located_at(runs[-1], f"{folder}/{log.name}" if folder else log.name)
     return runs

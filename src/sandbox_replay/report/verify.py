@@ -17,7 +17,10 @@ A site built with ``--forbidden-classes`` records that table's path (relative to
 inputs root) and digest; the rebuild scans with it, and a table missing, unreadable or
 changed since the build is a difference. So is a run's policy (``--policy``, the
 project's ``[tool.sandbox-replay]``): each run's recorded policy file is read again at
-its path, must have its recorded sha256, and the run is re-derived with it.
+its path, must have its recorded sha256, and the run is re-derived with it. A run
+imported from an Inspect AI log (``inspect_runs``) records the log as its source: the log
+must hash to its recorded ``source_sha256`` and the rebuild imports it again, with the map
+file the manifest's ``inspect_import`` records (read again, as a policy is).
 
 Whatever cannot be checked fails (inputs not found, an unreadable manifest, another tool
 version). The site may be hostile: its manifest is read only as a regular file within the
@@ -51,6 +54,8 @@ from typing import Any
 import orjson
 
 from sandbox_replay.exports.text import one_line
+from sandbox_replay.importers.inspect_logs import ImportOptions
+from sandbox_replay.importers.tool_map import MapFileError, read_tool_map
 from sandbox_replay.load.files import (
     FileChangedError,
     LoadLimits,
@@ -116,6 +121,8 @@ class _Run:
     # The policy file it was replayed with (path relative to the inputs root, sha256);
     # None for the packaged table.
     policy: tuple[str, str] | None = None
+    # The sha256 of the Inspect AI log it was imported from (then source_path is the log).
+    source_sha256: str | None = None
 
 
 # Every file is opened with ``open_regular``: a symlink or FIFO swapped in after the site's
@@ -221,9 +228,50 @@ def read_manifest(site_dir: Path) -> tuple[dict[str, Any], list[_Run]]:
                 input_digests=digests,
                 single_file="single_file" in entry,
                 policy=_policy_entry(entry),
+                source_sha256=_optional_text(entry, "source_sha256"),
             )
         )
     return manifest, runs
+
+
+def _optional_text(entry: Mapping[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise VerifyError(f"{MANIFEST}: run {_text(entry, 'name')!r} has a {key} that is not text")
+    return value
+
+
+def _inspect_options(
+    manifest: Mapping[str, Any], root: Path
+) -> tuple[ImportOptions | None, list[str]]:
+    """Return how the build imported its Inspect AI logs, with the map it recorded.
+
+    The map file is read again from the inputs root; a missing or changed one is a
+    difference, as for a policy.
+    """
+    recorded = manifest.get("inspect_import")
+    if recorded is None:
+        return None, []
+    if not isinstance(recorded, dict):
+        raise VerifyError(f"{MANIFEST}: inspect_import is not an object")
+    teardown = recorded.get("rollback_from_teardown") is True
+    shown = recorded.get("map")
+    if shown is None:
+        return ImportOptions(rollback_from_teardown=teardown), []
+    path = shown.get("path") if isinstance(shown, dict) else None
+    digest = shown.get("sha256") if isinstance(shown, dict) else None
+    if not isinstance(path, str) or not _inside(path) or not isinstance(digest, str):
+        raise VerifyError(f"{MANIFEST}: inspect_import has a map without a valid path and sha256")
+    found = _under(root, path)
+    try:
+        tool_map = read_tool_map(found) if found is not None else None
+    except MapFileError:
+        tool_map = None
+    if tool_map is None:
+        return None, [f"map file not readable as the build read it: {path}"]
+    if tool_map.sha256 != digest:
+        return None, [f"map file changed since the site was built: {path}"]
+    return ImportOptions(tool_map, rollback_from_teardown=teardown), []
 
 
 def _policy_entry(entry: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -363,6 +411,7 @@ def _rebuild(
     policies: PolicyChoice,
     baseline: Baseline | None = None,
     label: str | None = None,
+    inspect: ImportOptions | None = None,
 ) -> None:
     root = config.inputs_root or Path.cwd()
     build_site(
@@ -379,6 +428,7 @@ def _rebuild(
             policies=policies,
             baseline=baseline,
             label=label,
+            inspect=inspect,
         )
     )
 
@@ -452,6 +502,8 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
 
     folders: list[Path] = []
     missing: list[str] = []
+    inspect, map_differences = _inspect_options(manifest, root)
+    differences.extend(map_differences)
     for run in sorted(runs, key=lambda r: r.name):
         folder = _under(root, run.source_path)
         if folder is None:
@@ -459,6 +511,17 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
             differences.append(
                 f"inputs outside the inputs root, not read: {run.source_path} (run {run.name})"
             )
+            continue
+        if run.source_sha256 is not None:  # an Inspect AI log, imported again by the rebuild
+            if not folder.is_file() or map_differences:
+                missing.append(run.name)
+                if not folder.is_file():
+                    differences.append(f"inputs not found: {run.source_path} (run {run.name})")
+                continue
+            if _sha256(folder) != run.source_sha256:
+                differences.append(f"input changed: {run.source_path} (run {run.name})")
+            if folder not in folders:
+                folders.append(folder)
             continue
         if not folder.is_dir():
             missing.append(run.name)
@@ -486,7 +549,9 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     try:
         try:
             single = any(r.single_file for r in runs)
-            _rebuild(config, folders, out, epoch, single, forbidden, policies, baseline, label)
+            _rebuild(
+                config, folders, out, epoch, single, forbidden, policies, baseline, label, inspect
+            )
         except (BuildError, DiscoveryError, SchedulerError) as error:
             differences.append(f"site could not be rebuilt from its inputs: {error}")
             return _report(runs, 0, differences)

@@ -46,11 +46,19 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
         # A run derived with a policy of its own is reproduced only with that policy.
         policy_path = self.replay.run.policy.source.path
         policy = f" --policy {_shell_word(policy_path)}" if policy_path is not None else ""
+        folder = self.run.display_path
+        imported = ""
+        if self.run.source_sha256 is not None:  # imported from an Inspect AI log by build
+            folder = f"imported/{self.run.path.name}"
+            imported = (
+                f"sandbox-replay import inspect {_shell_word(self.run.display_path)} "
+                "--out imported && "
+            )
         return ProvenanceView(
             tool=self.result["tool"]["name"],
             version=self.result["tool"]["version"],
             command=(
-                f"sandbox-replay {command} --input {_shell_word(self.run.display_path)} "
+                f"{imported}sandbox-replay {command} --input {_shell_word(folder)} "
                 f"--out {_shell_word('out/' + self.run.name)}{policy}"
             ),
             source_path=self.run.display_path,

@@ -1,0 +1,1 @@
+"""Importers: turn another harness's logs into bundle folders the replay reads."""

@@ -1,0 +1,279 @@
+"""The map file: which request shape a harness's tool call is, decided by the first matching rule.
+
+A map file is JSON (``import inspect --map FILE``; README, "Replaying Inspect AI logs")::
+
+    {"map_id": "map:<name>",
+     "rules": [{"rule_id": "<name>",
+                "function": MATCHER,
+                "arguments": {"<argument name>": MATCHER, ...},        (optional)
+                "action_kind": "...", "requested_capability": "...", "risk_class": "...",
+                "source_trust_label": "...",                            (optional)
+                "follows_output_of": ["<function>", ...]}]}             (optional)
+
+A MATCHER is a string (a glob, as ``fnmatch`` reads it, matched against the whole value,
+case-sensitive), ``{"glob": "..."}`` or ``{"glob": ["...", ...]}`` (any of them), or
+``{"regex": "..."}`` (RE2 syntax, searched anywhere in the value: anchor it with ``^``
+and ``$`` to match the whole). An argument that is not a string is matched as its compact
+JSON text; a rule naming an argument the call lacks does not match. The first rule whose
+function and every named argument match decides the call's ``action_kind``,
+``requested_capability`` and ``risk_class``. Its trust label is ``untrusted_tool_output``
+when the call comes right after the output of a tool named in ``follows_output_of``, else
+the rule's ``source_trust_label`` (default ``model_generated``). A call no rule matches
+keeps its function as ``action_kind``, with capability and risk class ``unclassified``,
+which no policy row names, so the default policy derives it to block.
+
+The map decides what the replay believes a call was, so it is evidence: the bundle
+carries the map file's bytes as a copied source module, with their digest.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import re2
+
+UNCLASSIFIED = "unclassified"
+MODEL_GENERATED = "model_generated"
+UNTRUSTED_TOOL_OUTPUT = "untrusted_tool_output"
+NO_MAP_ID = "map:none"
+# Map files are small; a larger one is refused before it is read.
+MAX_MAP_BYTES = 1024 * 1024
+
+_RULE_KEYS = frozenset(
+    {
+        "rule_id",
+        "function",
+        "arguments",
+        "action_kind",
+        "requested_capability",
+        "risk_class",
+        "source_trust_label",
+        "follows_output_of",
+    }
+)
+_REQUIRED_TEXT = ("rule_id", "action_kind", "requested_capability", "risk_class")
+
+
+class MapFileError(ValueError):
+    """A map file that cannot be used; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """Globs (any of them matches the whole value) or one RE2 pattern (searched)."""
+
+    globs: tuple[str, ...] = ()
+    regex: Any = None
+
+    def matches(self, value: str) -> bool:
+        if self.regex is not None:
+            return self.regex.search(value) is not None
+        return any(fnmatch.fnmatchcase(value, glob) for glob in self.globs)
+
+
+@dataclass(frozen=True)
+class MapRule:
+    """One rule of a map file."""
+
+    rule_id: str
+    function: Matcher
+    arguments: tuple[tuple[str, Matcher], ...]
+    action_kind: str
+    requested_capability: str
+    risk_class: str
+    source_trust_label: str
+    follows_output_of: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The request shape of one tool call and the map rule that decided it ("" for none)."""
+
+    action_kind: str
+    requested_capability: str
+    risk_class: str
+    source_trust_label: str
+    rule_ref: str
+
+
+@dataclass(frozen=True)
+class ToolMap:
+    """A map file's rules, and its bytes (copied into every bundle as evidence)."""
+
+    map_id: str
+    rules: tuple[MapRule, ...]
+    body: bytes
+    # The file it was read from, as given (None for the empty map).
+    path: Path | None = None
+
+    @property
+    def sha256(self) -> str:
+        return "sha256:" + hashlib.sha256(self.body).hexdigest()
+
+    def classify(
+        self, function: str, arguments: Mapping[str, Any], previous_function: str | None
+    ) -> Classification:
+        """Return the shape the first matching rule gives the call, else an unclassified one."""
+        for rule in self.rules:
+            if not rule.function.matches(function):
+                continue
+            if not all(
+                name in arguments and matcher.matches(argument_text(arguments[name]))
+                for name, matcher in rule.arguments
+            ):
+                continue
+            follows = previous_function is not None and previous_function in rule.follows_output_of
+            return Classification(
+                rule.action_kind,
+                rule.requested_capability,
+                rule.risk_class,
+                UNTRUSTED_TOOL_OUTPUT if follows else rule.source_trust_label,
+                f"{self.map_id}#{rule.rule_id}",
+            )
+        return Classification(function, UNCLASSIFIED, UNCLASSIFIED, MODEL_GENERATED, "")
+
+
+def argument_text(value: Any) -> str:
+    """Return an argument's value as the text a matcher reads: itself, or compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def empty_map() -> ToolMap:
+    """Return the map in force without ``--map``: no rule, so every call is unclassified."""
+    body = b'{\n  "map_id": "map:none",\n  "rules": []\n}\n'
+    return ToolMap(NO_MAP_ID, (), body)
+
+
+def read_tool_map(path: Path) -> ToolMap:
+    """Read and check a map file; refuse a bad one with ``MapFileError``."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_MAP_BYTES:
+            raise MapFileError(f"map file {path} is {size} bytes; at most {MAX_MAP_BYTES}")
+        body = path.read_bytes()
+    except OSError as error:
+        raise MapFileError(f"map file {path} cannot be read: {error.strerror}") from None
+    try:
+        document = json.loads(body.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
+    except UnicodeDecodeError:
+        raise MapFileError(f"map file {path} is not UTF-8") from None
+    except json.JSONDecodeError as error:
+        raise MapFileError(
+            f"map file {path}:{error.lineno}: not valid JSON ({error.msg})"
+        ) from None
+    except _DuplicateKey as error:
+        raise MapFileError(f"map file {path}: key {error} appears twice in one object") from None
+    try:
+        return replace(_parse(document, body), path=path)
+    except _Invalid as error:
+        raise MapFileError(f"map file {path}: {error}") from None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+class _Invalid(ValueError):
+    pass
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(json.dumps(key))
+        found[key] = value
+    return found
+
+
+def _parse(document: Any, body: bytes) -> ToolMap:
+    if not isinstance(document, dict):
+        raise _Invalid("the top level is not an object")
+    unknown = sorted(set(document) - {"map_id", "rules"})
+    if unknown:
+        raise _Invalid(f"unknown key(s) {', '.join(unknown)} at the top level")
+    map_id = document.get("map_id")
+    if not isinstance(map_id, str) or not map_id.strip():
+        raise _Invalid("map_id is missing or not a non-empty string")
+    rules = document.get("rules")
+    if not isinstance(rules, list):
+        raise _Invalid("rules is missing or not a list")
+    parsed = tuple(_rule(rule, f"rules[{index}]") for index, rule in enumerate(rules))
+    seen: set[str] = set()
+    for rule in parsed:
+        if rule.rule_id in seen:
+            raise _Invalid(f"rule_id {json.dumps(rule.rule_id)} is given twice")
+        seen.add(rule.rule_id)
+    return ToolMap(map_id, parsed, body)
+
+
+def _rule(rule: Any, where: str) -> MapRule:
+    if not isinstance(rule, dict):
+        raise _Invalid(f"{where} is not an object")
+    unknown = sorted(set(rule) - _RULE_KEYS)
+    if unknown:
+        raise _Invalid(f"{where}: unknown key(s) {', '.join(unknown)}")
+    for key in _REQUIRED_TEXT:
+        if not isinstance(rule.get(key), str) or not rule[key].strip():
+            raise _Invalid(f"{where}.{key} is missing or not a non-empty string")
+    if "function" not in rule:
+        raise _Invalid(f"{where}.function is missing")
+    arguments = rule.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise _Invalid(f"{where}.arguments is not an object")
+    trust = rule.get("source_trust_label", MODEL_GENERATED)
+    if not isinstance(trust, str) or not trust.strip():
+        raise _Invalid(f"{where}.source_trust_label is not a non-empty string")
+    follows = rule.get("follows_output_of", [])
+    if not isinstance(follows, list) or not all(isinstance(f, str) and f for f in follows):
+        raise _Invalid(f"{where}.follows_output_of is not a list of function names")
+    return MapRule(
+        rule["rule_id"],
+        _matcher(rule["function"], f"{where}.function"),
+        tuple(
+            (name, _matcher(value, f"{where}.arguments.{name}"))
+            for name, value in sorted(arguments.items())
+        ),
+        rule["action_kind"],
+        rule["requested_capability"],
+        rule["risk_class"],
+        trust,
+        frozenset(follows),
+    )
+
+
+def _matcher(value: Any, where: str) -> Matcher:
+    if isinstance(value, str):
+        return Matcher(globs=(value,))
+    if not isinstance(value, dict) or len(value) != 1:
+        raise _Invalid(f"{where} is not a glob string, {{'glob': ...}} or {{'regex': ...}}")
+    (kind, pattern), *_ = value.items()
+    if kind == "glob":
+        globs: Sequence[Any] = [pattern] if isinstance(pattern, str) else pattern
+        if not isinstance(globs, list | tuple) or not globs:
+            raise _Invalid(f"{where}.glob is not a string or a non-empty list of strings")
+        if not all(isinstance(glob, str) for glob in globs):
+            raise _Invalid(f"{where}.glob is not a string or a non-empty list of strings")
+        return Matcher(globs=tuple(globs))
+    if kind == "regex":
+        if not isinstance(pattern, str):
+            raise _Invalid(f"{where}.regex is not a string")
+        try:
+            return Matcher(regex=re2.compile(pattern, _regex_options()))
+        except re2.error:
+            raise _Invalid(f"{where}.regex is not a pattern RE2 accepts") from None
+    raise _Invalid(f"{where}: unknown matcher {json.dumps(kind)} (glob or regex)")
+
+
+def _regex_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return options

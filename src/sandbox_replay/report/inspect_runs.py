@@ -1,0 +1,95 @@
+"""Build over Inspect AI logs: each ``.eval`` log given to ``build`` becomes runs on the site.
+
+A PATH that is a ``.eval`` file, and every ``.eval`` file found under a PATH folder
+(hidden folders left out), is imported as ``import inspect`` would import it, into one
+temporary folder that lives as long as the build; the runs found there are shown with
+the log as their source (its path relative to the working directory and the sha256 of
+its bytes, both in ``manifest.json``). The import writes the same bytes as
+``import inspect`` with the same options, so a site built from the logs shows what a
+site built from the imported folders shows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sandbox_replay.importers.inspect_logs import (
+    LOG_SUFFIX,
+    ImportOptions,
+    InspectImportError,
+    find_logs,
+    import_logs,
+    write_bundles,
+)
+from sandbox_replay.report.discover import DiscoveredRun, display_path
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """Where a run imported from a log came from: the log as shown, and its digest."""
+
+    path: str
+    sha256: str
+    log: Path
+
+
+@dataclass(frozen=True)
+class LogRuns:
+    """The paths to search for runs, with the imported folders, and each one's log."""
+
+    paths: tuple[Path, ...]
+    sources: Mapping[Path, LogSource] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> dict[Path, Path]:
+        """Return each imported folder (resolved) with the log it was imported from."""
+        return {folder: source.log for folder, source in self.sources.items()}
+
+    def relabel(self, run: DiscoveredRun) -> DiscoveredRun:
+        """Return ``run`` shown with its log as the source, when it was imported from one."""
+        source = self.sources.get(run.path.resolve())
+        if source is None:
+            return run
+        return replace(run, display_path=source.path, source_sha256=source.sha256)
+
+
+def _logs_among(paths: Sequence[Path]) -> list[Path]:
+    files = [path for path in paths if path.is_file()]
+    folders = [path for path in paths if path.is_dir()]
+    return find_logs([*files, *folders]) if files or folders else []
+
+
+@contextmanager
+def importing_logs(
+    paths: Sequence[Path], cwd: Path, options: ImportOptions | None = None
+) -> Iterator[LogRuns]:
+    """Import every log among ``paths`` into a temporary folder, removed on leaving.
+
+    A PATH that is a file must be a ``.eval`` log; ``InspectImportError`` otherwise,
+    and for a log that cannot be read.
+    """
+    logs = _logs_among(paths)
+    kept = tuple(path for path in paths if not path.is_file())
+    if not logs:
+        yield LogRuns(tuple(paths))
+        return
+    for path in paths:
+        if path.is_file() and not path.name.endswith(LOG_SUFFIX):
+            raise InspectImportError(f"path {path} is a file but not an Inspect AI .eval log")
+    root = Path(tempfile.mkdtemp(prefix="sandbox-replay-inspect-"))
+    try:
+        sources: dict[Path, LogSource] = {}
+        for log in logs:
+            digest = "sha256:" + hashlib.sha256(log.read_bytes()).hexdigest()
+            shown = display_path(log, cwd)
+            for folder in write_bundles(import_logs([log], options or ImportOptions()), root):
+                sources[folder.resolve()] = LogSource(shown, digest, log)
+        yield LogRuns((*kept, root), sources)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
