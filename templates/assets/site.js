@@ -1,6 +1,9 @@
-/* sandbox-replay report: sorting and filtering of the runs table.
+/* sandbox-replay report: sorting and filtering of the runs table; a run's search, its
+   permalinks (resolved from any page of the run) and their copy links.
    Progressive enhancement only: with scripts off every row is shown in its built order
-   and every link works. No network, no storage, no dependency. */
+   and every link works. No network, no storage, no dependency: the search index is read
+   as script files beside the pages (runs/<run>/search/, see report/search_index.py),
+   which a browser runs from file:// where it would refuse a fetch. */
 (function () {
   "use strict";
 
@@ -69,7 +72,210 @@
     apply();
   }
 
+  /* -- a run's search index: loaded one script file at a time, on demand */
+
+  /* An entry is [key, kind, page, note, anchor]; the anchor of a request or finding
+     is left out where it is the default one (report/search_index.py). */
+  var DEFAULT_ANCHORS = { request: "req-", finding: "f-" };
+
+  function entryHref(e) {
+    var anchor = e[4] || (DEFAULT_ANCHORS[e[1]] || "") + e[0];
+    return e[2] + "#" + anchor;
+  }
+
+  var KIND_LABELS = {
+    request: "request", finding: "finding", code: "finding code",
+    rule: "policy rule", input: "input file", line: "input line"
+  };
+
+  function SearchIndex(src) {
+    this.base = src.replace(/[^\/]*$/, "");
+    this.src = src;
+    this.manifest = null;
+    this.parts = {};
+    this.waiting = {};
+  }
+
+  SearchIndex.prototype.load = function (name, done, failed) {
+    var self = this;
+    if (self.parts[name]) { done(self.parts[name]); return; }
+    if (self.waiting[name]) { self.waiting[name].push([done, failed]); return; }
+    self.waiting[name] = [[done, failed]];
+    var script = document.createElement("script");
+    script.src = name === "index.js" ? self.src : self.base + name;
+    script.onerror = function () {
+      var calls = self.waiting[name] || [];
+      delete self.waiting[name];
+      calls.forEach(function (c) { c[1](); });
+    };
+    document.head.appendChild(script);
+  };
+
+  SearchIndex.prototype.arrived = function (name, value) {
+    this.parts[name] = value;
+    var calls = this.waiting[name] || [];
+    delete this.waiting[name];
+    calls.forEach(function (c) { c[0](value); });
+  };
+
+  /* Call done(entries) with up to limit entries whose lower-cased key starts with query. */
+  SearchIndex.prototype.find = function (query, limit, done, failed) {
+    var self = this;
+    var q = query.toLowerCase();
+    self.load("index.js", function (manifest) {
+      var parts = manifest.parts;
+      if (!parts.length) { done([]); return; }
+      var lo = 0, hi = parts.length - 1, start = 0;
+      while (lo <= hi) {
+        var mid = (lo + hi) >> 1;
+        if (parts[mid][0] <= q) { start = mid; lo = mid + 1; } else { hi = mid - 1; }
+      }
+      var found = [];
+      (function scan(i) {
+        self.load(parts[i][1], function (entries) {
+          for (var n = 0; n < entries.length; n += 1) {
+            var key = entries[n][0].toLowerCase();
+            if (key.lastIndexOf(q, 0) === 0) {
+              found.push(entries[n]);
+              if (found.length >= limit) { done(found); return; }
+            } else if (key > q) { done(found); return; }
+          }
+          if (i + 1 < parts.length) scan(i + 1); else done(found);
+        }, failed);
+      })(start);
+    }, failed);
+  };
+
+  var current = null;
+  window.SandboxReplaySearch = {
+    manifest: function (value) { if (current) current.arrived("index.js", value); },
+    part: function (name, entries) { if (current) current.arrived(name, entries); }
+  };
+
+  function runRoot(form) {
+    return form.getAttribute("data-run-page").replace(/[^\/]*$/, "");
+  }
+
+  function makeSearch(form, index) {
+    var input = form.querySelector("input");
+    var status = form.querySelector(".search-status");
+    var list = form.querySelector(".search-results");
+    var root = runRoot(form);
+    var asked = 0, timer = null;
+    function show(entries, query) {
+      list.textContent = "";
+      entries.forEach(function (e) {
+        var item = document.createElement("li");
+        var link = document.createElement("a");
+        link.href = root + entryHref(e);
+        var key = document.createElement("code");
+        key.textContent = e[0];
+        link.appendChild(key);
+        var kind = document.createElement("span");
+        kind.className = "search-kind";
+        kind.textContent = " " + (KIND_LABELS[e[1]] || e[1]);
+        link.appendChild(kind);
+        if (e[3]) {
+          var note = document.createElement("span");
+          note.className = "search-note";
+          note.textContent = " · " + e[3];
+          link.appendChild(note);
+        }
+        item.appendChild(link);
+        list.appendChild(item);
+      });
+      status.textContent = entries.length
+        ? (entries.length >= 50 ? "First 50 matches" : entries.length + (entries.length === 1 ? " match" : " matches")) + " for \u201c" + query + "\u201d"
+        : "Nothing in this run starts with \u201c" + query + "\u201d";
+    }
+    function search() {
+      var query = input.value.trim();
+      var mine = ++asked;
+      if (!query) { list.textContent = ""; status.textContent = ""; return; }
+      status.textContent = "Searching\u2026";
+      index.find(query, 50, function (entries) {
+        if (mine === asked) show(entries, query);
+      }, function () {
+        if (mine === asked) status.textContent = "The search index of this run could not be read.";
+      });
+    }
+    // The manifest is small: read it as soon as the reader heads for the box.
+    function warm() { index.load("index.js", function () {}, function () {}); }
+    input.addEventListener("focus", warm);
+    input.addEventListener("pointerenter", warm);
+    input.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(search, 30);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var first = list.querySelector("a");
+      if (first) window.location.href = first.href;
+      else search();
+    });
+    form.hidden = false;
+  }
+
+  /* A permalink names a row by its content (req-<id>, f-<fingerprint>); where the row is
+     not on this page, the search index says which page holds it. */
+  function resolvePermalink(form, index) {
+    var hash = window.location.hash.slice(1);
+    if (!hash) return;
+    var id;
+    try { id = decodeURIComponent(hash); } catch (e) { return; }
+    if (document.getElementById(id)) return;
+    var key;
+    if (id.lastIndexOf("req-", 0) === 0) {
+      try { key = decodeURIComponent(id.slice(4).replace(/~/g, "%")); } catch (e) { key = id; }
+    } else if (id.lastIndexOf("f-", 0) === 0) {
+      key = id.slice(2);
+    } else {
+      return;
+    }
+    var root = runRoot(form);
+    function go(entries) {
+      for (var n = 0; n < entries.length; n += 1) {
+        var href = entryHref(entries[n]);
+        if (href.slice(href.indexOf("#") + 1) === id) {
+          window.location.replace(root + href);
+          return true;
+        }
+      }
+      return false;
+    }
+    var status = form.querySelector(".search-status");
+    function missing() { status.textContent = "Nothing in this run is named \u201c" + id + "\u201d."; }
+    index.find(key, 200, function (entries) {
+      if (go(entries)) return;
+      index.find(id, 200, function (more) { if (!go(more)) missing(); }, missing);
+    }, missing);
+  }
+
+  function copyLinks(form) {
+    var runPage = form.getAttribute("data-run-page");
+    document.addEventListener("click", function (event) {
+      var link = event.target.closest ? event.target.closest("a.permalink") : null;
+      if (!link) return;
+      var url = new URL(runPage + link.getAttribute("href"), window.location.href).href;
+      link.setAttribute("data-permalink", url);
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(url).then(function () {
+          link.setAttribute("data-copied", "");
+          setTimeout(function () { link.removeAttribute("data-copied"); }, 1500);
+        }, function () {});
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var form = document.querySelector("form.run-search");
+    if (form && form.getAttribute("data-search-index")) {
+      current = new SearchIndex(form.getAttribute("data-search-index"));
+      makeSearch(form, current);
+      resolvePermalink(form, current);
+      window.addEventListener("hashchange", function () { resolvePermalink(form, current); });
+      copyLinks(form);
+    }
     var tables = document.querySelectorAll("table[data-sortable]");
     Array.prototype.forEach.call(tables, makeSortable);
     var panel = document.querySelector("[data-filters]");

@@ -25,9 +25,11 @@ from sandbox_replay.report.views.common import (
     MAX_SHOWN_BYTES,
     Pager,
     _is_count,
+    finding_anchors,
     first_rows,
     plural,
     relative_href,
+    request_anchor,
 )
 from sandbox_replay.report.views.models import InputView
 
@@ -77,6 +79,8 @@ class RunBase:
             if members:
                 self.layer_groups.append((layer, members))
         self.finding_order = [i for _, members in self.layer_groups for i in members]
+        # Each finding's permalink anchor, from its content (``finding_anchors``).
+        self.finding_anchor = finding_anchors(self.findings)
         self.finding_position = {i: n for n, i in enumerate(self.finding_order)}
         # Which findings each join row links to, by subject and by input line.
         self.by_subject: dict[Any, list[int]] = {}
@@ -130,7 +134,7 @@ class RunBase:
         index = self.request_index.get(rid)
         if index is None:
             return ""
-        return relative_href(self.join_pager.page_of(index), f"request-{index + 1}", from_page)
+        return relative_href(self.join_pager.page_of(index), request_anchor(rid), from_page)
 
     def request_hrefs(self, rids: Iterable[str], from_page: str) -> list[str]:
         """Return ``request_href`` of each of ``rids``, as seen from one page.
@@ -141,7 +145,8 @@ class RunBase:
         pager = self.join_pager
         prefixes: dict[int, str] = {}
         hrefs = []
-        for index in map(self.request_index.get, rids):
+        for rid in rids:
+            index = self.request_index.get(rid)
             if index is None:
                 hrefs.append("")
                 continue
@@ -149,12 +154,12 @@ class RunBase:
             prefix = prefixes.get(page)
             if prefix is None:
                 prefix = prefixes[page] = relative_href(pager.page_of(index), "", from_page)
-            hrefs.append(f"{prefix}request-{index + 1}")
+            hrefs.append(prefix + request_anchor(rid))
         return hrefs
 
     def finding_href(self, index: int, from_page: str) -> str:
         page = self.findings_pager.page_of(self.finding_position[index])
-        return relative_href(page, f"finding-{index + 1}", from_page)
+        return relative_href(page, self.finding_anchor[index], from_page)
 
     def location(self, path: Any, line: Any) -> str:
         if not isinstance(path, str):

@@ -15,7 +15,7 @@ class Findings(RunBase):
         subject = f["subject_id"]
         rid = subject.removeprefix("span:") if isinstance(subject, str) else ""
         return FindingView(
-            anchor=f"finding-{index + 1}",
+            anchor=self.finding_anchor[index],
             code=f["error_code"],
             code_href=code_href(f["error_code"], self.root_of(from_page)),
             severity=REGISTRY[f["error_code"]].severity.value,

@@ -44,6 +44,8 @@ class JoinRow(NamedTuple):
     trace: Cell
     finding_links: tuple[FindingLink, ...]
     css: str
+    # The worst severity of its findings ("" when it has none).
+    severity: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class CoverageRow:
     request_count: int
     never: bool
     css: str
+    anchor: str = ""
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,8 @@ class RunView:
     mermaid: str
     join_rows: tuple[JoinRow, ...]
     join_nav: PageNav | None
+    gaps_href: str
+    gaps_summary: str
     finding_groups: tuple[FindingGroup, ...]
     findings_nav: PageNav | None
     gap_finding_count: int
@@ -294,3 +299,5 @@ class ListingPageView:
     join_rows: tuple[JoinRow, ...] = ()
     finding_groups: tuple[FindingGroup, ...] = ()
     spans: tuple[SpanRow, ...] = ()
+    gaps_href: str = ""
+    note: str = ""

@@ -1,0 +1,114 @@
+"""Finding anything in a run: its search, its gaps listing and its permalinks, in a browser.
+
+On the built-in site, from disk and from a static host. The large-run journeys (a request
+on a late join page, a permalink resolved across pages) are in ``test_find_large.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+    from browser.conftest import PageOpener, Site
+
+FAILING_RUN = "allow_network_exfil_executed"
+GAP_REQUEST = "req_network_exfil_attempt"
+QUIET_REQUEST = "req_safe_fixture_edit"
+GAP_CODE = "SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH"
+RESULTS = "form.run-search .search-results a"
+
+
+def search(page: Page, query: str) -> list[str]:
+    """Type ``query`` into the run's search; return the results' link texts once they show."""
+    page.fill("#run-search-q", query)
+    page.wait_for_function(
+        "q => document.querySelector('form.run-search .search-status').textContent.includes(q)",
+        arg=query,
+    )
+    texts: list[str] = page.eval_on_selector_all(RESULTS, "links => links.map(a => a.textContent)")
+    return texts
+
+
+def test_search_is_hidden_without_scripts(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site, javascript=False)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    assert page.locator("form.run-search").is_hidden()
+    # Everything is still listed: the join table holds every request.
+    assert page.locator(f"#joins tr#req-{GAP_REQUEST}").count() == 1
+    assert page.locator(f"#joins tr#req-{QUIET_REQUEST}").count() == 1
+
+
+def test_search_finds_a_request_and_goes_to_its_row(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    assert page.locator("form.run-search").is_visible()
+    results = search(page, "req_network")
+    assert len(results) == 1
+    assert results[0].startswith(GAP_REQUEST)
+    assert "critical" in results[0]
+    page.press("#run-search-q", "Enter")
+    page.wait_for_url(re.compile(f"#req-{GAP_REQUEST}$"))
+    assert page.evaluate("location.hash") == f"#req-{GAP_REQUEST}"
+    row = page.locator(f"tr#req-{GAP_REQUEST}")
+    assert row.evaluate("r => r.matches(':target')")
+
+
+def test_search_finds_codes_rules_and_input_lines(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    code = search(page, GAP_CODE.lower())
+    assert len(code) == 1 and "finding code" in code[0] and "1 finding" in code[0]
+    rules = search(page, "rule:")
+    assert rules and all("policy rule" in r for r in rules)
+    lines = search(page, "policy_verdicts.json:")
+    assert lines and all("input line" in r for r in lines)
+    assert search(page, "no-such-thing-zz") == []
+    assert "Nothing in this run starts with" in page.inner_text("form.run-search .search-status")
+
+
+def test_gaps_listing_holds_exactly_the_marked_rows(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    marked = page.eval_on_selector_all("#joins tr.row-gap", "rows => rows.map(r => r.id)")
+    assert marked == [f"req-{GAP_REQUEST}"]
+    # The gaps listing is the first link of the run page's contents.
+    first = page.locator("nav.page-toc a").first
+    assert first.inner_text() == "Gaps only"
+    first.click()
+    page.wait_for_url(re.compile(r"gaps/page-0001\.html#gaps-list$"))
+    listed = page.eval_on_selector_all("#gaps-list tbody tr", "rows => rows.map(r => r.id)")
+    assert listed == marked
+    # Each row links to its findings and to its request's input line.
+    links = page.eval_on_selector_all(
+        "#gaps-list tbody tr .finding-links a", "links => links.map(a => a.getAttribute('href'))"
+    )
+    assert links and all(re.fullmatch(r"\.\./index\.html#f-[0-9a-f]{16}", h) for h in links)
+    request_line = page.locator("#gaps-list tbody tr .req-id a").get_attribute("href") or ""
+    assert re.fullmatch(r"\.\./index\.html#action-requests-L\d+", request_line)
+
+
+def test_permalink_from_a_sub_page_resolves_to_the_row(opener: PageOpener, site: Site) -> None:
+    """A link to the gaps page naming a row it does not hold lands on the row's own page."""
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/gaps/page-0001.html#req-{QUIET_REQUEST}"))
+    page.wait_for_url(re.compile(rf"runs/{FAILING_RUN}/index\.html#req-{QUIET_REQUEST}$"))
+    assert page.locator(f"tr#req-{QUIET_REQUEST}").evaluate("r => r.matches(':target')")
+
+
+def test_finding_permalinks_are_content_fingerprints(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    ids = page.eval_on_selector_all("#findings tbody tr", "rows => rows.map(r => r.id)")
+    assert ids and all(re.fullmatch(r"f-[0-9a-f]{16}(-\d+)?", i) for i in ids)
+    # The visible link affordance names the row itself.
+    link = page.locator(f"#findings tr#{ids[0]} a.permalink")
+    assert link.is_visible()
+    assert link.get_attribute("href") == f"#{ids[0]}"
+    link.click()
+    assert page.evaluate("location.hash") == f"#{ids[0]}"
+    assert link.get_attribute("data-permalink", timeout=2000) == site.url(
+        f"runs/{FAILING_RUN}/index.html#{ids[0]}"
+    )
