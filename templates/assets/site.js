@@ -18,9 +18,54 @@
     return raw.trim().toLowerCase();
   }
 
-  function makeSortable(table) {
+  /* The index's filter and sort live in the URL fragment (#status=blocked&q=net&sort=9-desc),
+     so a filtered, sorted view can be linked and reloaded. */
+  function readState() {
+    var state = { status: "", q: "", sort: "" };
+    var hash = window.location.hash.slice(1);
+    if (hash.indexOf("=") === -1) return state;
+    hash.split("&").forEach(function (pair) {
+      var at = pair.indexOf("=");
+      if (at < 0) return;
+      var name = pair.slice(0, at), value;
+      try { value = decodeURIComponent(pair.slice(at + 1).replace(/\+/g, " ")); } catch (e) { return; }
+      if (name in state) state[name] = value;
+    });
+    return state;
+  }
+
+  function writeState(state) {
+    var parts = [];
+    ["status", "q", "sort"].forEach(function (name) {
+      if (state[name]) parts.push(name + "=" + encodeURIComponent(state[name]));
+    });
+    var url = window.location.pathname + window.location.search + (parts.length ? "#" + parts.join("&") : "");
+    try { window.history.replaceState(null, "", url); } catch (e) { /* file:// may refuse */ }
+  }
+
+  function makeSortable(table, state) {
     var headers = table.tHead ? table.tHead.rows[0].cells : [];
     var body = table.tBodies[0];
+    function sortBy(index, ascending) {
+      var th = headers[index];
+      var kind = th.getAttribute("data-sort-key");
+      Array.prototype.forEach.call(headers, function (other) {
+        if (other.hasAttribute("aria-sort")) other.setAttribute("aria-sort", "none");
+      });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.forEach(function (row, position) {
+        if (!row.hasAttribute("data-built")) row.setAttribute("data-built", position);
+      });
+      rows.sort(function (a, b) {
+        var x = cellValue(a, index, kind);
+        var y = cellValue(b, index, kind);
+        var order = x < y ? -1 : x > y ? 1 : 0;
+        if (!ascending) order = -order;
+        return order || (+a.getAttribute("data-built") - +b.getAttribute("data-built"));
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    }
     Array.prototype.forEach.call(headers, function (th, index) {
       var kind = th.getAttribute("data-sort-key");
       if (!kind) return;
@@ -31,25 +76,18 @@
       th.setAttribute("aria-sort", "none");
       button.addEventListener("click", function () {
         var ascending = th.getAttribute("aria-sort") !== "ascending";
-        Array.prototype.forEach.call(headers, function (other) {
-          if (other.hasAttribute("aria-sort")) other.setAttribute("aria-sort", "none");
-        });
-        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-        var rows = Array.prototype.slice.call(body.rows);
-        rows.forEach(function (row, position) { row.setAttribute("data-order", position); });
-        rows.sort(function (a, b) {
-          var x = cellValue(a, index, kind);
-          var y = cellValue(b, index, kind);
-          var order = x < y ? -1 : x > y ? 1 : 0;
-          if (!ascending) order = -order;
-          return order || (+a.getAttribute("data-order") - +b.getAttribute("data-order"));
-        });
-        rows.forEach(function (row) { body.appendChild(row); });
+        sortBy(index, ascending);
+        state.sort = index + (ascending ? "-asc" : "-desc");
+        writeState(state);
       });
     });
+    var asked = /^(\d+)-(asc|desc)$/.exec(state.sort);
+    if (asked && headers[+asked[1]] && headers[+asked[1]].getAttribute("data-sort-key")) {
+      sortBy(+asked[1], asked[2] === "asc");
+    }
   }
 
-  function makeFilterable(table, panel) {
+  function makeFilterable(table, panel, state) {
     var status = panel.querySelector("[data-filter-status]");
     var text = panel.querySelector("[data-filter-text]");
     var count = panel.querySelector("[data-filter-count]");
@@ -66,8 +104,18 @@
       });
       count.textContent = shown + " of " + rows.length + " runs shown";
     }
-    status.addEventListener("change", apply);
-    text.addEventListener("input", apply);
+    function changed() {
+      state.status = status.value;
+      state.q = text.value;
+      writeState(state);
+      apply();
+    }
+    if (state.status && status.querySelector("option[value='" + state.status.replace(/[^a-z_]/g, "") + "']")) {
+      status.value = state.status;
+    }
+    text.value = state.q;
+    status.addEventListener("change", changed);
+    text.addEventListener("input", changed);
     panel.hidden = false;
     apply();
   }
@@ -277,8 +325,9 @@
       copyLinks(form);
     }
     var tables = document.querySelectorAll("table[data-sortable]");
-    Array.prototype.forEach.call(tables, makeSortable);
+    var state = readState();
+    Array.prototype.forEach.call(tables, function (table) { makeSortable(table, state); });
     var panel = document.querySelector("[data-filters]");
-    if (panel && tables.length) makeFilterable(tables[0], panel);
+    if (panel && tables.length) makeFilterable(tables[0], panel, state);
   });
 })();

@@ -112,3 +112,54 @@ def test_finding_permalinks_are_content_fingerprints(opener: PageOpener, site: S
     assert link.get_attribute("data-permalink", timeout=2000) == site.url(
         f"runs/{FAILING_RUN}/index.html#{ids[0]}"
     )
+
+
+VISIBLE_RUNS = """rows => rows
+    .filter(row => !row.hidden && row.getClientRects().length > 0)
+    .map(row => row.querySelector("th a").textContent.trim())"""
+
+
+def test_index_filter_and_sort_live_in_the_fragment(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url("index.html"))
+    page.select_option("[data-filter-status]", "pass")
+    page.fill("[data-filter-text]", "wave")
+    findings = page.locator("table[data-sortable] thead th", has_text="Findings")
+    findings.locator("button").click()
+    findings.locator("button").click()
+    state = page.evaluate("location.hash")
+    assert state.startswith("#status=pass&q=wave&sort=") and state.endswith("-desc")
+    shown = page.eval_on_selector_all("table[data-sortable] tbody tr", VISIBLE_RUNS)
+    assert shown == ["first_wave"]
+    # The same address, opened afresh, shows the same view.
+    again = opener.open(site)
+    again.goto(page.url)
+    assert again.eval_on_selector_all("table[data-sortable] tbody tr", VISIBLE_RUNS) == shown
+    assert again.input_value("[data-filter-status]") == "pass"
+    assert again.input_value("[data-filter-text]") == "wave"
+    header = again.locator("table[data-sortable] thead th", has_text="Findings")
+    assert header.get_attribute("aria-sort") == "descending"
+    # Sorted by findings, most first, from the fragment alone.
+    sorted_page = opener.open(site)
+    column = page.evaluate(
+        "() => [...document.querySelectorAll('table[data-sortable] thead th')]"
+        ".findIndex(th => th.textContent.includes('Findings'))"
+    )
+    sorted_page.goto(site.url(f"index.html#sort={column}-desc"))
+    counts = sorted_page.eval_on_selector_all(
+        "table[data-sortable] tbody tr",
+        f"rows => rows.map(r => +r.cells[{column}].getAttribute('data-sort'))",
+    )
+    assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
+
+
+def test_catalog_links_land_on_the_first_finding_of_that_code(
+    opener: PageOpener, site: Site
+) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"codes/index.html#{GAP_CODE.lower().replace('_', '-')}"))
+    entry = page.locator(f"#{GAP_CODE.lower().replace('_', '-')}")
+    entry.locator(f"a[href^='../runs/{FAILING_RUN}/']").click()
+    page.wait_for_url(re.compile(rf"runs/{FAILING_RUN}/index\.html#f-[0-9a-f]{{16}}$"))
+    target = page.locator("tr:target")
+    assert target.locator("a.code").inner_text() == GAP_CODE

@@ -43,7 +43,7 @@ from sandbox_replay.version import __version__
 
 STATUS_FILE = "build-status.json"
 DATA_PACKAGE = "sandbox_replay"
-STATUS_FORMAT = 3  # 2: each run's export facts; 3: its policy and coverage
+STATUS_FORMAT = 4  # 2: each run's export facts; 3: its policy and coverage; 4: first findings
 _CHUNK = 1 << 20
 
 

@@ -87,6 +87,8 @@ class RunSummary:
     result_sha256: str
     input_digests: tuple[tuple[str, str], ...]
     policy: PolicyCoverage
+    # Each code's first finding, linked from the run's folder: where the catalog links.
+    first_findings: tuple[tuple[str, str], ...] = ()
 
     @property
     def status_badge(self) -> Badge:
@@ -107,6 +109,7 @@ class RunSummary:
             "result_sha256": self.result_sha256,
             "input_digests": [list(pair) for pair in self.input_digests],
             "policy": self.policy.to_json(),
+            "first_findings": [list(pair) for pair in self.first_findings],
         }
 
     @classmethod
@@ -125,6 +128,7 @@ class RunSummary:
             result_sha256=str(data["result_sha256"]),
             input_digests=tuple((str(a), str(b)) for a, b in data["input_digests"]),
             policy=PolicyCoverage.from_json(data["policy"]),
+            first_findings=tuple((str(a), str(b)) for a, b in data["first_findings"]),
         )
 
 
@@ -146,6 +150,7 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
             (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
         ),
         policy=PolicyCoverage.of_record(records.result),
+        first_findings=view.first_findings,
     )
 
 
@@ -276,7 +281,8 @@ def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str
             links = tuple(
                 RunLink(
                     run.name,
-                    f"../runs/{run.name}/index.html",
+                    # The first finding of this code in that run.
+                    f"../runs/{run.name}/" + dict(run.first_findings).get(entry.code, "index.html"),
                     "expected alarm" if entry.code in run.expected_codes else "",
                 )
                 for run in runs

@@ -27,6 +27,16 @@ class Findings(RunBase):
             request_href=self.request_href(rid, from_page),
         )
 
+    def first_finding_hrefs(self) -> tuple[tuple[str, str], ...]:
+        """Return each code's first finding (in page order), linked from the run's folder."""
+        first: dict[str, str] = {}
+        for i in self.finding_order:
+            code = self.findings[i]["error_code"]
+            if code not in first:
+                href = self.finding_href(i, MAIN_PAGE)
+                first[code] = MAIN_PAGE + href if href.startswith("#") else href
+        return tuple(first.items())
+
     def finding_groups(self, start: int, end: int, from_page: str) -> tuple[FindingGroup, ...]:
         """Return the findings at display positions ``[start, end)``, grouped by layer."""
         groups = []

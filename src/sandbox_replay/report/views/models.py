@@ -283,6 +283,8 @@ class RunView:
     error_codes: tuple[str, ...]
     expected_codes: tuple[str, ...]
     findings_by_layer: tuple[tuple[str, int], ...]
+    # Each code's first finding, linked from the run's folder (for the catalog).
+    first_findings: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from sandbox_replay.report.views.common import (
     relative_href,
     text,
 )
-from sandbox_replay.report.views.findings import Findings
 from sandbox_replay.report.views.input_files import InputFiles
 from sandbox_replay.report.views.layer_tables import LayerTables
 from sandbox_replay.report.views.models import DigestRow, ListingPageView, ProvenanceView, RunView
@@ -36,9 +35,7 @@ from sandbox_replay.report.views.summary import Summary
 from sandbox_replay.report.views.trace_table import TraceTable
 
 
-class _RunBuilder(
-    Summary, Findings, SearchEntries, Calibration, LayerTables, TraceTable, InputFiles
-):
+class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, InputFiles):
     """Build one run page's view-model from its replay and records."""
 
     @functools.cached_property
@@ -142,6 +139,7 @@ class _RunBuilder(
                 sorted({f["error_code"] for f in self.findings if _expected_alarm(f)})
             ),
             findings_by_layer=tuple((label, n) for label, n in by_layer if n),
+            first_findings=self.first_finding_hrefs(),
         )
 
     def listing_paths(self) -> list[str]:

@@ -15,6 +15,7 @@ from sandbox_replay.report.views.common import (
     rule_anchor,
     text,
 )
+from sandbox_replay.report.views.findings import Findings
 from sandbox_replay.report.views.joins import JoinTable
 
 
@@ -23,7 +24,7 @@ def _from_run_page(href: str) -> str:
     return MAIN_PAGE + href if href.startswith("#") else href
 
 
-class SearchEntries(JoinTable):
+class SearchEntries(JoinTable, Findings):
     def search_entries(self) -> Iterator[SearchEntry]:
         """Yield what the run's search finds, with links relative to the run's folder.
 
@@ -41,13 +42,11 @@ class SearchEntries(JoinTable):
             yield SearchEntry(shown, "request", href, note)
             if shown != rid:
                 yield SearchEntry(request_anchor(rid), "request", href, note)
-        first_of_code: dict[str, int] = {}
         code_counts: Counter[str] = Counter()
         for i in self.finding_order:
             f = self.findings[i]
             code = f["error_code"]
             code_counts[code] += 1
-            first_of_code.setdefault(code, i)
             href = _from_run_page(self.finding_href(i, MAIN_PAGE))
             yield SearchEntry(
                 self.finding_anchor[i].removeprefix("f-"),
@@ -55,13 +54,8 @@ class SearchEntries(JoinTable):
                 href,
                 f"{code} · {visible(text(f['subject_id']))}",
             )
-        for code, i in first_of_code.items():
-            yield SearchEntry(
-                code,
-                "code",
-                _from_run_page(self.finding_href(i, MAIN_PAGE)),
-                plural(code_counts[code], "finding"),
-            )
+        for code, href in self.first_finding_hrefs():
+            yield SearchEntry(code, "code", href, plural(code_counts[code], "finding"))
         for rule in PolicyCoverage.of_record(self.result).rules:
             yield SearchEntry(
                 visible(rule.rule_ref),
