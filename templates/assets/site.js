@@ -315,7 +315,41 @@
     });
   }
 
+  /* A link to an input line names a row's opening line: mark every line of that row,
+     up to the bracket that closes it (brackets inside strings do not count). */
+  var marked = [];
+  function markRow() {
+    marked.forEach(function (line) { line.classList.remove("row-hit"); });
+    marked = [];
+    var id;
+    try { id = decodeURIComponent(window.location.hash.slice(1)); } catch (e) { return; }
+    var line = id && document.getElementById(id);
+    if (!line || !line.classList.contains("line")) return;
+    var depth = 0, opened = false;
+    for (var count = 0; line && count < 2000; count += 1) {
+      marked.push(line);
+      var text = line.textContent, quoted = false;
+      for (var i = 0; i < text.length; i += 1) {
+        var c = text.charAt(i);
+        if (quoted) {
+          if (c === "\\") i += 1; else if (c === '"') quoted = false;
+        } else if (c === '"') {
+          quoted = true;
+        } else if (c === "{" || c === "[") {
+          depth += 1; opened = true;
+        } else if (c === "}" || c === "]") {
+          depth -= 1;
+        }
+      }
+      if (!opened || depth <= 0) break;
+      line = line.nextElementSibling;
+    }
+    marked.forEach(function (hit) { hit.classList.add("row-hit"); });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    markRow();
+    window.addEventListener("hashchange", markRow);
     var form = document.querySelector("form.run-search");
     if (form && form.getAttribute("data-search-index")) {
       current = new SearchIndex(form.getAttribute("data-search-index"));

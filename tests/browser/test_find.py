@@ -163,3 +163,35 @@ def test_catalog_links_land_on_the_first_finding_of_that_code(
     page.wait_for_url(re.compile(rf"runs/{FAILING_RUN}/index\.html#f-[0-9a-f]{{16}}$"))
     target = page.locator("tr:target")
     assert target.locator("a.code").inner_text() == GAP_CODE
+
+
+ON_TOP = """element => {
+    const box = element.getBoundingClientRect();
+    const hit = document.elementFromPoint(box.left + Math.min(box.width / 2, 200), box.top + box.height / 2);
+    return box.top >= 0 && box.bottom <= window.innerHeight && (element === hit || element.contains(hit));
+}"""
+
+
+def test_an_input_link_marks_the_whole_row_under_its_file_name(
+    opener: PageOpener, site: Site
+) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    link = page.locator("#findings td.loc a[href*='policy-verdicts-L']").first
+    target = (link.get_attribute("href") or "").split("#", 1)[1]
+    link.click()
+    page.wait_for_function(f"location.hash === '#{target}'")
+    marked = page.eval_on_selector_all(
+        "pre.code .line.row-hit", "lines => lines.map(l => l.id + ' ' + l.textContent.trim())"
+    )
+    # The row opens on the linked line and closes on the last marked one.
+    assert len(marked) > 3
+    assert marked[0].startswith(f"{target} {{")
+    assert marked[-1].split(" ", 1)[1].startswith("}")
+    assert '"request_id"' in " ".join(marked)
+    # The linked line is on screen, not under the file name, which stays in view above it.
+    line = page.locator(f"[id='{target}']")
+    assert line.evaluate(ON_TOP)
+    summary = page.locator("details.input-file:has(.line.row-hit) > summary")
+    assert summary.evaluate(ON_TOP)
+    assert "policy_verdicts.json" in summary.inner_text()

@@ -16,6 +16,7 @@ from sandbox_replay.report.views.cells import (
     _replay,
     _rollback,
     _trace,
+    diff_refs,
 )
 from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
@@ -271,6 +272,7 @@ class JoinTable(RunBase):
             derived_verdict,
             effect.get("execution_attempted") is True,
             effect.get("side_effect_diff_count"),
+            diff_refs(effect),
         )
 
     @staticmethod
@@ -286,6 +288,7 @@ class JoinTable(RunBase):
             rollback is not None
             and rollback.get("request_id") == rid
             and rollback.get("rollback_verified") is True,
+            text(rollback.get("rollback_id")) if rollback is not None else "",
         )
 
     def _replay_cell(self, replay_row: Mapping[str, Any] | None) -> Cell:
