@@ -29,7 +29,12 @@ from sandbox_replay.report.views import (
     breakable,
     chrome,
 )
-from sandbox_replay.report.views.common import request_anchor
+from sandbox_replay.report.views.common import (
+    EXCERPT_BEFORE,
+    EXCERPT_LINES,
+    MAX_EXCERPTS,
+    request_anchor,
+)
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -154,12 +159,24 @@ def test_findings_link_rows_across_pages(large: tuple[Path, BuildResult]) -> Non
     assert re.search(r'href="\.\./findings/page-000\d\.html#f-[0-9a-f]{16}(-\d+)?"', joins)
 
 
-def test_a_large_input_is_listed_but_not_highlighted(large: tuple[Path, BuildResult]) -> None:
+def test_a_large_input_shows_only_the_rows_findings_cite(large: tuple[Path, BuildResult]) -> None:
     run, _ = large
     page = (run / "index.html").read_text("utf-8")
     assert 'id="file-action-requests"' in page
-    assert "Not shown: larger than" in page
-    assert 'id="action-requests-L1"' not in page
+    assert "Larger than 256 KB: shown as the" in page
+    shown = {int(n) for n in re.findall(r'id="action-requests-L(\d+)"', page)}
+    record = json.loads((run / "result.json").read_bytes())
+    cited = sorted({f["line"] for f in record["findings"] if f["path"] == "action_requests.json"})[
+        :MAX_EXCERPTS
+    ]
+    assert cited and set(cited) <= shown
+    # Each excerpt runs from two lines before a cited row to its closing bracket, no further.
+    assert len(shown) < (EXCERPT_BEFORE + EXCERPT_LINES) * len(cited)
+    assert min(shown) == max(1, cited[0] - EXCERPT_BEFORE)
+    # The first excerpt ends on the line that closes the cited row.
+    first_block = page.split('id="file-action-requests"', 1)[1].split("</pre>", 1)[0]
+    last_line = re.findall(r'<span class="line" id="[^"]*">(.*?)</span>\n?', first_block)[-1]
+    assert re.sub(r"<[^>]+>", "", last_line).strip() in ("}", "},")
 
 
 # Values a row may carry: plain, repeated break characters, markup characters, hidden

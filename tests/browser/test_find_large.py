@@ -163,3 +163,23 @@ def test_the_gaps_listing_holds_exactly_the_marked_rows_worst_first(
     first = page.locator("#gaps-list tbody tr").first
     assert first.get_attribute("id") == listed[0]
     assert first.locator(".sev").inner_text().lower() == "critical"
+
+
+def test_an_input_link_lands_on_an_excerpt_of_a_large_file(
+    opener: PageOpener, large: Site
+) -> None:
+    """The request file is 46 MB: a finding's link lands on its row's excerpt, marked whole."""
+    page = opener.open(large)
+    page.goto(large.url(f"runs/{RUN}/findings/page-0001.html"))
+    link = page.locator("td.loc a[href*='#action-requests-L']").first
+    target = (link.get_attribute("href") or "").split("#", 1)[1]
+    link.click()
+    page.wait_for_function(f"location.hash === '#{target}'")
+    line = page.locator(f"[id='{target}']")
+    assert line.evaluate("l => l.matches('.line:target') && l.closest('pre.excerpt') !== null")
+    marked = page.eval_on_selector_all("pre.code .line.row-hit", "ls => ls.map(l => l.textContent)")
+    assert len(marked) > 3 and marked[-1].strip() in ("}", "},")
+    assert line.is_visible()
+    summary = page.locator("#file-action-requests > summary")
+    box = summary.bounding_box()
+    assert box is not None and 0 <= box["y"] < 900

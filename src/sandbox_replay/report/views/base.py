@@ -22,6 +22,7 @@ from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 from sandbox_replay.report.views.cells import _expected_alarm, _layer_status
 from sandbox_replay.report.views.common import (
     MAIN_PAGE,
+    MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
     Pager,
     _is_count,
@@ -99,6 +100,20 @@ class RunBase:
         self.finding_lines: dict[Any, set[Any]] = {}
         for path, line in self.by_line:
             self.finding_lines.setdefault(path, set()).add(line)
+        # A file too large to show whole shows the rows findings cite (the first
+        # ``MAX_EXCERPTS``, by line): their opening lines are linked wherever cited. The
+        # excerpts themselves are read for the run page alone (``InputFiles.shown_inputs``).
+        self.excerpted: dict[str, frozenset[int]] = {}
+        for info in self.result["input_files"]:
+            path = info["path"]
+            if info["kind"] != "input" or path in self.withheld or path in self.highlighted:
+                continue
+            if info["size"] > MAX_SHOWN_BYTES:
+                cited = sorted(
+                    n for n in self.finding_lines.get(path, ()) if _is_count(n) and n >= 1
+                )
+                if cited:
+                    self.excerpted[path] = frozenset(cited[:MAX_EXCERPTS])
         self.spans = self.result["public_agent_execution_trace"]["spans"]
         r = self.result
         # The first row of each id in each list a join row joins: built once per process
@@ -126,7 +141,9 @@ class RunBase:
         if not isinstance(path, str) or path not in self.slugs or path in self.withheld:
             return ""
         slug = self.slugs[path]
-        if path in self.highlighted and _is_count(line) and line >= 1:
+        if _is_count(line) and (
+            (path in self.highlighted and line >= 1) or line in self.excerpted.get(path, ())
+        ):
             return relative_href(MAIN_PAGE, line_id(slug, line), from_page)
         return relative_href(MAIN_PAGE, "file-" + slug, from_page)
 
@@ -202,7 +219,9 @@ class RunBase:
     def _highlighted(self, path: str, info: Mapping[str, Any]) -> tuple[Markup | None, str]:
         """Return the file highlighted, if its bytes are still the ones replayed and scanned."""
         if info["size"] > MAX_SHOWN_BYTES:
-            return None, f"Not shown: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
+            return None, (
+                f"Not shown whole: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
+            )
         try:  # no symlink followed, no FIFO waited on, nothing read past the limit
             raw = read_same_file(self.run.path / path, None, MAX_SHOWN_BYTES)
         except FileChangedError:

@@ -17,6 +17,11 @@ from sandbox_replay.policy import VERDICTS
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
+# A larger input file shows the rows its findings cite instead: this many at most, each
+# from two lines before its opening line to its closing bracket (at most EXCERPT_LINES).
+MAX_EXCERPTS = 50
+EXCERPT_BEFORE = 2
+EXCERPT_LINES = 60
 # Rows per listing page. A run with more join rows, findings or spans than this shows that
 # listing on numbered sub-pages instead (a join row renders to about 1.5 KB, so a page stays
 # near 1 MB); the fixtures' six requests stay on the run page.

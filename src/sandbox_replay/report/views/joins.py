@@ -49,9 +49,10 @@ class JoinTable(RunBase):
     def _request_file_href(self, from_page: str) -> str | None:
         """Return where every request of a page links (its file's entry, or nothing).
 
-        None when the request file is highlighted: each request then links its own line.
+        None when the request file is highlighted, or shows excerpts: each request then
+        links its own line (or, where no excerpt shows it, the file's entry).
         """
-        if ACTIONS_FILE in self.highlighted:
+        if ACTIONS_FILE in self.highlighted or ACTIONS_FILE in self.excerpted:
             return None
         return self.line_href(ACTIONS_FILE, None, from_page)
 
