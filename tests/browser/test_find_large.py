@@ -165,9 +165,7 @@ def test_the_gaps_listing_holds_exactly_the_marked_rows_worst_first(
     assert first.locator(".sev").inner_text().lower() == "critical"
 
 
-def test_an_input_link_lands_on_an_excerpt_of_a_large_file(
-    opener: PageOpener, large: Site
-) -> None:
+def test_an_input_link_lands_on_an_excerpt_of_a_large_file(opener: PageOpener, large: Site) -> None:
     """The request file is 46 MB: a finding's link lands on its row's excerpt, marked whole."""
     page = opener.open(large)
     page.goto(large.url(f"runs/{RUN}/findings/page-0001.html"))
@@ -183,3 +181,17 @@ def test_an_input_link_lands_on_an_excerpt_of_a_large_file(
     summary = page.locator("#file-action-requests > summary")
     box = summary.bounding_box()
     assert box is not None and 0 <= box["y"] < 900
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_page_of_the_large_run_scrolls_sideways_at_phone_width(
+    opener: PageOpener, large: Site, scheme: str
+) -> None:
+    page = opener.open(large, viewport={"width": 390, "height": 844}, color_scheme=scheme)
+    run = f"runs/{RUN}"
+    paths = ["index.html", f"{run}/index.html", f"{run}/join/page-0120.html"]
+    paths += [f"{run}/gaps/page-0001.html", f"{run}/findings/page-0001.html"]
+    paths += [f"{run}/trace/page-0001.html"]
+    for path in paths:
+        page.goto(large.url(path))
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, path
