@@ -195,3 +195,18 @@ def test_no_page_of_the_large_run_scrolls_sideways_at_phone_width(
     for path in paths:
         page.goto(large.url(path))
         assert page.evaluate("document.documentElement.scrollWidth") <= 390, path
+
+
+def test_the_printed_run_page_carries_its_first_findings(opener: PageOpener, large: Site) -> None:
+    page = opener.open(large, color_scheme="dark")
+    page.goto(large.url(f"runs/{RUN}/index.html"))
+    copy = page.locator("#findings .print-only")
+    assert copy.is_hidden()
+    page.emulate_media(media="print", color_scheme="dark")
+    assert copy.is_visible()
+    assert copy.locator("tbody tr").count() == 100
+    note = copy.locator(".section-note").inner_text()
+    assert re.fullmatch(r"Printed here: the first 100 of [\d,]+ findings, .*", note)
+    # The printed copy adds no second element for a permalink to land on.
+    assert copy.locator("[id]").count() == 0
+    assert page.pdf(format="A4").startswith(b"%PDF")

@@ -285,6 +285,9 @@ class RunView:
     findings_by_layer: tuple[tuple[str, int], ...]
     # Each code's first finding, linked from the run's folder (for the catalog).
     first_findings: tuple[tuple[str, str], ...] = ()
+    # For a run whose findings are on sub-pages: the first few, printed with the run page.
+    print_findings: tuple[FindingGroup, ...] = ()
+    print_findings_note: str = ""
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,16 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             ),
             findings_by_layer=tuple((label, n) for label, n in by_layer if n),
             first_findings=self.first_finding_hrefs(),
+            print_findings=(
+                self.finding_groups(0, PRINTED_FINDINGS, MAIN_PAGE) if findings.split else ()
+            ),
+            print_findings_note=(
+                f"Printed here: the first {PRINTED_FINDINGS} of {findings.total:,} findings, "
+                f"in page order; the other {findings.total - PRINTED_FINDINGS:,} are on the "
+                "findings pages."
+                if findings.split
+                else ""
+            ),
         )
 
     def listing_paths(self) -> list[str]:
@@ -210,6 +220,9 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         """Return the run's search index files (``search_index``), run-relative."""
         return search_files(self.search_entries())
 
+
+# How many of a split run's findings its run page prints (only when printed).
+PRINTED_FINDINGS = 100
 
 # Each listing's noun (for its page counts), title and section of the run page.
 _LISTINGS = {
