@@ -195,3 +195,12 @@ def test_an_input_link_marks_the_whole_row_under_its_file_name(
     summary = page.locator("details.input-file:has(.line.row-hit) > summary")
     assert summary.evaluate(ON_TOP)
     assert "policy_verdicts.json" in summary.inner_text()
+
+
+def test_a_small_result_record_opens_and_says_its_size(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html"))
+    link = page.locator(".run-meta a[href='result.json']")
+    assert link.get_attribute("download") is None
+    size = (site.root / "runs" / FAILING_RUN / "result.json").stat().st_size
+    assert f"({size / 1e3:,.1f} KB)" in page.inner_text(".run-meta")

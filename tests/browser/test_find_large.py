@@ -210,3 +210,13 @@ def test_the_printed_run_page_carries_its_first_findings(opener: PageOpener, lar
     # The printed copy adds no second element for a permalink to land on.
     assert copy.locator("[id]").count() == 0
     assert page.pdf(format="A4").startswith(b"%PDF")
+
+
+def test_a_large_result_record_says_its_size_and_downloads(opener: PageOpener, large: Site) -> None:
+    page = opener.open(large)
+    page.goto(large.url(f"runs/{RUN}/index.html"))
+    link = page.locator(".run-meta a[href='result.json']")
+    assert link.get_attribute("download") == ""
+    size = (large.root / "runs" / RUN / "result.json").stat().st_size
+    assert size > 8 * 1024 * 1024
+    assert f"({size / 1e6:,.1f} MB, downloads)" in page.inner_text(".run-meta")

@@ -206,7 +206,11 @@ def _build_run(
     extra: list[str] = []  # the gaps pages and search index, made with the run page
 
     def run_page(pages: RunPages, digest: str) -> RunView:
-        view = pages.run_view(digest)
+        if task.staging is not None:
+            size = (task.staging / result_path).stat().st_size
+        else:
+            size = len(files[result_path])
+        view = pages.run_view(digest, size)
         emit("index.html", renderer.render("run.html", view=view))
         for relative, page in pages.gap_pages():
             emit(relative, renderer.render_listing(page))

@@ -29,7 +29,7 @@ _SCRIPT = re.compile(rb'<script src="[^"]*"></script>')
 # The run's search reads script files beside the run page: a single file has none.
 _SEARCH = re.compile(rb'<form class="run-search".*?</form>\n?', re.DOTALL)
 _ANCHOR = re.compile(rb"<a\b([^>]*)>(.*?)</a>", re.DOTALL)
-_HREF = re.compile(rb'\s(?:href|rel|aria-current)="[^"]*"')
+_HREF = re.compile(rb'\s(?:(?:href|rel|aria-current|type)="[^"]*"|download(?=[\s>]|$))')
 # A namespace name, not a request; the HTML parser puts <svg> in it without being told.
 _SVG_XMLNS = b'<svg xmlns="http://www.w3.org/2000/svg" '
 

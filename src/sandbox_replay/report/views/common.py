@@ -166,6 +166,16 @@ def plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
+def byte_size(count: int) -> str:
+    """Return a size for reading: ``812 bytes``, ``58.2 KB``, ``2.1 GB`` (powers of 1,000)."""
+    if count < 1000:
+        return plural(count, "byte")
+    for unit, scale in (("KB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if count < scale * 1000 or unit == "GB":
+            return f"{count / scale:,.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def short_code(code: str) -> str:
     """Return a code without its family prefix, for narrow cells (the link names it in full)."""
     for prefix in ("PUBLIC_TRACE_SANDBOX_", "SANDBOX_POLICY_"):

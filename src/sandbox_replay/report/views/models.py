@@ -224,6 +224,8 @@ class ProvenanceView:
     bundle_id: str
     result_href: str
     result_sha256: str
+    result_size: str
+    result_download: bool
     digests: tuple[DigestRow, ...]
     build_time: str
     policy_kind: str

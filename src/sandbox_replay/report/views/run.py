@@ -20,6 +20,7 @@ from sandbox_replay.report.views.common import (
     Chrome,
     Pager,
     badge,
+    byte_size,
     chrome,
     page_nav,
     plural,
@@ -50,10 +51,11 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         first, last = text(rows[start].get("request_id")), text(rows[end - 1].get("request_id"))
         return f"{first} – {last}"
 
-    def provenance(self, result_sha256: str | None) -> ProvenanceView:
+    def provenance(self, result_sha256: str | None, result_size: int | None) -> ProvenanceView:
         command = "run" if self.run.mode is InputMode.FIXTURE else "run-sandbox-bundle"
         if result_sha256 is None:
             receipt = self.records.receipt
+            result_size = len(self.records.result_bytes)
         else:  # the digest the build took as it wrote the record: no second pass over it
             receipt = build_receipt(self.records.result, result_sha256)
         source = self.result["policy_source"]
@@ -71,6 +73,9 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             bundle_id=text(self.result["bundle_id"]),
             result_href="result.json",
             result_sha256=receipt["result_record_sha256"],
+            result_size=byte_size(result_size) if result_size is not None else "",
+            # A browser opening a record this large as text hangs its tab: download it.
+            result_download=result_size is not None and result_size > OPEN_RESULT_BYTES,
             digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
             build_time=self.build_time,
             policy_kind=policy_kind_label(source["kind"]),
@@ -84,8 +89,9 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         up = "../" if "/" in from_page else ""
         return replace(frame, search_index=f"{up}{SEARCH_DIR}/index.js", run_page=up + MAIN_PAGE)
 
-    def build(self, result_sha256: str | None = None) -> RunView:
-        """Return the run page's view-model (``result_sha256`` as for ``RunPages``)."""
+    def build(self, result_sha256: str | None = None, result_size: int | None = None) -> RunView:
+        """Return the run page's view-model (``result_sha256``, ``result_size`` as for
+        ``RunPages``)."""
         r = self.result
         counts = self.counts()
         svg, print_svg, mermaid = self.flowchart()
@@ -132,7 +138,7 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             trace_nav=page_nav(self.trace_pager, "spans", None) if self.trace_pager.split else None,
             inputs=self.shown_inputs(),
             modules=self.modules(),
-            provenance=self.provenance(result_sha256),
+            provenance=self.provenance(result_sha256, result_size),
             counts=counts,
             error_codes=tuple(r["error_codes"]),
             expected_codes=tuple(
@@ -221,6 +227,9 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         return search_files(self.search_entries())
 
 
+# A result record larger than this is linked to download, not to open.
+OPEN_RESULT_BYTES = 8 * 1024 * 1024
+
 # How many of a split run's findings its run page prints (only when printed).
 PRINTED_FINDINGS = 100
 
@@ -255,14 +264,15 @@ def build_run_view(
 class RunPages:
     """How to build a run page's view-model and its sub-pages.
 
-    ``run_view(result_sha256)`` builds the run page, which shows the result record's
-    digest (``sha256:<hex>``; None: serialise the record once more to take it).
+    ``run_view(result_sha256, result_size)`` builds the run page, which shows the result
+    record's digest (``sha256:<hex>``; None: serialise the record once more to take it)
+    and its size in bytes (None with a digest: not shown).
     ``subpages(numbers)`` builds the sub-pages lazily, one page at a time, so that the
     view-models of 600,000 rows never sit in memory together: all of them (None), or those
     at the given positions of ``subpage_paths``, which lists them.
     """
 
-    run_view: Callable[[str | None], RunView]
+    run_view: Callable[[str | None, int | None], RunView]
     subpages: Callable[[Iterable[int] | None], Iterator[tuple[str, ListingPageView]]]
     subpage_paths: tuple[str, ...]
     # The gaps listing's sub-pages and the search index, whose count is known only once
