@@ -204,3 +204,35 @@ def test_a_small_result_record_opens_and_says_its_size(opener: PageOpener, site:
     assert link.get_attribute("download") is None
     size = (site.root / "runs" / FAILING_RUN / "result.json").stat().st_size
     assert f"({size / 1e3:,.1f} KB)" in page.inner_text(".run-meta")
+
+
+SEVERITY_RANK = {"critical": 0, "high": 1, "medium": 2}
+
+
+def test_index_lists_blocked_runs_worst_first(opener: PageOpener, site: Site) -> None:
+    page = opener.open(site)
+    page.goto(site.url("index.html"))
+    rows = page.eval_on_selector_all(
+        "table.runs tbody tr",
+        """rows => rows.map(r => [r.dataset.status,
+            (r.querySelector('.sev') || {textContent: ''}).textContent.trim().toLowerCase(),
+            (r.querySelector('.sev + .note') || {textContent: ''}).textContent])""",
+    )
+    blocked = [(sev, note) for status, sev, note in rows if status == "blocked"]
+    assert blocked and all(status == "pass" for status, _, _ in rows[len(blocked) :])
+
+    def key(entry: tuple[str, str]) -> tuple[int, ...]:
+        counts = dict(
+            (part.split(" ")[1], -int(part.split(" ")[0].replace(",", "")))
+            for part in entry[1].split(" · ")
+        )
+        return (SEVERITY_RANK[entry[0]], *(counts.get(s, 0) for s in SEVERITY_RANK))
+
+    assert [key(b) for b in blocked] == sorted(key(b) for b in blocked)
+    assert blocked[0][0] == "critical"
+    # The chart that helps choose: findings by severity per run, worst first, named in full.
+    titles = page.eval_on_selector_all(
+        "#chart-severity-title, svg[aria-labelledby^='chart-severity'] title",
+        "ts => ts.map(t => t.textContent)",
+    )
+    assert any("worst first" in t for t in titles)

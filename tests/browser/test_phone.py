@@ -41,7 +41,7 @@ def test_phone_layout_is_cards_and_a_vertical_flowchart(
     page.goto(file_site.url("index.html"))
     row = page.locator("table.runs tbody tr").first
     assert row.evaluate("r => getComputedStyle(r).display") == "block"
-    assert row.locator("td").nth(8).evaluate(LABEL) == '"Findings"'
+    assert row.locator("td").nth(9).evaluate(LABEL) == '"Findings"'
     page.goto(file_site.url("runs/allow_network_exfil_executed/index.html"))
     cell = page.locator("table.joins tbody tr td").nth(2)
     assert cell.evaluate(LABEL) == '"Side effect"'

@@ -13,7 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sandbox_replay.codes import REGISTRY, Layer
+from sandbox_replay.codes import REGISTRY, Layer, Severity
 from sandbox_replay.policy_coverage import PolicyCoverage
 from sandbox_replay.records import RunRecords
 from sandbox_replay.report import charts
@@ -44,6 +44,11 @@ class IndexRow:
     counts: RunCounts
     findings_note: str
     status_sort: str
+    # The worst severity among its findings (expected alarms aside), "" for none; a
+    # sort key that puts the worst first; and the counts by severity, as text.
+    worst: str = ""
+    worst_sort: str = ""
+    severity_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,14 @@ class RunSummary:
     policy: PolicyCoverage
     # Each code's first finding, linked from the run's folder: where the catalog links.
     first_findings: tuple[tuple[str, str], ...] = ()
+    # Its findings (expected alarms aside) by severity, worst first, none left out.
+    findings_by_severity: tuple[tuple[str, int], ...] = ()
+
+    def badness(self) -> tuple[int, ...]:
+        """Return a key that orders runs worst first: by worst severity, then each count."""
+        counts = dict(self.findings_by_severity)
+        worst = next((rank for rank, s in enumerate(Severity) if counts.get(s.value)), 99)
+        return (worst, *(-counts.get(s.value, 0) for s in Severity))
 
     @property
     def status_badge(self) -> Badge:
@@ -110,6 +123,7 @@ class RunSummary:
             "input_digests": [list(pair) for pair in self.input_digests],
             "policy": self.policy.to_json(),
             "first_findings": [list(pair) for pair in self.first_findings],
+            "findings_by_severity": [list(pair) for pair in self.findings_by_severity],
         }
 
     @classmethod
@@ -129,6 +143,7 @@ class RunSummary:
             input_digests=tuple((str(a), str(b)) for a, b in data["input_digests"]),
             policy=PolicyCoverage.from_json(data["policy"]),
             first_findings=tuple((str(a), str(b)) for a, b in data["first_findings"]),
+            findings_by_severity=tuple((str(a), int(b)) for a, b in data["findings_by_severity"]),
         )
 
 
@@ -151,6 +166,7 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
         ),
         policy=PolicyCoverage.of_record(records.result),
         first_findings=view.first_findings,
+        findings_by_severity=view.findings_by_severity,
     )
 
 
@@ -170,16 +186,19 @@ def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) 
         charts.BarDatum("pass", passed, "status-pass"),
         charts.BarDatum("blocked", blocked, "status-blocked"),
     ]
+    worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
     per_run = [
         (
             r.name,
             [
-                charts.BarDatum("block", r.counts.derived_block, "verdict-block"),
-                charts.BarDatum("allow", r.counts.derived_allow, "verdict-allow"),
-                charts.BarDatum("review", r.counts.derived_review, "verdict-review"),
+                charts.BarDatum(
+                    s.value, dict(r.findings_by_severity).get(s.value, 0), f"sev-{s.value}"
+                )
+                for s in Severity
             ],
         )
-        for r in runs
+        for r in worst_first
+        if r.findings_by_severity
     ]
     by_layer: dict[str, int] = {}
     for run in runs:
@@ -196,10 +215,13 @@ def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) 
             charts.bar_chart(by_status, title="Runs by status", id_prefix="chart-status"),
         ),
         ChartView(
-            "Derived verdicts per run",
+            "Findings by severity per run",
             charts.stacked_bar_chart(
-                per_run, title="Derived verdicts per run", id_prefix="chart-verdicts"
+                per_run,
+                title="Findings by severity per run, worst first",
+                id_prefix="chart-severity",
             ),
+            "expected negative-case alarms excluded",
         ),
         ChartView(
             "Findings by layer",
@@ -224,8 +246,11 @@ def build_index_view(runs: Sequence[RunSummary], build_time: str, version: str) 
                 f"+{r.counts.expected_alarms} expected" if r.counts.expected_alarms else ""
             ),
             status_sort="0" if r.status == "blocked" else "1",
+            worst=r.findings_by_severity[0][0] if r.findings_by_severity else "",
+            worst_sort=f"{position:04d}",
+            severity_note=" · ".join(f"{n:,} {s}" for s, n in r.findings_by_severity),
         )
-        for r in sorted(runs, key=lambda r: (r.status != "blocked", r.name))
+        for position, r in enumerate(worst_first)
     )
     return IndexView(
         chrome=chrome("sandbox-replay report", "", "index", build_time, version),

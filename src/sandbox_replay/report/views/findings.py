@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sandbox_replay.codes import REGISTRY, Layer
+from collections import Counter
+
+from sandbox_replay.codes import REGISTRY, Layer, Severity
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import _expected_alarm
 from sandbox_replay.report.views.common import MAIN_PAGE, code_href, plural, text
@@ -26,6 +28,15 @@ class Findings(RunBase):
             location_href=self.line_href(f["path"], f["line"], from_page),
             request_href=self.request_href(rid, from_page),
         )
+
+    def findings_by_severity(self) -> tuple[tuple[str, int], ...]:
+        """Return how many findings (expected alarms aside) each severity has, worst first."""
+        counts = Counter(
+            REGISTRY[f["error_code"]].severity.value
+            for f in self.findings
+            if not _expected_alarm(f)
+        )
+        return tuple((s.value, counts[s.value]) for s in Severity if counts[s.value])
 
     def first_finding_hrefs(self) -> tuple[tuple[str, str], ...]:
         """Return each code's first finding (in page order), linked from the run's folder."""

@@ -290,6 +290,8 @@ class RunView:
     # For a run whose findings are on sub-pages: the first few, printed with the run page.
     print_findings: tuple[FindingGroup, ...] = ()
     print_findings_note: str = ""
+    # Its findings (expected alarms aside) by severity, worst first, none left out.
+    findings_by_severity: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

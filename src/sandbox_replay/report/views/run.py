@@ -146,6 +146,7 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             ),
             findings_by_layer=tuple((label, n) for label, n in by_layer if n),
             first_findings=self.first_finding_hrefs(),
+            findings_by_severity=self.findings_by_severity(),
             print_findings=(
                 self.finding_groups(0, PRINTED_FINDINGS, MAIN_PAGE) if findings.split else ()
             ),
