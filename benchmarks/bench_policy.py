@@ -32,7 +32,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=60_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--policy", type=Path, default=REPO / "fixtures" / "policies" / "default.cedar")
+    parser.add_argument(
+        "--policy", type=Path, default=REPO / "fixtures" / "policies" / "default.cedar"
+    )
     args = parser.parse_args()
     bundle = HERE / ".cache" / f"bundle_{args.requests}_s7_f0.01"
     if not (bundle / "action_requests.json").is_file():

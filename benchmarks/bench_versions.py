@@ -38,9 +38,7 @@ def run_once(tool: str, bundle: Path, extra: list[str]) -> tuple[float, float, i
     try:
         command = [tool, "run-sandbox-bundle", "--input", str(bundle), "--out", str(out), *extra]
         started = time.perf_counter()
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)

@@ -6,9 +6,10 @@ Builds the site as `make site` does (into a temporary folder), opens it in Debia
 Chromium (``/usr/bin/chromium``, driven by Playwright; never ``playwright install``) and
 writes the top of each page as a PNG into ``docs/``: the index, a passing run, a failing
 run, the finding-code catalog, the failing run in the dark scheme, the run replayed with a
-team's Cedar policy, and the policy coverage page. Each picture is a
-fixed 1280x800 window at scale 1, which keeps every file under 300 KB. Prints each file
-and its size.
+team's Cedar policy, the policy coverage page, a run's gaps listing, its search with a
+query typed, and the index and a run page at phone width. Each picture is a fixed
+1280x800 window (390x844 for the phone) at scale 1, which keeps every file under 300 KB.
+Prints each file and its size.
 """
 
 from __future__ import annotations
@@ -27,17 +28,23 @@ DOCS = REPO / "docs"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-sync"]
 WINDOW = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 LIMIT = 300 * 1024
 
-# file name -> (page of the site, colour scheme)
+FAILING = "runs/allow_network_exfil_executed"
+# file name -> (page of the site, colour scheme, window, text typed into the run's search)
 SHOTS = {
-    "index.png": ("index.html", "light"),
-    "run-pass.png": ("runs/first_wave/index.html", "light"),
-    "run-page.png": ("runs/allow_network_exfil_executed/index.html", "light"),
-    "catalog.png": ("codes/index.html", "light"),
-    "run-page-dark.png": ("runs/allow_network_exfil_executed/index.html", "dark"),
-    "run-cedar.png": ("runs/cedar_team_fixture_freeze/index.html", "light"),
-    "policy-coverage.png": ("policy/index.html", "light"),
+    "index.png": ("index.html", "light", WINDOW, ""),
+    "run-pass.png": ("runs/first_wave/index.html", "light", WINDOW, ""),
+    "run-page.png": (f"{FAILING}/index.html", "light", WINDOW, ""),
+    "catalog.png": ("codes/index.html", "light", WINDOW, ""),
+    "run-page-dark.png": (f"{FAILING}/index.html", "dark", WINDOW, ""),
+    "run-cedar.png": ("runs/cedar_team_fixture_freeze/index.html", "light", WINDOW, ""),
+    "policy-coverage.png": ("policy/index.html", "light", WINDOW, ""),
+    "gaps.png": (f"{FAILING}/gaps/page-0001.html", "light", WINDOW, ""),
+    "search.png": (f"{FAILING}/index.html", "light", WINDOW, "req_"),
+    "phone-index.png": ("index.html", "light", PHONE, ""),
+    "phone-run.png": (f"{FAILING}/index.html#joins", "dark", PHONE, ""),
 }
 
 
@@ -53,10 +60,14 @@ def main() -> int:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             try:
-                for name, (page_path, scheme) in SHOTS.items():
-                    context = browser.new_context(viewport=WINDOW, color_scheme=scheme)
+                for name, (page_path, scheme, window, query) in SHOTS.items():
+                    context = browser.new_context(viewport=window, color_scheme=scheme)
                     page = context.new_page()
-                    page.goto((site / page_path).as_uri())
+                    path, _, fragment = page_path.partition("#")
+                    page.goto((site / path).as_uri() + (f"#{fragment}" if fragment else ""))
+                    if query:
+                        page.fill("#run-search-q", query)
+                        page.wait_for_selector("form.run-search .search-results a")
                     target = DOCS / name
                     page.screenshot(path=str(target), animations="disabled", caret="hide")
                     context.close()

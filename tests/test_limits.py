@@ -42,7 +42,13 @@ try:
 except SystemExit as exc:
     code = exc.code
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM is this program's own high-water mark; ru_maxrss would also count the test
+# process's memory at the fork that started this one (Linux keeps it across exec).
+try:
+    status = open("/proc/self/status").read()
+    peak = int(status.split("VmHWM:")[1].split()[0]) / 1024
+except (OSError, IndexError, ValueError):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print("MEASURE " + json.dumps({"exit": code, "seconds": seconds, "peak_rss_mb": peak}),
       file=sys.stderr)
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from html.parser import HTMLParser
@@ -27,6 +28,12 @@ from sandbox_replay.report.views import (
     badge,
     breakable,
     chrome,
+)
+from sandbox_replay.report.views.common import (
+    EXCERPT_BEFORE,
+    EXCERPT_LINES,
+    MAX_EXCERPTS,
+    request_anchor,
 )
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -102,16 +109,19 @@ def test_listings_are_split_into_numbered_pages(large: tuple[Path, BuildResult])
         "provenance",
     ]
     # The run page keeps no row of the split listings, only links to their pages.
-    assert not any(i.startswith("request-") for i in main.ids)
+    assert not any(i.startswith("req-") for i in main.ids)
     assert "join/page-0003.html#join-list" in main.links
 
 
 def test_every_request_is_on_exactly_one_join_page(large: tuple[Path, BuildResult]) -> None:
     run, _ = large
     anchors = [
-        i for page in sorted((run / "join").iterdir()) for i in parse(page).ids if "request-" in i
+        i for page in sorted((run / "join").iterdir()) for i in parse(page).ids if "req-" in i
     ]
-    assert anchors == [f"request-{n}" for n in range(1, REQUESTS + 1)]
+    # Each row is named by its request id (a permalink), in the request file's order.
+    rows = json.loads((run / "result.json").read_bytes())["request_rows"]
+    assert len(rows) == REQUESTS
+    assert anchors == [request_anchor(row["request_id"]) for row in rows]
 
 
 def test_every_link_of_every_page_resolves(large: tuple[Path, BuildResult]) -> None:
@@ -144,17 +154,29 @@ def test_pages_link_previous_next_and_stay_small(large: tuple[Path, BuildResult]
 def test_findings_link_rows_across_pages(large: tuple[Path, BuildResult]) -> None:
     run, _ = large
     findings = (run / "findings" / "page-0001.html").read_text("utf-8")
-    assert re.search(r'href="\.\./join/page-000\d\.html#request-\d+"', findings)
+    assert re.search(r'href="\.\./join/page-000\d\.html#req-[A-Za-z0-9_.~-]+"', findings)
     joins = "".join(p.read_text("utf-8") for p in sorted((run / "join").iterdir()))
-    assert re.search(r'href="\.\./findings/page-000\d\.html#finding-\d+"', joins)
+    assert re.search(r'href="\.\./findings/page-000\d\.html#f-[0-9a-f]{16}(-\d+)?"', joins)
 
 
-def test_a_large_input_is_listed_but_not_highlighted(large: tuple[Path, BuildResult]) -> None:
+def test_a_large_input_shows_only_the_rows_findings_cite(large: tuple[Path, BuildResult]) -> None:
     run, _ = large
     page = (run / "index.html").read_text("utf-8")
     assert 'id="file-action-requests"' in page
-    assert "Not shown: larger than" in page
-    assert 'id="action-requests-L1"' not in page
+    assert "Larger than 256 KB: shown as the" in page
+    shown = {int(n) for n in re.findall(r'id="action-requests-L(\d+)"', page)}
+    record = json.loads((run / "result.json").read_bytes())
+    cited = sorted({f["line"] for f in record["findings"] if f["path"] == "action_requests.json"})[
+        :MAX_EXCERPTS
+    ]
+    assert cited and set(cited) <= shown
+    # Each excerpt runs from two lines before a cited row to its closing bracket, no further.
+    assert len(shown) < (EXCERPT_BEFORE + EXCERPT_LINES) * len(cited)
+    assert min(shown) == max(1, cited[0] - EXCERPT_BEFORE)
+    # The first excerpt ends on the line that closes the cited row.
+    first_block = page.split('id="file-action-requests"', 1)[1].split("</pre>", 1)[0]
+    last_line = re.findall(r'<span class="line" id="[^"]*">(.*?)</span>\n?', first_block)[-1]
+    assert re.sub(r"<[^>]+>", "", last_line).strip() in ("}", "},")
 
 
 # Values a row may carry: plain, repeated break characters, markup characters, hidden

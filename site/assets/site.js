@@ -1,6 +1,9 @@
-/* sandbox-replay report: sorting and filtering of the runs table.
+/* sandbox-replay report: sorting and filtering of the runs table; a run's search, its
+   permalinks (resolved from any page of the run) and their copy links.
    Progressive enhancement only: with scripts off every row is shown in its built order
-   and every link works. No network, no storage, no dependency. */
+   and every link works. No network, no storage, no dependency: the search index is read
+   as script files beside the pages (runs/<run>/search/, see report/search_index.py),
+   which a browser runs from file:// where it would refuse a fetch. */
 (function () {
   "use strict";
 
@@ -15,9 +18,54 @@
     return raw.trim().toLowerCase();
   }
 
-  function makeSortable(table) {
+  /* The index's filter and sort live in the URL fragment (#status=blocked&q=net&sort=9-desc),
+     so a filtered, sorted view can be linked and reloaded. */
+  function readState() {
+    var state = { status: "", q: "", sort: "" };
+    var hash = window.location.hash.slice(1);
+    if (hash.indexOf("=") === -1) return state;
+    hash.split("&").forEach(function (pair) {
+      var at = pair.indexOf("=");
+      if (at < 0) return;
+      var name = pair.slice(0, at), value;
+      try { value = decodeURIComponent(pair.slice(at + 1).replace(/\+/g, " ")); } catch (e) { return; }
+      if (name in state) state[name] = value;
+    });
+    return state;
+  }
+
+  function writeState(state) {
+    var parts = [];
+    ["status", "q", "sort"].forEach(function (name) {
+      if (state[name]) parts.push(name + "=" + encodeURIComponent(state[name]));
+    });
+    var url = window.location.pathname + window.location.search + (parts.length ? "#" + parts.join("&") : "");
+    try { window.history.replaceState(null, "", url); } catch (e) { /* file:// may refuse */ }
+  }
+
+  function makeSortable(table, state) {
     var headers = table.tHead ? table.tHead.rows[0].cells : [];
     var body = table.tBodies[0];
+    function sortBy(index, ascending) {
+      var th = headers[index];
+      var kind = th.getAttribute("data-sort-key");
+      Array.prototype.forEach.call(headers, function (other) {
+        if (other.hasAttribute("aria-sort")) other.setAttribute("aria-sort", "none");
+      });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.forEach(function (row, position) {
+        if (!row.hasAttribute("data-built")) row.setAttribute("data-built", position);
+      });
+      rows.sort(function (a, b) {
+        var x = cellValue(a, index, kind);
+        var y = cellValue(b, index, kind);
+        var order = x < y ? -1 : x > y ? 1 : 0;
+        if (!ascending) order = -order;
+        return order || (+a.getAttribute("data-built") - +b.getAttribute("data-built"));
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    }
     Array.prototype.forEach.call(headers, function (th, index) {
       var kind = th.getAttribute("data-sort-key");
       if (!kind) return;
@@ -28,25 +76,18 @@
       th.setAttribute("aria-sort", "none");
       button.addEventListener("click", function () {
         var ascending = th.getAttribute("aria-sort") !== "ascending";
-        Array.prototype.forEach.call(headers, function (other) {
-          if (other.hasAttribute("aria-sort")) other.setAttribute("aria-sort", "none");
-        });
-        th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-        var rows = Array.prototype.slice.call(body.rows);
-        rows.forEach(function (row, position) { row.setAttribute("data-order", position); });
-        rows.sort(function (a, b) {
-          var x = cellValue(a, index, kind);
-          var y = cellValue(b, index, kind);
-          var order = x < y ? -1 : x > y ? 1 : 0;
-          if (!ascending) order = -order;
-          return order || (+a.getAttribute("data-order") - +b.getAttribute("data-order"));
-        });
-        rows.forEach(function (row) { body.appendChild(row); });
+        sortBy(index, ascending);
+        state.sort = index + (ascending ? "-asc" : "-desc");
+        writeState(state);
       });
     });
+    var asked = /^(\d+)-(asc|desc)$/.exec(state.sort);
+    if (asked && headers[+asked[1]] && headers[+asked[1]].getAttribute("data-sort-key")) {
+      sortBy(+asked[1], asked[2] === "asc");
+    }
   }
 
-  function makeFilterable(table, panel) {
+  function makeFilterable(table, panel, state) {
     var status = panel.querySelector("[data-filter-status]");
     var text = panel.querySelector("[data-filter-text]");
     var count = panel.querySelector("[data-filter-count]");
@@ -63,16 +104,264 @@
       });
       count.textContent = shown + " of " + rows.length + " runs shown";
     }
-    status.addEventListener("change", apply);
-    text.addEventListener("input", apply);
+    function changed() {
+      state.status = status.value;
+      state.q = text.value;
+      writeState(state);
+      apply();
+    }
+    if (state.status && status.querySelector("option[value='" + state.status.replace(/[^a-z_]/g, "") + "']")) {
+      status.value = state.status;
+    }
+    text.value = state.q;
+    status.addEventListener("change", changed);
+    text.addEventListener("input", changed);
     panel.hidden = false;
     apply();
   }
 
+  /* -- a run's search index: loaded one script file at a time, on demand */
+
+  /* An entry is [key, kind, page, note, anchor]; the anchor of a request or finding
+     is left out where it is the default one (report/search_index.py). */
+  var DEFAULT_ANCHORS = { request: "req-", finding: "f-" };
+
+  function entryHref(e) {
+    var anchor = e[4] || (DEFAULT_ANCHORS[e[1]] || "") + e[0];
+    return e[2] + "#" + anchor;
+  }
+
+  var KIND_LABELS = {
+    request: "request", finding: "finding", code: "finding code",
+    rule: "policy rule", input: "input file", line: "input line"
+  };
+
+  function SearchIndex(src) {
+    this.base = src.replace(/[^\/]*$/, "");
+    this.src = src;
+    this.manifest = null;
+    this.parts = {};
+    this.waiting = {};
+  }
+
+  SearchIndex.prototype.load = function (name, done, failed) {
+    var self = this;
+    if (self.parts[name]) { done(self.parts[name]); return; }
+    if (self.waiting[name]) { self.waiting[name].push([done, failed]); return; }
+    self.waiting[name] = [[done, failed]];
+    var script = document.createElement("script");
+    script.src = name === "index.js" ? self.src : self.base + name;
+    script.onerror = function () {
+      var calls = self.waiting[name] || [];
+      delete self.waiting[name];
+      calls.forEach(function (c) { c[1](); });
+    };
+    document.head.appendChild(script);
+  };
+
+  SearchIndex.prototype.arrived = function (name, value) {
+    this.parts[name] = value;
+    var calls = this.waiting[name] || [];
+    delete this.waiting[name];
+    calls.forEach(function (c) { c[0](value); });
+  };
+
+  /* Call done(entries) with up to limit entries whose lower-cased key starts with query. */
+  SearchIndex.prototype.find = function (query, limit, done, failed) {
+    var self = this;
+    var q = query.toLowerCase();
+    self.load("index.js", function (manifest) {
+      var parts = manifest.parts;
+      if (!parts.length) { done([]); return; }
+      var lo = 0, hi = parts.length - 1, start = 0;
+      while (lo <= hi) {
+        var mid = (lo + hi) >> 1;
+        if (parts[mid][0] <= q) { start = mid; lo = mid + 1; } else { hi = mid - 1; }
+      }
+      var found = [];
+      (function scan(i) {
+        self.load(parts[i][1], function (entries) {
+          for (var n = 0; n < entries.length; n += 1) {
+            var key = entries[n][0].toLowerCase();
+            if (key.lastIndexOf(q, 0) === 0) {
+              found.push(entries[n]);
+              if (found.length >= limit) { done(found); return; }
+            } else if (key > q) { done(found); return; }
+          }
+          if (i + 1 < parts.length) scan(i + 1); else done(found);
+        }, failed);
+      })(start);
+    }, failed);
+  };
+
+  var current = null;
+  window.SandboxReplaySearch = {
+    manifest: function (value) { if (current) current.arrived("index.js", value); },
+    part: function (name, entries) { if (current) current.arrived(name, entries); }
+  };
+
+  function runRoot(form) {
+    return form.getAttribute("data-run-page").replace(/[^\/]*$/, "");
+  }
+
+  function makeSearch(form, index) {
+    var input = form.querySelector("input");
+    var status = form.querySelector(".search-status");
+    var list = form.querySelector(".search-results");
+    var root = runRoot(form);
+    var asked = 0, timer = null;
+    function show(entries, query) {
+      list.textContent = "";
+      entries.forEach(function (e) {
+        var item = document.createElement("li");
+        var link = document.createElement("a");
+        link.href = root + entryHref(e);
+        var key = document.createElement("code");
+        key.textContent = e[0];
+        link.appendChild(key);
+        var kind = document.createElement("span");
+        kind.className = "search-kind";
+        kind.textContent = " " + (KIND_LABELS[e[1]] || e[1]);
+        link.appendChild(kind);
+        if (e[3]) {
+          var note = document.createElement("span");
+          note.className = "search-note";
+          note.textContent = " · " + e[3];
+          link.appendChild(note);
+        }
+        item.appendChild(link);
+        list.appendChild(item);
+      });
+      status.textContent = entries.length
+        ? (entries.length >= 50 ? "First 50 matches" : entries.length + (entries.length === 1 ? " match" : " matches")) + " for \u201c" + query + "\u201d"
+        : "Nothing in this run starts with \u201c" + query + "\u201d";
+    }
+    function search() {
+      var query = input.value.trim();
+      var mine = ++asked;
+      if (!query) { list.textContent = ""; status.textContent = ""; return; }
+      status.textContent = "Searching\u2026";
+      index.find(query, 50, function (entries) {
+        if (mine === asked) show(entries, query);
+      }, function () {
+        if (mine === asked) status.textContent = "The search index of this run could not be read.";
+      });
+    }
+    // The manifest is small: read it as soon as the reader heads for the box.
+    function warm() { index.load("index.js", function () {}, function () {}); }
+    input.addEventListener("focus", warm);
+    input.addEventListener("pointerenter", warm);
+    input.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(search, 30);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var first = list.querySelector("a");
+      if (first) window.location.href = first.href;
+      else search();
+    });
+    form.hidden = false;
+  }
+
+  /* A permalink names a row by its content (req-<id>, f-<fingerprint>); where the row is
+     not on this page, the search index says which page holds it. */
+  function resolvePermalink(form, index) {
+    var hash = window.location.hash.slice(1);
+    if (!hash) return;
+    var id;
+    try { id = decodeURIComponent(hash); } catch (e) { return; }
+    if (document.getElementById(id)) return;
+    var key;
+    if (id.lastIndexOf("req-", 0) === 0) {
+      try { key = decodeURIComponent(id.slice(4).replace(/~/g, "%")); } catch (e) { key = id; }
+    } else if (id.lastIndexOf("f-", 0) === 0) {
+      key = id.slice(2);
+    } else {
+      return;
+    }
+    var root = runRoot(form);
+    function go(entries) {
+      for (var n = 0; n < entries.length; n += 1) {
+        var href = entryHref(entries[n]);
+        if (href.slice(href.indexOf("#") + 1) === id) {
+          window.location.replace(root + href);
+          return true;
+        }
+      }
+      return false;
+    }
+    var status = form.querySelector(".search-status");
+    function missing() { status.textContent = "Nothing in this run is named \u201c" + id + "\u201d."; }
+    index.find(key, 200, function (entries) {
+      if (go(entries)) return;
+      index.find(id, 200, function (more) { if (!go(more)) missing(); }, missing);
+    }, missing);
+  }
+
+  function copyLinks(form) {
+    var runPage = form.getAttribute("data-run-page");
+    document.addEventListener("click", function (event) {
+      var link = event.target.closest ? event.target.closest("a.permalink") : null;
+      if (!link) return;
+      var url = new URL(runPage + link.getAttribute("href"), window.location.href).href;
+      link.setAttribute("data-permalink", url);
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(url).then(function () {
+          link.setAttribute("data-copied", "");
+          setTimeout(function () { link.removeAttribute("data-copied"); }, 1500);
+        }, function () {});
+      }
+    });
+  }
+
+  /* A link to an input line names a row's opening line: mark every line of that row,
+     up to the bracket that closes it (brackets inside strings do not count). */
+  var marked = [];
+  function markRow() {
+    marked.forEach(function (line) { line.classList.remove("row-hit"); });
+    marked = [];
+    var id;
+    try { id = decodeURIComponent(window.location.hash.slice(1)); } catch (e) { return; }
+    var line = id && document.getElementById(id);
+    if (!line || !line.classList.contains("line")) return;
+    var depth = 0, opened = false;
+    for (var count = 0; line && count < 2000; count += 1) {
+      marked.push(line);
+      var text = line.textContent, quoted = false;
+      for (var i = 0; i < text.length; i += 1) {
+        var c = text.charAt(i);
+        if (quoted) {
+          if (c === "\\") i += 1; else if (c === '"') quoted = false;
+        } else if (c === '"') {
+          quoted = true;
+        } else if (c === "{" || c === "[") {
+          depth += 1; opened = true;
+        } else if (c === "}" || c === "]") {
+          depth -= 1;
+        }
+      }
+      if (!opened || depth <= 0) break;
+      line = line.nextElementSibling;
+    }
+    marked.forEach(function (hit) { hit.classList.add("row-hit"); });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    markRow();
+    window.addEventListener("hashchange", markRow);
+    var form = document.querySelector("form.run-search");
+    if (form && form.getAttribute("data-search-index")) {
+      current = new SearchIndex(form.getAttribute("data-search-index"));
+      makeSearch(form, current);
+      resolvePermalink(form, current);
+      window.addEventListener("hashchange", function () { resolvePermalink(form, current); });
+      copyLinks(form);
+    }
     var tables = document.querySelectorAll("table[data-sortable]");
-    Array.prototype.forEach.call(tables, makeSortable);
+    var state = readState();
+    Array.prototype.forEach.call(tables, function (table) { makeSortable(table, state); });
     var panel = document.querySelector("[data-filters]");
-    if (panel && tables.length) makeFilterable(tables[0], panel);
+    if (panel && tables.length) makeFilterable(tables[0], panel, state);
   });
 })();

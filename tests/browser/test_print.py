@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-    from browser.conftest import Site
+    from browser.conftest import PageOpener, Site
 
 RUN = "runs/allow_network_exfil_executed/index.html"
 PT_PER_PX = 0.75
@@ -89,3 +89,39 @@ def test_pdf_has_the_headline_text(page: Page, site: Site) -> None:
     # The chart prints once (the print copy, not both), with every step's label as text.
     assert first.count("Strict load") == 1
     assert "Side-effect receipts" in first and "Result ✗ BLOCKED" in first
+
+
+LUMINANCE = """element => {
+    const style = getComputedStyle(element);
+    const parse = value => (value.match(/[\\d.]+/g) || []).slice(0, 4).map(Number);
+    const [r, g, b, a] = parse(style.backgroundColor);
+    const [tr, tg, tb] = parse(style.color);
+    const lum = (x, y, z) => (0.2126 * x + 0.7152 * y + 0.0722 * z) / 255;
+    return {background: a === 0 ? null : lum(r, g, b), text: lum(tr, tg, tb)};
+}"""
+
+
+def test_a_dark_preference_prints_in_light_colours(opener: PageOpener, site: Site) -> None:
+    """On paper the page is dark text on light ground whatever the screen's scheme."""
+    page = opener.open(site, color_scheme="dark")
+    page.goto(site.url(RUN))
+    on_screen = page.eval_on_selector("body", LUMINANCE)
+    assert on_screen["background"] is not None and on_screen["background"] < 0.3
+    page.emulate_media(media="print", color_scheme="dark")
+    for selector in ("body", ".headline", "table.joins td.gap", "table.findings td", "h2"):
+        seen = page.eval_on_selector(selector, LUMINANCE)
+        assert seen["text"] < 0.35, (selector, seen)
+        assert seen["background"] is None or seen["background"] > 0.8, (selector, seen)
+    pdf = page.pdf(format="A4")
+    assert pdf.startswith(b"%PDF")
+
+
+def test_print_keeps_headings_with_what_follows(page: Page, site: Site) -> None:
+    page.goto(site.url(RUN))
+    page.emulate_media(media="print")
+    after = page.eval_on_selector_all(
+        "main h2", "hs => [...new Set(hs.map(h => getComputedStyle(h).breakAfter))]"
+    )
+    assert after == ["avoid"]
+    before = page.eval_on_selector("#joins h2 + *", "e => getComputedStyle(e).breakBefore")
+    assert before == "avoid"

@@ -99,19 +99,27 @@ def _linked(view_chrome: Chrome) -> Chrome:
 def with_changes(pages: RunPages, change: RunChange) -> RunPages:
     """Return ``pages`` with the run's changes section and the "Changes" link in each page."""
 
-    def run_view(digest: str | None) -> Any:
-        view = pages.run_view(digest)
+    def run_view(digest: str | None, size: int | None) -> Any:
+        view = pages.run_view(digest, size)
         return dataclasses.replace(
             view,
             chrome=_linked(view.chrome),
             changes=run_changes_view(change, view.chrome.root),
         )
 
-    def subpages(numbers: Iterable[int] | None) -> Iterator[tuple[str, ListingPageView]]:
-        for path, view in pages.subpages(numbers):
+    def linked(
+        views: Iterable[tuple[str, ListingPageView]],
+    ) -> Iterator[tuple[str, ListingPageView]]:
+        for path, view in views:
             yield path, dataclasses.replace(view, chrome=_linked(view.chrome))
 
-    return RunPages(run_view, subpages, pages.subpage_paths)
+    def subpages(numbers: Iterable[int] | None) -> Iterator[tuple[str, ListingPageView]]:
+        return linked(pages.subpages(numbers))
+
+    def gap_pages() -> Iterator[tuple[str, ListingPageView]]:
+        return linked(pages.gap_pages())
+
+    return RunPages(run_view, subpages, pages.subpage_paths, gap_pages, pages.search_files)
 
 
 # ---------------------------------------------------------------------------------------

@@ -36,6 +36,9 @@ CSS_CLASSES: Final = frozenset(
         "verdict-missing",
         "layer",
         "finding",
+        "sev-critical",
+        "sev-high",
+        "sev-medium",
     }
 )
 HEATMAP_LEVELS: Final = 5  # heat_level returns 0 .. HEATMAP_LEVELS - 1

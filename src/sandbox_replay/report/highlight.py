@@ -50,13 +50,23 @@ class _PlainLayout(Filter):  # type: ignore[misc]
 class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
     """Wrap each highlighted line in a span carrying its anchor id."""
 
-    def __init__(self, slug: str) -> None:
+    def __init__(self, slug: str, first_line: int = 1) -> None:
         super().__init__(cssclass="hl")
         self._slug = slug
+        self._first = first_line
 
     def wrap(self, source: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
-        yield 0, '<pre class="code" tabindex="0"><code>'
-        number = 0
+        if self._first == 1:
+            yield 0, '<pre class="code" tabindex="0"><code>'
+        else:  # an excerpt: numbered from its first line (``first_line`` is an int)
+            yield (
+                0,
+                (
+                    '<pre class="code excerpt" tabindex="0">'
+                    f'<code style="counter-reset: line {self._first - 1}">'
+                ),
+            )
+        number = self._first - 1
         for is_line, text in source:
             if not is_line:
                 yield 0, text
@@ -69,8 +79,11 @@ class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
         yield 0, "</code></pre>"
 
 
-def highlight_json(text: str, slug: str) -> Markup:
-    """Return ``text`` as highlighted HTML whose lines carry ``line_id(slug, n)`` anchors."""
+def highlight_json(text: str, slug: str, first_line: int = 1) -> Markup:
+    """Return ``text`` as highlighted HTML whose lines carry ``line_id(slug, n)`` anchors.
+
+    ``text`` starts at line ``first_line`` of its file: an excerpt, when that is not 1.
+    """
     lexer = JsonLexer()
     lexer.add_filter(_PlainLayout())
-    return Markup(highlight(visible(text), lexer, _LineAnchorFormatter(slug)))
+    return Markup(highlight(visible(text), lexer, _LineAnchorFormatter(slug, first_line)))

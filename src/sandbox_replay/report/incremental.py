@@ -43,7 +43,8 @@ from sandbox_replay.version import __version__
 
 STATUS_FILE = "build-status.json"
 DATA_PACKAGE = "sandbox_replay"
-STATUS_FORMAT = 3  # 2: each run's export facts; 3: its policy and coverage
+# 2: each run's export facts; 3: its policy and coverage; 4: first findings; 5: severities
+STATUS_FORMAT = 5
 _CHUNK = 1 << 20
 
 

@@ -38,6 +38,7 @@ from sandbox_replay.records.changes import RunChange, RunSnapshot
 from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import Renderer
+from sandbox_replay.report.search_index import js_string
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.version import __version__
@@ -92,11 +93,14 @@ class RunBuilt:
 
 
 def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
-    """Return the byte strings no page may hold: each match, raw and HTML-escaped."""
+    """Return the byte strings no page may hold: each match raw, HTML-escaped, and as the
+    search index writes a string (``search_index.js_string``)."""
     found: set[bytes] = set()
     for text in matched:
         found.add(text)
-        found.add(html.escape(text.decode("utf-8", errors="ignore"), quote=True).encode())
+        decoded = text.decode("utf-8", errors="ignore")
+        found.add(html.escape(decoded, quote=True).encode())
+        found.add(js_string(decoded)[1:-1].encode("utf-8"))
     found.discard(b"")
     return frozenset(found)
 
@@ -214,9 +218,21 @@ def _build_run(
 
     renderer = Renderer(task.templates)
 
+    extra: list[str] = []  # the gaps pages and search index, made with the run page
+
     def run_page(pages: RunPages, digest: str) -> RunView:
-        view = pages.run_view(digest)
+        if task.staging is not None:
+            size = (task.staging / result_path).stat().st_size
+        else:
+            size = len(files[result_path])
+        view = pages.run_view(digest, size)
         emit("index.html", renderer.render("run.html", view=view))
+        for relative, page in pages.gap_pages():
+            emit(relative, renderer.render_listing(page))
+            extra.append(relative)
+        for relative, data in pages.search_files():
+            emit(relative, data)
+            extra.append(relative)
         return view
 
     paths = subpage_paths(records)
@@ -240,7 +256,7 @@ def _build_run(
     if task.staging is not None:
         written = [
             result_path,
-            *(f"runs/{run.name}/{p}" for p in (*paths, "index.html")),
+            *(f"runs/{run.name}/{p}" for p in (*paths, *extra, "index.html")),
         ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
     built.exports = ExportFacts.of(outcome, records.result, built.summary.headline)

@@ -35,6 +35,7 @@ import jinja2
 from markupsafe import Markup
 
 from sandbox_replay.exports.text import visible
+from sandbox_replay.model.codes import Severity
 
 TEMPLATE_PACKAGE = "sandbox_replay.templates"
 ASSETS = ("assets/site.css", "assets/site.js")
@@ -117,6 +118,7 @@ _SPAN_TEXTS = operator.attrgetter(
     "input_digest_short",
 )
 _NO_LINKS = '<span class="muted">none</span>'
+_SEVERITY_BADGES = {s.value: f'<span class="sev sev-{s.value}">{s.value}</span>' for s in Severity}
 _ESCAPED = "&<>'\""
 
 
@@ -174,10 +176,13 @@ def print_join_rows(rows: Iterable[Any]) -> Markup:
         links = row.finding_links and "".join(
             [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
         )
+        if row.severity:
+            links = _SEVERITY_BADGES[row.severity] + links
         cell = _print_cell
         printed.append(
             f'<tr id="{p(row.anchor)}" class="{p(row.css)}">\n'
             f'<th scope="row"><span class="req-id">{request}</span>'
+            f'<a class="permalink" href="#{p(row.anchor)}" aria-label="Link to this row">#</a>'
             f'<span class="note">{_wbr(row.risk_class)}</span>'
             f'<span class="note">{_wbr(row.shape)}</span></th>\n'
             f"{cell(row.declared)}\n{cell(row.derived)}\n{cell(row.side_effect)}\n"
@@ -258,7 +263,12 @@ class Renderer:
         tens of thousands of pieces are joined once instead of being passed up through the
         include, block and layout generators one at a time.
         """
-        partial = {"join": "_joins.html", "findings": "_findings.html", "trace": "_spans.html"}
+        partial = {
+            "join": "_joins.html",
+            "gaps": "_joins.html",
+            "findings": "_findings.html",
+            "trace": "_spans.html",
+        }
         template = self.env.get_template(partial[view.kind])
         table = Markup(
             template.render(rows=view.join_rows, groups=view.finding_groups, spans=view.spans)

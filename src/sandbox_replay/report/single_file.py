@@ -4,7 +4,8 @@ The file is ``single/<run>.html`` at the root of the site: the run page with the
 stylesheet inlined as ``<style>`` and its script as ``<script>``, the SVG already being
 inline. It makes no request of any kind: no ``<link>``, no ``src=``, and every link to
 another file of the site (the index, the catalog, the result record, a large run's
-listing sub-pages) becomes plain text, keeping only links to anchors inside the page.
+listing sub-pages) becomes plain text, keeping only links to anchors inside the page;
+the run's search, which reads the index files beside the run page, is left out.
 It holds no ``http://`` or ``https://`` at all: inline SVG drops its ``xmlns``, which HTML
 implies. A large run's split listings stay on their sub-pages; its single file carries
 the run page with its summaries, as the site's run page does.
@@ -25,8 +26,10 @@ SINGLE_DIR = "single"
 
 _STYLESHEET = re.compile(rb'<link rel="stylesheet" href="[^"]*">')
 _SCRIPT = re.compile(rb'<script src="[^"]*"></script>')
+# The run's search reads script files beside the run page: a single file has none.
+_SEARCH = re.compile(rb'<form class="run-search".*?</form>\n?', re.DOTALL)
 _ANCHOR = re.compile(rb"<a\b([^>]*)>(.*?)</a>", re.DOTALL)
-_HREF = re.compile(rb'\s(?:href|rel|aria-current)="[^"]*"')
+_HREF = re.compile(rb'\s(?:(?:href|rel|aria-current|type)="[^"]*"|download(?=[\s>]|$))')
 # A namespace name, not a request; the HTML parser puts <svg> in it without being told.
 _SVG_XMLNS = b'<svg xmlns="http://www.w3.org/2000/svg" '
 
@@ -63,6 +66,7 @@ def single_file_page(page: bytes, css: bytes, js: bytes) -> bytes:
     style = _inline(b"style", css, "the stylesheet")
     script = _inline(b"script", js, "the script")
     # Links first: nothing inside the inlined assets is taken for a tag.
+    page = _SEARCH.sub(b"", page)
     page = _ANCHOR.sub(_unlink, page).replace(_SVG_XMLNS, b"<svg ")
     page = _STYLESHEET.sub(lambda _: style, page)
     return _SCRIPT.sub(lambda _: script, page)

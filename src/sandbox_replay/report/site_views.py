@@ -14,7 +14,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sandbox_replay.model.codes import REGISTRY, Layer
+from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.build import RunRecords
 from sandbox_replay.records.changes import Changes
@@ -56,6 +56,11 @@ class IndexRow:
     status_sort: str
     # The "since baseline" cell, only in a build given ``--baseline``.
     since: IndexChange | None = None
+    # The worst severity among its findings (expected alarms aside), "" for none; a
+    # sort key that puts the worst first; and the counts by severity, as text.
+    worst: str = ""
+    worst_sort: str = ""
+    severity_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,16 @@ class RunSummary:
     result_sha256: str
     input_digests: tuple[tuple[str, str], ...]
     policy: PolicyCoverage
+    # Each code's first finding, linked from the run's folder: where the catalog links.
+    first_findings: tuple[tuple[str, str], ...] = ()
+    # Its findings (expected alarms aside) by severity, worst first, none left out.
+    findings_by_severity: tuple[tuple[str, int], ...] = ()
+
+    def badness(self) -> tuple[int, ...]:
+        """Return a key that orders runs worst first: by worst severity, then each count."""
+        counts = dict(self.findings_by_severity)
+        worst = next((rank for rank, s in enumerate(Severity) if counts.get(s.value)), 99)
+        return (worst, *(-counts.get(s.value, 0) for s in Severity))
 
     @property
     def status_badge(self) -> Badge:
@@ -121,6 +136,8 @@ class RunSummary:
             "result_sha256": self.result_sha256,
             "input_digests": [list(pair) for pair in self.input_digests],
             "policy": self.policy.to_json(),
+            "first_findings": [list(pair) for pair in self.first_findings],
+            "findings_by_severity": [list(pair) for pair in self.findings_by_severity],
         }
 
     @classmethod
@@ -139,6 +156,8 @@ class RunSummary:
             result_sha256=str(data["result_sha256"]),
             input_digests=tuple((str(a), str(b)) for a, b in data["input_digests"]),
             policy=PolicyCoverage.from_json(data["policy"]),
+            first_findings=tuple((str(a), str(b)) for a, b in data["first_findings"]),
+            findings_by_severity=tuple((str(a), int(b)) for a, b in data["findings_by_severity"]),
         )
 
 
@@ -160,6 +179,8 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
             (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
         ),
         policy=PolicyCoverage.of_record(records.result),
+        first_findings=view.first_findings,
+        findings_by_severity=view.findings_by_severity,
     )
 
 
@@ -192,16 +213,19 @@ def build_index_view(
         charts.BarDatum("pass", passed, "status-pass"),
         charts.BarDatum("blocked", blocked, "status-blocked"),
     ]
+    worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
     per_run = [
         (
             r.name,
             [
-                charts.BarDatum("block", r.counts.derived_block, "verdict-block"),
-                charts.BarDatum("allow", r.counts.derived_allow, "verdict-allow"),
-                charts.BarDatum("review", r.counts.derived_review, "verdict-review"),
+                charts.BarDatum(
+                    s.value, dict(r.findings_by_severity).get(s.value, 0), f"sev-{s.value}"
+                )
+                for s in Severity
             ],
         )
-        for r in runs
+        for r in worst_first
+        if r.findings_by_severity
     ]
     by_layer: dict[str, int] = {}
     for run in runs:
@@ -218,10 +242,13 @@ def build_index_view(
             charts.bar_chart(by_status, title="Runs by status", id_prefix="chart-status"),
         ),
         ChartView(
-            "Derived verdicts per run",
+            "Findings by severity per run",
             charts.stacked_bar_chart(
-                per_run, title="Derived verdicts per run", id_prefix="chart-verdicts"
+                per_run,
+                title="Findings by severity per run, worst first",
+                id_prefix="chart-severity",
             ),
+            "expected negative-case alarms excluded",
         ),
         ChartView(
             "Findings by layer",
@@ -247,8 +274,12 @@ def build_index_view(
             ),
             status_sort="0" if r.status == "blocked" else "1",
             since=since.get(r.name),
+            worst=r.findings_by_severity[0][0] if r.findings_by_severity else "",
+            worst_sort=f"{position:04d}",
+            severity_note=" · ".join(f"{n:,} {s}" for s, n in r.findings_by_severity),
         )
-        for r in sorted(runs, key=lambda r: (rank.get(r.name, 0), r.status != "blocked", r.name))
+        # Regressions and runs with new findings first (with a baseline), then worst first.
+        for position, r in enumerate(sorted(worst_first, key=lambda r: rank.get(r.name, 0)))
     )
     frame = chrome("sandbox-replay report", "", "index", build_time, version)
     if changes is not None:
@@ -309,7 +340,8 @@ def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str
             links = tuple(
                 RunLink(
                     run.name,
-                    f"../runs/{run.name}/index.html",
+                    # The first finding of this code in that run.
+                    f"../runs/{run.name}/" + dict(run.first_findings).get(entry.code, "index.html"),
                     "expected alarm" if entry.code in run.expected_codes else "",
                 )
                 for run in runs

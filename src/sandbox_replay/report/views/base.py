@@ -22,12 +22,15 @@ from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 from sandbox_replay.report.views.cells import _expected_alarm, _layer_status
 from sandbox_replay.report.views.common import (
     MAIN_PAGE,
+    MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
     Pager,
     _is_count,
+    finding_anchors,
     first_rows,
     plural,
     relative_href,
+    request_anchor,
 )
 from sandbox_replay.report.views.models import InputView
 
@@ -77,6 +80,8 @@ class RunBase:
             if members:
                 self.layer_groups.append((layer, members))
         self.finding_order = [i for _, members in self.layer_groups for i in members]
+        # Each finding's permalink anchor, from its content (``finding_anchors``).
+        self.finding_anchor = finding_anchors(self.findings)
         self.finding_position = {i: n for n, i in enumerate(self.finding_order)}
         # Which findings each join row links to, by subject and by input line.
         self.by_subject: dict[Any, list[int]] = {}
@@ -95,6 +100,20 @@ class RunBase:
         self.finding_lines: dict[Any, set[Any]] = {}
         for path, line in self.by_line:
             self.finding_lines.setdefault(path, set()).add(line)
+        # A file too large to show whole shows the rows findings cite (the first
+        # ``MAX_EXCERPTS``, by line): their opening lines are linked wherever cited. The
+        # excerpts themselves are read for the run page alone (``InputFiles.shown_inputs``).
+        self.excerpted: dict[str, frozenset[int]] = {}
+        for info in self.result["input_files"]:
+            path = info["path"]
+            if info["kind"] != "input" or path in self.withheld or path in self.highlighted:
+                continue
+            if info["size"] > MAX_SHOWN_BYTES:
+                cited = sorted(
+                    n for n in self.finding_lines.get(path, ()) if _is_count(n) and n >= 1
+                )
+                if cited:
+                    self.excerpted[path] = frozenset(cited[:MAX_EXCERPTS])
         self.spans = self.result["public_agent_execution_trace"]["spans"]
         r = self.result
         # The first row of each id in each list a join row joins: built once per process
@@ -122,7 +141,9 @@ class RunBase:
         if not isinstance(path, str) or path not in self.slugs or path in self.withheld:
             return ""
         slug = self.slugs[path]
-        if path in self.highlighted and _is_count(line) and line >= 1:
+        if _is_count(line) and (
+            (path in self.highlighted and line >= 1) or line in self.excerpted.get(path, ())
+        ):
             return relative_href(MAIN_PAGE, line_id(slug, line), from_page)
         return relative_href(MAIN_PAGE, "file-" + slug, from_page)
 
@@ -130,7 +151,7 @@ class RunBase:
         index = self.request_index.get(rid)
         if index is None:
             return ""
-        return relative_href(self.join_pager.page_of(index), f"request-{index + 1}", from_page)
+        return relative_href(self.join_pager.page_of(index), request_anchor(rid), from_page)
 
     def request_hrefs(self, rids: Iterable[str], from_page: str) -> list[str]:
         """Return ``request_href`` of each of ``rids``, as seen from one page.
@@ -141,7 +162,8 @@ class RunBase:
         pager = self.join_pager
         prefixes: dict[int, str] = {}
         hrefs = []
-        for index in map(self.request_index.get, rids):
+        for rid in rids:
+            index = self.request_index.get(rid)
             if index is None:
                 hrefs.append("")
                 continue
@@ -149,12 +171,12 @@ class RunBase:
             prefix = prefixes.get(page)
             if prefix is None:
                 prefix = prefixes[page] = relative_href(pager.page_of(index), "", from_page)
-            hrefs.append(f"{prefix}request-{index + 1}")
+            hrefs.append(prefix + request_anchor(rid))
         return hrefs
 
     def finding_href(self, index: int, from_page: str) -> str:
         page = self.findings_pager.page_of(self.finding_position[index])
-        return relative_href(page, f"finding-{index + 1}", from_page)
+        return relative_href(page, self.finding_anchor[index], from_page)
 
     def location(self, path: Any, line: Any) -> str:
         if not isinstance(path, str):
@@ -197,7 +219,9 @@ class RunBase:
     def _highlighted(self, path: str, info: Mapping[str, Any]) -> tuple[Markup | None, str]:
         """Return the file highlighted, if its bytes are still the ones replayed and scanned."""
         if info["size"] > MAX_SHOWN_BYTES:
-            return None, f"Not shown: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
+            return None, (
+                f"Not shown whole: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
+            )
         try:  # no symlink followed, no FIFO waited on, nothing read past the limit
             raw = read_same_file(self.run.path / path, None, MAX_SHOWN_BYTES)
         except FileChangedError:

@@ -20,6 +20,7 @@ from sandbox_replay.report.views.common import (
     code_href,
     plural,
     policy_kind_label,
+    rule_anchor,
     verdict_css,
 )
 from sandbox_replay.report.views.models import (
@@ -126,6 +127,7 @@ class Calibration(RunBase):
                 request_count=rule.request_count,
                 never=not rule.request_count,
                 css="" if rule.request_count else "row-never",
+                anchor=rule_anchor(rule.rule_ref),
             )
             for rule in policy.rules
         )

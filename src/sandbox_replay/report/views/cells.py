@@ -51,9 +51,14 @@ def _derived(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
     return Cell(verdict, note, f"verdict v-{verdict}")
 
 
-def _effect(derived_verdict: Any, executed: bool, count: Any) -> Cell:
-    """The side-effect cell: whether it ran and its diff count, held to the verdict."""
+def _effect(derived_verdict: Any, executed: bool, count: Any, refs: str = "") -> Cell:
+    """The side-effect cell: whether it ran and its diff count, held to the verdict.
+
+    ``refs`` names the diffs the receipt points to (``diff_refs``), shown after the count.
+    """
     diffs = plural(count, "diff") if _is_count(count) else "diff count unusable"
+    if refs:
+        diffs += " · " + refs
     if derived_verdict == "block":
         ok = not executed and count == 0
     elif derived_verdict in ("allow", "review"):
@@ -63,12 +68,36 @@ def _effect(derived_verdict: Any, executed: bool, count: Any) -> Cell:
     return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
 
 
+# The diff refs of a side-effect receipt, and how the join table names each.
+DIFF_REFS = (
+    ("filesystem_diff_ref", "fs"),
+    ("network_diff_ref", "net"),
+    ("database_diff_ref", "db"),
+)
+NO_DIFF = "diff:none"
+
+
+def diff_refs(effect: Mapping[str, Any]) -> str:
+    """Return the diffs a side-effect receipt points to, as ``fs diff:...`` ("" for none)."""
+    named = []
+    for field, label in DIFF_REFS:
+        ref = effect.get(field)
+        if isinstance(ref, str) and ref and ref != NO_DIFF:
+            named.append(f"{label} {ref}")
+    return " · ".join(named)
+
+
 @functools.lru_cache(maxsize=4096, typed=True)
-def _rollback(ref: str, executed: bool, found: bool, verified: bool) -> Cell:
-    """The rollback cell: whether a rollback was due, found, and verified for this request."""
+def _rollback(ref: str, executed: bool, found: bool, verified: bool, rollback_id: str = "") -> Cell:
+    """The rollback cell: whether a rollback was due, found, and verified for this request.
+
+    Its note is the receipt's ref, and the id of the rollback row it resolved to where
+    that differs.
+    """
     if not found:
         return Cell(GAP, ref, "gap") if executed else Cell("not required", "", "muted")
-    return Cell("verified", ref) if verified else Cell("not verified", ref, "gap")
+    note = ref if rollback_id in ("", ref) else f"{ref} → {rollback_id}"
+    return Cell("verified", note) if verified else Cell("not verified", note, "gap")
 
 
 @functools.lru_cache(maxsize=4096, typed=True)

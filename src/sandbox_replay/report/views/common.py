@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
@@ -16,6 +17,11 @@ from sandbox_replay.model.policy import VERDICTS
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
+# A larger input file shows the rows its findings cite instead: this many at most, each
+# from two lines before its opening line to its closing bracket (at most EXCERPT_LINES).
+MAX_EXCERPTS = 50
+EXCERPT_BEFORE = 2
+EXCERPT_LINES = 60
 # Rows per listing page. A run with more join rows, findings or spans than this shows that
 # listing on numbered sub-pages instead (a join row renders to about 1.5 KB, so a page stays
 # near 1 MB); the fixtures' six requests stay on the run page.
@@ -55,6 +61,9 @@ class Chrome:
     tool_version: str
     # The "Changes" page, only in a build compared with a baseline (``--baseline``).
     changes_href: str | None = None
+    # On a run's pages: its search index and its run page, relative to this page.
+    search_index: str = ""
+    run_page: str = ""
 
 
 def chrome(title: str, root: str, active: str, build_time: str, version: str) -> Chrome:
@@ -159,6 +168,16 @@ def plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
+def byte_size(count: int) -> str:
+    """Return a size for reading: ``812 bytes``, ``58.2 KB``, ``2.1 GB`` (powers of 1,000)."""
+    if count < 1000:
+        return plural(count, "byte")
+    for unit, scale in (("KB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if count < scale * 1000 or unit == "GB":
+            return f"{count / scale:,.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def short_code(code: str) -> str:
     """Return a code without its family prefix, for narrow cells (the link names it in full)."""
     for prefix in ("PUBLIC_TRACE_SANDBOX_", "SANDBOX_POLICY_"):
@@ -179,6 +198,61 @@ def first_rows(rows: Iterable[Any], key: str) -> dict[str, Any]:
         if isinstance(value, str) and value not in index:
             index[value] = row
     return index
+
+
+_SAFE_SLUG = re.compile(r"[A-Za-z0-9_.\-]*")
+
+
+def content_slug(value: str) -> str:
+    """Return ``value`` as a fragment id stem: itself when plain, else reversibly encoded.
+
+    Letters, digits and ``_ . -`` stay; every other character becomes ``~`` and the hex of
+    each of its UTF-8 bytes (``~`` itself included), so two values never share a slug and
+    a script recovers the value by reading ``~`` as ``%`` (``decodeURIComponent``).
+    """
+    if _SAFE_SLUG.fullmatch(value):
+        return value
+    return "".join(
+        c
+        if _SAFE_SLUG.fullmatch(c)
+        else "".join(f"~{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+        for c in value
+    )
+
+
+def request_anchor(request_id: str) -> str:
+    """Return the permalink anchor of a request's join row, from its id alone."""
+    return "req-" + content_slug(request_id)
+
+
+def rule_anchor(rule_ref: str) -> str:
+    """Return the anchor of a policy rule's row in a run's coverage table."""
+    return "rule-" + content_slug(rule_ref)
+
+
+def finding_fingerprint(finding: Any) -> str:
+    """Return a finding's position-free fingerprint: code, layer, subject and path:line.
+
+    The first 16 hex digits of the sha256 of those five values; findings that equal each
+    other in all five share it (``finding_anchors`` numbers them).
+    """
+    digest = hashlib.sha256()
+    for name in ("error_code", "layer", "subject_id", "path", "line"):
+        digest.update(text(finding.get(name)).encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]
+
+
+def finding_anchors(findings: Iterable[Any]) -> list[str]:
+    """Return each finding's permalink anchor: ``f-`` and its fingerprint (``-2``... on repeats)."""
+    seen: dict[str, int] = {}
+    anchors = []
+    for finding in findings:
+        fingerprint = finding_fingerprint(finding)
+        seen[fingerprint] = seen.get(fingerprint, 0) + 1
+        repeat = seen[fingerprint]
+        anchors.append(f"f-{fingerprint}" + (f"-{repeat}" if repeat > 1 else ""))
+    return anchors
 
 
 def _is_count(value: Any) -> TypeGuard[int]:
@@ -212,14 +286,16 @@ class Pager:
     section: str
     total: int
     page_rows: int = PAGE_ROWS
+    # On sub-pages however short (the gaps listing): at least one page, maybe empty.
+    own_pages: bool = False
 
     @property
     def split(self) -> bool:
-        return self.total > self.page_rows
+        return self.own_pages or self.total > self.page_rows
 
     @property
     def page_count(self) -> int:
-        return -(-self.total // self.page_rows) if self.split else 1
+        return max(1, -(-self.total // self.page_rows)) if self.split else 1
 
     def path(self, page: int) -> str:
         """Return the run-relative path of page ``page`` (0-based)."""
@@ -243,6 +319,8 @@ class PageLink:
     label: str
     href: str
     current: bool = False
+    # What the page holds, where that helps find it (the join table's first and last ids).
+    range: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,8 +337,16 @@ class PageNav:
     pages: tuple[PageLink, ...]
 
 
-def page_nav(pager: Pager, noun: str, current: int | None) -> PageNav:
-    """Return the navigation of ``pager`` seen from page ``current`` (None: the run page)."""
+def page_nav(
+    pager: Pager,
+    noun: str,
+    current: int | None,
+    ranges: Callable[[int], str] | None = None,
+) -> PageNav:
+    """Return the navigation of ``pager`` seen from page ``current`` (None: the run page).
+
+    ``ranges``, where given, says what each page holds (by page number).
+    """
     from_page = MAIN_PAGE if current is None else pager.path(current)
     count = pager.page_count
     if current is None:
@@ -279,6 +365,7 @@ def page_nav(pager: Pager, noun: str, current: int | None) -> PageNav:
                 str(page + 1),
                 relative_href(pager.path(page), f"{pager.section}-list", from_page),
                 page == current,
+                ranges(page) if ranges is not None else "",
             )
         )
         last = page
@@ -288,8 +375,11 @@ def page_nav(pager: Pager, noun: str, current: int | None) -> PageNav:
             previous = relative_href(pager.path(current - 1), f"{pager.section}-list", from_page)
         if current + 1 < count:
             next_ = relative_href(pager.path(current + 1), f"{pager.section}-list", from_page)
-    summary = f"{pager.total:,} {noun} on {count:,} pages of {pager.page_rows}"
-    if current is not None:
+    pages = f"{count:,} page" + ("" if count == 1 else "s")
+    summary = f"{pager.total:,} {noun} on {pages} of {pager.page_rows}"
+    if current is not None and pager.total == 0:
+        summary = f"No {noun}"
+    elif current is not None:
         start, end = pager.bounds(current)
         summary = f"{noun.capitalize()} {start + 1:,}–{end:,} of {pager.total:,} (page {current + 1:,} of {count:,})"
     return PageNav(summary, previous, next_, tuple(links))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sandbox_replay.model.codes import REGISTRY, Layer
+from collections import Counter
+
+from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import _expected_alarm
 from sandbox_replay.report.views.common import MAIN_PAGE, code_href, plural, text
@@ -15,7 +17,7 @@ class Findings(RunBase):
         subject = f["subject_id"]
         rid = subject.removeprefix("span:") if isinstance(subject, str) else ""
         return FindingView(
-            anchor=f"finding-{index + 1}",
+            anchor=self.finding_anchor[index],
             code=f["error_code"],
             code_href=code_href(f["error_code"], self.root_of(from_page)),
             severity=REGISTRY[f["error_code"]].severity.value,
@@ -26,6 +28,25 @@ class Findings(RunBase):
             location_href=self.line_href(f["path"], f["line"], from_page),
             request_href=self.request_href(rid, from_page),
         )
+
+    def findings_by_severity(self) -> tuple[tuple[str, int], ...]:
+        """Return how many findings (expected alarms aside) each severity has, worst first."""
+        counts = Counter(
+            REGISTRY[f["error_code"]].severity.value
+            for f in self.findings
+            if not _expected_alarm(f)
+        )
+        return tuple((s.value, counts[s.value]) for s in Severity if counts[s.value])
+
+    def first_finding_hrefs(self) -> tuple[tuple[str, str], ...]:
+        """Return each code's first finding (in page order), linked from the run's folder."""
+        first: dict[str, str] = {}
+        for i in self.finding_order:
+            code = self.findings[i]["error_code"]
+            if code not in first:
+                href = self.finding_href(i, MAIN_PAGE)
+                first[code] = MAIN_PAGE + href if href.startswith("#") else href
+        return tuple(first.items())
 
     def finding_groups(self, start: int, end: int, from_page: str) -> tuple[FindingGroup, ...]:
         """Return the findings at display positions ``[start, end)``, grouped by layer."""

@@ -1,14 +1,128 @@
-"""The copied source modules: path, digest, class and anchors, never their bodies."""
+"""The inputs as the run page shows them (whole, or excerpts of the rows findings cite),
+and the copied source modules: path, digest, class and anchors, never their bodies."""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
+from typing import Any
+
+from markupsafe import Markup
+
+from sandbox_replay.load.files import FileChangedError, open_same_file
 from sandbox_replay.records.build import redact
+from sandbox_replay.report.highlight import highlight_json, line_id
 from sandbox_replay.report.views.base import RunBase
-from sandbox_replay.report.views.common import Badge, plural, text
-from sandbox_replay.report.views.models import ModuleView
+from sandbox_replay.report.views.common import (
+    EXCERPT_BEFORE,
+    EXCERPT_LINES,
+    MAX_EXCERPTS,
+    MAX_SHOWN_BYTES,
+    Badge,
+    plural,
+    text,
+)
+from sandbox_replay.report.views.models import InputView, ModuleView
+
+
+def row_end(lines: dict[int, str], first: int, last: int) -> int:
+    """Return the line that closes the JSON value opening on line ``first`` (at most ``last``).
+
+    Brackets inside strings do not count; a line that opens nothing is a row of its own.
+    """
+    depth, opened = 0, False
+    for number in range(first, last + 1):
+        line = lines.get(number)
+        if line is None:
+            return number - 1
+        quoted = escaped = False
+        for c in line:
+            if quoted:
+                if escaped:
+                    escaped = False
+                elif c == "\\":
+                    escaped = True
+                elif c == '"':
+                    quoted = False
+            elif c == '"':
+                quoted = True
+            elif c in "{[":
+                depth, opened = depth + 1, True
+            elif c in "}]":
+                depth -= 1
+        if not opened or depth <= 0:
+            return number
+    return last
 
 
 class InputFiles(RunBase):
+    def shown_inputs(self) -> tuple[InputView, ...]:
+        """Return the input views, a large file's with the excerpts of its cited rows.
+
+        Read here, for the run page alone: a large file is read once more, line by line,
+        and its digest checked, so an excerpt shows the bytes that were replayed and
+        scanned. Where it cannot be (changed, unreadable, not UTF-8) the notice says so,
+        and the cited lines keep an anchor each, at the file's entry.
+        """
+        views = []
+        for view in self.input_views:
+            cited = self.excerpted.get(view.path)
+            if cited is None:
+                views.append(view)
+                continue
+            info = next(f for f in self.result["input_files"] if f["path"] == view.path)
+            html, notice = self._excerpts(view.path, info, sorted(cited))
+            views.append(replace(view, html=html, notice=notice))
+        return tuple(views)
+
+    def _excerpts(self, path: str, info: dict[str, Any], cited: list[int]) -> tuple[Markup, str]:
+        slug = self.slugs[path]
+        wanted: set[int] = set()
+        for line in cited:
+            wanted.update(range(max(1, line - EXCERPT_BEFORE), line + EXCERPT_LINES))
+        lines: dict[int, str] = {}
+        digest = hashlib.sha256()
+        problem = ""
+        try:
+            with open_same_file(self.run.path / path, None, info["size"]) as handle:
+                for number, raw in enumerate(handle, 1):
+                    digest.update(raw)
+                    if number in wanted:
+                        lines[number] = raw.decode("utf-8").rstrip("\r\n")
+        except FileChangedError:
+            problem = "the file changed after it was replayed"
+        except UnicodeDecodeError:
+            problem = "the file is not valid UTF-8 (see Strict load)"
+        except OSError:
+            problem = "the file could not be read again"
+        if not problem and "sha256:" + digest.hexdigest() != info["sha256"]:
+            problem = "the file changed after it was replayed"
+        if problem:
+            anchors = "".join(f'<span id="{line_id(slug, n)}"></span>' for n in cited)
+            return Markup(
+                anchors
+            ), f"Not shown: larger than {MAX_SHOWN_BYTES // 1024} KB, and {problem}."
+        blocks: list[tuple[int, int]] = []
+        for line in cited:
+            start = max(1, line - EXCERPT_BEFORE)
+            end = row_end(lines, line, line + EXCERPT_LINES - 1)
+            if blocks and start <= blocks[-1][1] + 1:
+                blocks[-1] = (blocks[-1][0], max(blocks[-1][1], end))
+            else:
+                blocks.append((start, end))
+        html = "".join(
+            highlight_json("\n".join(lines[n] for n in range(a, b + 1)) + "\n", slug, a)
+            for a, b in blocks
+        )
+        more = len(self.finding_lines.get(path, ())) - len(cited)
+        notice = (
+            f"Larger than {MAX_SHOWN_BYTES // 1024} KB: shown as the {plural(len(cited), 'row')} findings cite, "
+            "each from just before its opening line to its closing bracket."
+        )
+        if more > 0:
+            notice += f" {more} more cited rows are not shown (at most {MAX_EXCERPTS})."
+        return Markup(html), notice
+
     def modules(self) -> tuple[ModuleView, ...]:
         anchors: dict[str, tuple[str, ...]] = {}
         if self.replay.modules is not None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sandbox_replay.load.run import rollback_id_of
+from sandbox_replay.model.codes import REGISTRY, Severity
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import (
     _declared,
@@ -14,15 +16,24 @@ from sandbox_replay.report.views.cells import (
     _replay,
     _rollback,
     _trace,
+    diff_refs,
 )
 from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
     GAP,
     Cell,
+    request_anchor,
     short_code,
     text,
 )
 from sandbox_replay.report.views.models import FindingLink, JoinRow
+
+# The rows a joined request meets: derived verdict, declared verdict, side-effect receipt,
+# rollback receipt, cold replay and trace span (each None when missing).
+_Row = Mapping[str, Any] | None
+_Partners = tuple[_Row, _Row, _Row, _Row, _Row, _Row]
+# Severities worst first.
+SEVERITY_RANK = {severity.value: rank for rank, severity in enumerate(Severity)}
 
 
 class JoinTable(RunBase):
@@ -38,9 +49,10 @@ class JoinTable(RunBase):
     def _request_file_href(self, from_page: str) -> str | None:
         """Return where every request of a page links (its file's entry, or nothing).
 
-        None when the request file is highlighted: each request then links its own line.
+        None when the request file is highlighted, or shows excerpts: each request then
+        links its own line (or, where no excerpt shows it, the file's entry).
         """
-        if ACTIONS_FILE in self.highlighted:
+        if ACTIONS_FILE in self.highlighted or ACTIONS_FILE in self.excerpted:
             return None
         return self.line_href(ACTIONS_FILE, None, from_page)
 
@@ -49,7 +61,6 @@ class JoinTable(RunBase):
     ) -> JoinRow:
         """Return the join row of request ``index`` (``file_href`` as ``_request_file_href``)."""
         rid = request.get("request_id")
-        anchor = f"request-{index + 1}"
         shape = " · ".join(
             [
                 text(request.get("action_kind")),
@@ -57,17 +68,20 @@ class JoinTable(RunBase):
                 text(request.get("source_trust_label")),
             ]
         )
-        # A request id seen on an earlier row is a duplicate: only its first row joins.
-        joined = isinstance(rid, str) and self.request_index[rid] == index
         request_href = (
             self.line_href(ACTIONS_FILE, request.get("line"), from_page)
             if file_href is None
             else file_href
         )
-        if not joined:
+        partners = self._partners_of(index, request)
+        hits = self._row_findings(request, partners)
+        links = self._finding_links(hits, from_page)
+        severity = self._worst_severity(hits)
+        if partners is None:
             unjoined = Cell("— not joined", "duplicate or unusable request id", "gap")
             return JoinRow(
-                anchor,
+                # No id of its own to name it by: its position in the request file.
+                f"request-row-{index + 1}",
                 text(rid) or "(no id)",
                 request_href,
                 text(request.get("risk_class")),
@@ -78,25 +92,15 @@ class JoinTable(RunBase):
                 unjoined,
                 unjoined,
                 unjoined,
-                self._links((), [(ACTIONS_FILE, request.get("line"))], from_page),
+                links,
                 "row-gap",
+                severity,
             )
         assert isinstance(rid, str)
-        derived = self._partner(0, rid)
-        verdict = self._partner(1, rid)
-        effect = self._partner(2, rid)
-        replay_row = self._partner(4, rid)
-        span_key = "span:" + rid
-        span = self._partner(5, span_key)
-        rollback = None
-        if effect is not None:
-            ref = effect.get("rollback_receipt_ref")
-            if isinstance(ref, str):
-                rollback = self._partner(3, rollback_id_of(ref, self.join_index[3]))
-        links = self._row_links(rid, request, verdict, effect, rollback, replay_row, from_page)
+        derived, verdict, effect, rollback, replay_row, span = partners
         derived_verdict = text(derived.get("derived_verdict")) if derived else ""
         return JoinRow(
-            anchor,
+            request_anchor(rid),
             rid,
             request_href,
             text(request.get("risk_class")),
@@ -106,9 +110,33 @@ class JoinTable(RunBase):
             self._effect_cell(derived_verdict, effect),
             self._rollback_cell(effect, rollback, rid),
             self._replay_cell(replay_row),
-            self._trace_cell(span, span_key in self.flagged_spans),
+            self._trace_cell(span, "span:" + rid in self.flagged_spans),
             links,
             "row-gap" if links else "",
+            severity,
+        )
+
+    def _partners_of(self, index: int, request: Mapping[str, Any]) -> _Partners | None:
+        """Return the rows request ``index`` joins, or None when it joins nothing.
+
+        A request id seen on an earlier row is a duplicate: only its first row joins.
+        """
+        rid = request.get("request_id")
+        if not (isinstance(rid, str) and self.request_index[rid] == index):
+            return None
+        effect = self._partner(2, rid)
+        rollback = None
+        if effect is not None:
+            ref = effect.get("rollback_receipt_ref")
+            if isinstance(ref, str):
+                rollback = self._partner(3, rollback_id_of(ref, self.join_index[3]))
+        return (
+            self._partner(0, rid),
+            self._partner(1, rid),
+            effect,
+            rollback,
+            self._partner(4, rid),
+            self._partner(5, "span:" + rid),
         )
 
     def _partner(self, which: int, key: str) -> Mapping[str, Any] | None:
@@ -116,19 +144,18 @@ class JoinTable(RunBase):
         found: Mapping[str, Any] | None = self.join_index[which].get(key)
         return found
 
-    def _row_links(
-        self,
-        rid: str,
-        request: Mapping[str, Any],
-        verdict: Mapping[str, Any] | None,
-        effect: Mapping[str, Any] | None,
-        rollback: Mapping[str, Any] | None,
-        replay_row: Mapping[str, Any] | None,
-        from_page: str,
-    ) -> tuple[FindingLink, ...]:
-        """Link the findings about a joined request: its ids, and its lines in the inputs."""
-        subjects = [rid, "span:" + rid]
+    def _row_findings(self, request: Mapping[str, Any], partners: _Partners | None) -> list[int]:
+        """Return the findings about a request row (expected alarms aside), in record order.
+
+        Those about its ids (request, span, replay, rollback) and its lines in the inputs;
+        a row that joins nothing only by its own line.
+        """
         lines = [(ACTIONS_FILE, request.get("line"))]
+        if partners is None:
+            return self._hits((), lines)
+        rid = request.get("request_id")
+        _, verdict, effect, rollback, replay_row, _ = partners
+        subjects = [rid, "span:" + text(rid)]
         if verdict is not None:
             lines.append(("policy_verdicts.json", verdict.get("line")))
         if effect is not None:
@@ -143,12 +170,10 @@ class JoinTable(RunBase):
             rollback_id = rollback.get("rollback_id")
             if isinstance(rollback_id, str):
                 subjects.append(rollback_id)
-        return self._links(subjects, lines, from_page)
+        return self._hits(subjects, lines)
 
-    def _links(
-        self, subjects: Sequence[str], lines: Sequence[tuple[str, Any]], from_page: str
-    ) -> tuple[FindingLink, ...]:
-        """Link the findings about these subjects or input lines (expected alarms aside)."""
+    def _hits(self, subjects: Sequence[Any], lines: Sequence[tuple[str, Any]]) -> list[int]:
+        """Return the findings about these subjects or input lines (expected alarms aside)."""
         by_subject, by_line = self.by_subject, self.by_line
         hits: set[int] = set()
         for subject in subjects:
@@ -157,11 +182,64 @@ class JoinTable(RunBase):
         for line in lines:
             if line in by_line:
                 hits.update(by_line[line])
-        if not hits:
-            return ()
+        return sorted(hits)
+
+    def _finding_links(self, hits: Sequence[int], from_page: str) -> tuple[FindingLink, ...]:
         return tuple(
             FindingLink(short_code(self.findings[i]["error_code"]), self.finding_href(i, from_page))
-            for i in sorted(hits)
+            for i in hits
+        )
+
+    def _worst_severity(self, hits: Sequence[int]) -> str:
+        """Return the worst severity among ``hits`` ("" for none)."""
+        if not hits:
+            return ""
+        return min((self.severity_of(i) for i in hits), key=SEVERITY_RANK.__getitem__)
+
+    def severity_of(self, finding: int) -> str:
+        return REGISTRY[self.findings[finding]["error_code"]].severity.value
+
+    # -- the gaps listing
+
+    @functools.cached_property
+    def _gaps(self) -> tuple[tuple[int, ...], dict[int, str]]:
+        """Return the positions of the request rows with a gap, worst first, and their severity.
+
+        A row has a gap when it joins nothing or a finding is about it (the rows the join
+        table marks). Worst first: by the worst severity of its findings, then by how many
+        it has, then in request order; a row that joins nothing and has no finding last.
+        """
+        ranked = []
+        severity: dict[int, str] = {}
+        for index, request in enumerate(self.result["request_rows"]):
+            partners = self._partners_of(index, request)
+            hits = self._row_findings(request, partners)
+            if hits:
+                worst = self._worst_severity(hits)
+                severity[index] = worst
+                ranked.append((SEVERITY_RANK[worst], -len(hits), index))
+            elif partners is None:
+                severity[index] = "not joined"
+                ranked.append((len(SEVERITY_RANK), 0, index))
+        ranked.sort()
+        return tuple(index for _, _, index in ranked), severity
+
+    @property
+    def gap_order(self) -> tuple[int, ...]:
+        return self._gaps[0]
+
+    @property
+    def gap_severity(self) -> dict[int, str]:
+        """The worst severity of each row with a gap ("not joined" for one with no finding)."""
+        return self._gaps[1]
+
+    def gap_rows(self, start: int, end: int, from_page: str) -> tuple[JoinRow, ...]:
+        """Return the join rows of the gaps at positions ``[start, end)`` of ``gap_order``."""
+        request_rows = self.result["request_rows"]
+        file_href = self._request_file_href(from_page)
+        return tuple(
+            self._join_row(index, request_rows[index], from_page, file_href)
+            for index in self.gap_order[start:end]
         )
 
     @staticmethod
@@ -195,6 +273,7 @@ class JoinTable(RunBase):
             derived_verdict,
             effect.get("execution_attempted") is True,
             effect.get("side_effect_diff_count"),
+            diff_refs(effect),
         )
 
     @staticmethod
@@ -210,6 +289,7 @@ class JoinTable(RunBase):
             rollback is not None
             and rollback.get("request_id") == rid
             and rollback.get("rollback_verified") is True,
+            text(rollback.get("rollback_id")) if rollback is not None else "",
         )
 
     def _replay_cell(self, replay_row: Mapping[str, Any] | None) -> Cell:

@@ -44,6 +44,8 @@ class JoinRow(NamedTuple):
     trace: Cell
     finding_links: tuple[FindingLink, ...]
     css: str
+    # The worst severity of its findings ("" when it has none).
+    severity: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class CoverageRow:
     request_count: int
     never: bool
     css: str
+    anchor: str = ""
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,8 @@ class ProvenanceView:
     bundle_id: str
     result_href: str
     result_sha256: str
+    result_size: str
+    result_download: bool
     digests: tuple[DigestRow, ...]
     build_time: str
     policy_kind: str
@@ -261,6 +266,8 @@ class RunView:
     mermaid: str
     join_rows: tuple[JoinRow, ...]
     join_nav: PageNav | None
+    gaps_href: str
+    gaps_summary: str
     finding_groups: tuple[FindingGroup, ...]
     findings_nav: PageNav | None
     gap_finding_count: int
@@ -280,6 +287,13 @@ class RunView:
     findings_by_layer: tuple[tuple[str, int], ...]
     # "Changes since baseline", only in a build given ``--baseline``.
     changes: RunChangesView | None = None
+    # Each code's first finding, linked from the run's folder (for the catalog).
+    first_findings: tuple[tuple[str, str], ...] = ()
+    # For a run whose findings are on sub-pages: the first few, printed with the run page.
+    print_findings: tuple[FindingGroup, ...] = ()
+    print_findings_note: str = ""
+    # Its findings (expected alarms aside) by severity, worst first, none left out.
+    findings_by_severity: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -296,6 +310,8 @@ class ListingPageView:
     join_rows: tuple[JoinRow, ...] = ()
     finding_groups: tuple[FindingGroup, ...] = ()
     spans: tuple[SpanRow, ...] = ()
+    gaps_href: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True)

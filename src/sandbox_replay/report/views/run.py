@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.records.build import RunRecords, build_receipt
 from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.search_index import SEARCH_DIR, search_files
 from sandbox_replay.report.views.base import _pagers
 from sandbox_replay.report.views.calibration import Calibration
 from sandbox_replay.report.views.cells import _expected_alarm
@@ -16,7 +18,9 @@ from sandbox_replay.report.views.common import (
     MAIN_PAGE,
     MODE_LABELS,
     Chrome,
+    Pager,
     badge,
+    byte_size,
     chrome,
     page_nav,
     plural,
@@ -24,22 +28,34 @@ from sandbox_replay.report.views.common import (
     relative_href,
     text,
 )
-from sandbox_replay.report.views.findings import Findings
 from sandbox_replay.report.views.input_files import InputFiles
-from sandbox_replay.report.views.joins import JoinTable
 from sandbox_replay.report.views.layer_tables import LayerTables
 from sandbox_replay.report.views.models import DigestRow, ListingPageView, ProvenanceView, RunView
+from sandbox_replay.report.views.search import SearchEntries
 from sandbox_replay.report.views.summary import Summary
 from sandbox_replay.report.views.trace_table import TraceTable
 
 
-class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceTable, InputFiles):
+class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, InputFiles):
     """Build one run page's view-model from its replay and records."""
 
-    def provenance(self, result_sha256: str | None) -> ProvenanceView:
+    @functools.cached_property
+    def gaps_pager(self) -> Pager:
+        """The gaps listing: always on sub-pages of its own, linked first from the run page."""
+        return Pager("gaps", len(self.gap_order), own_pages=True)
+
+    def join_range(self, page: int) -> str:
+        """Say which request ids join-table page ``page`` holds: its first and last."""
+        rows = self.result["request_rows"]
+        start, end = self.join_pager.bounds(page)
+        first, last = text(rows[start].get("request_id")), text(rows[end - 1].get("request_id"))
+        return f"{first} – {last}"
+
+    def provenance(self, result_sha256: str | None, result_size: int | None) -> ProvenanceView:
         command = "run" if self.run.mode is InputMode.FIXTURE else "run-sandbox-bundle"
         if result_sha256 is None:
             receipt = self.records.receipt
+            result_size = len(self.records.result_bytes)
         else:  # the digest the build took as it wrote the record: no second pass over it
             receipt = build_receipt(self.records.result, result_sha256)
         source = self.result["policy_source"]
@@ -65,6 +81,9 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
             bundle_id=text(self.result["bundle_id"]),
             result_href="result.json",
             result_sha256=receipt["result_record_sha256"],
+            result_size=byte_size(result_size) if result_size is not None else "",
+            # A browser opening a record this large as text hangs its tab: download it.
+            result_download=result_size is not None and result_size > OPEN_RESULT_BYTES,
             digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
             build_time=self.build_time,
             policy_kind=policy_kind_label(source["kind"]),
@@ -74,10 +93,13 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
         )
 
     def chrome(self, title: str, from_page: str) -> Chrome:
-        return chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
+        frame = chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
+        up = "../" if "/" in from_page else ""
+        return replace(frame, search_index=f"{up}{SEARCH_DIR}/index.js", run_page=up + MAIN_PAGE)
 
-    def build(self, result_sha256: str | None = None) -> RunView:
-        """Return the run page's view-model (``result_sha256`` as for ``RunPages``)."""
+    def build(self, result_sha256: str | None = None, result_size: int | None = None) -> RunView:
+        """Return the run page's view-model (``result_sha256``, ``result_size`` as for
+        ``RunPages``)."""
         r = self.result
         counts = self.counts()
         svg, print_svg, mermaid = self.flowchart()
@@ -105,7 +127,9 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
             flowchart_print_svg=print_svg,
             mermaid=mermaid,
             join_rows=() if join.split else self.join_rows(0, join.total, MAIN_PAGE),
-            join_nav=page_nav(join, "requests", None) if join.split else None,
+            join_nav=page_nav(join, "requests", None, self.join_range) if join.split else None,
+            gaps_href=relative_href(self.gaps_pager.path(0), "gaps-list", MAIN_PAGE),
+            gaps_summary=self.gaps_summary(),
             finding_groups=(
                 self.group_summaries()
                 if findings.split
@@ -120,21 +144,40 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
             scan=self.scan(),
             trace=self.trace(),
             trace_nav=page_nav(self.trace_pager, "spans", None) if self.trace_pager.split else None,
-            inputs=self.input_views,
+            inputs=self.shown_inputs(),
             modules=self.modules(),
-            provenance=self.provenance(result_sha256),
+            provenance=self.provenance(result_sha256, result_size),
             counts=counts,
             error_codes=tuple(r["error_codes"]),
             expected_codes=tuple(
                 sorted({f["error_code"] for f in self.findings if _expected_alarm(f)})
             ),
             findings_by_layer=tuple((label, n) for label, n in by_layer if n),
+            first_findings=self.first_finding_hrefs(),
+            findings_by_severity=self.findings_by_severity(),
+            print_findings=(
+                self.finding_groups(0, PRINTED_FINDINGS, MAIN_PAGE) if findings.split else ()
+            ),
+            print_findings_note=(
+                f"Printed here: the first {PRINTED_FINDINGS} of {findings.total:,} findings, "
+                f"in page order; the other {findings.total - PRINTED_FINDINGS:,} are on the "
+                "findings pages."
+                if findings.split
+                else ""
+            ),
         )
 
     def listing_paths(self) -> list[str]:
         """Return the run-relative path of every sub-page, in the order they are built."""
         pagers = (self.join_pager, self.findings_pager, self.trace_pager)
         return [p.path(n) for p in pagers if p.split for n in range(p.page_count)]
+
+    def gaps_summary(self) -> str:
+        gaps = len(self.gap_order)
+        if not gaps:
+            return "no request row has a gap"
+        worst = self.gap_severity[self.gap_order[0]]
+        return f"{plural(gaps, 'request row')} with a gap, worst first (worst: {worst})"
 
     def listing_pages(
         self, numbers: Iterable[int] | None = None
@@ -145,39 +188,72 @@ class _RunBuilder(Summary, Findings, JoinTable, Calibration, LayerTables, TraceT
         built, in the order given (which may be pulled as the pages are built): that is
         how processes share a large run's pages (``parallel._render_shared``).
         """
-        sections = (
-            (self.join_pager, "requests", "Join table", "joins"),
-            (self.findings_pager, "findings", "Findings", "findings"),
-            (self.trace_pager, "spans", "Trace", "trace"),
-        )
         plan = [
-            (pager, noun, title, section_id, page)
-            for pager, noun, title, section_id in sections
+            (pager, page)
+            for pager in (self.join_pager, self.findings_pager, self.trace_pager)
             if pager.split
             for page in range(pager.page_count)
         ]
-        status = badge(self.result["status"])
         for number in range(len(plan)) if numbers is None else numbers:
-            pager, noun, title, section_id, page = plan[number]
-            path = pager.path(page)
-            start, end = pager.bounds(page)
-            view = ListingPageView(
-                chrome=self.chrome(
-                    f"{self.run.name} — {title} page {page + 1} — sandbox-replay", path
-                ),
-                name=self.run.name,
-                status_badge=status,
-                kind=pager.section,
-                title=title,
-                nav=page_nav(pager, noun, page),
-                run_href=relative_href(MAIN_PAGE, section_id, path),
-                join_rows=self.join_rows(start, end, path) if pager.section == "join" else (),
-                finding_groups=(
-                    self.finding_groups(start, end, path) if pager.section == "findings" else ()
-                ),
-                spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
-            )
-            yield path, view
+            yield self._listing_page(*plan[number])
+
+    def gap_pages(self) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield the gaps listing's sub-pages (built by the process that builds the run page)."""
+        for page in range(self.gaps_pager.page_count):
+            yield self._listing_page(self.gaps_pager, page)
+
+    def _listing_page(self, pager: Pager, page: int) -> tuple[str, ListingPageView]:
+        noun, title, section_id = _LISTINGS[pager.section]
+        path = pager.path(page)
+        start, end = pager.bounds(page)
+        ranges = self.join_range if pager.section == "join" else None
+        view = ListingPageView(
+            chrome=self.chrome(f"{self.run.name} — {title} page {page + 1} — sandbox-replay", path),
+            name=self.run.name,
+            status_badge=badge(self.result["status"]),
+            kind=pager.section,
+            title=title,
+            nav=page_nav(pager, noun, page, ranges),
+            run_href=relative_href(MAIN_PAGE, section_id, path),
+            join_rows=(
+                self.join_rows(start, end, path)
+                if pager.section == "join"
+                else self.gap_rows(start, end, path)
+                if pager.section == "gaps"
+                else ()
+            ),
+            finding_groups=(
+                self.finding_groups(start, end, path) if pager.section == "findings" else ()
+            ),
+            spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
+            gaps_href=relative_href(self.gaps_pager.path(0), "gaps-list", path),
+            note=_GAPS_NOTE if pager.section == "gaps" else "",
+        )
+        return path, view
+
+    def search_files(self) -> list[tuple[str, bytes]]:
+        """Return the run's search index files (``search_index``), run-relative."""
+        return search_files(self.search_entries())
+
+
+# A result record larger than this is linked to download, not to open.
+OPEN_RESULT_BYTES = 8 * 1024 * 1024
+
+# How many of a split run's findings its run page prints (only when printed).
+PRINTED_FINDINGS = 100
+
+# Each listing's noun (for its page counts), title and section of the run page.
+_LISTINGS = {
+    "join": ("requests", "Join table", "joins"),
+    "gaps": ("gaps", "Gaps only", "joins"),
+    "findings": ("findings", "Findings", "findings"),
+    "trace": ("spans", "Trace", "trace"),
+}
+_GAPS_NOTE = (
+    "Only the request rows with a gap: a contradiction between records, a missing join, or "
+    "a finding about the request or a row it joins. Worst first: by the worst severity of "
+    "the row's findings, then by how many it has, then in request order."
+)
 
 
 def _shell_word(value: str) -> str:
@@ -197,16 +273,21 @@ def build_run_view(
 class RunPages:
     """How to build a run page's view-model and its sub-pages.
 
-    ``run_view(result_sha256)`` builds the run page, which shows the result record's
-    digest (``sha256:<hex>``; None: serialise the record once more to take it).
+    ``run_view(result_sha256, result_size)`` builds the run page, which shows the result
+    record's digest (``sha256:<hex>``; None: serialise the record once more to take it)
+    and its size in bytes (None with a digest: not shown).
     ``subpages(numbers)`` builds the sub-pages lazily, one page at a time, so that the
     view-models of 600,000 rows never sit in memory together: all of them (None), or those
     at the given positions of ``subpage_paths``, which lists them.
     """
 
-    run_view: Callable[[str | None], RunView]
+    run_view: Callable[[str | None, int | None], RunView]
     subpages: Callable[[Iterable[int] | None], Iterator[tuple[str, ListingPageView]]]
     subpage_paths: tuple[str, ...]
+    # The gaps listing's sub-pages and the search index, whose count is known only once
+    # the view-models are built: made by the process that builds the run page.
+    gap_pages: Callable[[], Iterator[tuple[str, ListingPageView]]]
+    search_files: Callable[[], list[tuple[str, bytes]]]
 
 
 def subpage_paths(records: RunRecords) -> tuple[str, ...]:
@@ -220,4 +301,10 @@ def build_run_pages(
 ) -> RunPages:
     """Return how to build the run page and its sub-pages (run-relative paths)."""
     builder = _RunBuilder(run, replay, records, build_time, version)
-    return RunPages(builder.build, builder.listing_pages, tuple(builder.listing_paths()))
+    return RunPages(
+        builder.build,
+        builder.listing_pages,
+        tuple(builder.listing_paths()),
+        builder.gap_pages,
+        builder.search_files,
+    )

@@ -1,0 +1,3 @@
+SandboxReplaySearch.manifest({"count": 37, "parts": [
+["1ac250785e590998","part-0001.js"]
+]});

@@ -1,0 +1,3 @@
+SandboxReplaySearch.manifest({"count": 22, "parts": [
+["action_requests.json","part-0001.js"]
+]});

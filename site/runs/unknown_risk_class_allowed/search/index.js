@@ -1,0 +1,3 @@
+SandboxReplaySearch.manifest({"count": 32, "parts": [
+["0fea7ba47f59acdd","part-0001.js"]
+]});

@@ -1,0 +1,3 @@
+SandboxReplaySearch.manifest({"count": 28, "parts": [
+["action_requests.json","part-0001.js"]
+]});

@@ -1,0 +1,120 @@
+"""Write a run's search index: small script files beside its pages, read from ``file://``.
+
+A browser may not ``fetch`` a local file, but it runs a ``<script src>`` of one, so the
+index is JavaScript: each file calls a function ``site.js`` defines. The files live in
+``runs/<run>/search/``:
+
+``index.js``
+    ``SandboxReplaySearch.manifest({"count": <entries>, "parts": [[<first key>, <file>],
+    ...]})``: each part's file name and the first of its keys, lower-cased, in the order
+    the parts hold them.
+``part-NNNN.js``
+    ``SandboxReplaySearch.part(<file>, [[<key>, <kind>, <page>, <note>, <anchor>], ...])``:
+    entries sorted by lower-cased key (compared as UTF-16 code units, as JavaScript
+    compares strings), then kind, then key. ``kind`` is one of ``KINDS``; ``page`` is the
+    page that holds the entry, relative to the run page's folder; ``note`` is a short
+    description; ``anchor`` the fragment id on that page. The last two are left out when
+    empty, and ``anchor`` when it is ``DEFAULT_ANCHORS[kind]`` followed by the key (a
+    request with a plain id, a finding): a large run's index is mostly those, and this
+    keeps it to about 60 bytes a request. The files are ASCII but for printable
+    characters beyond it.
+
+A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes, so no file
+comes near 2 MB, and a search loads the manifest and one or two parts: under 300 ms on a
+600,000-request run. Every string is written as ``js_string`` writes it, which keeps it
+from closing a script or a line: the pages' check for text the forbidden-material scan
+matched looks for that form too (``parallel.needles_of``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+SEARCH_DIR = "search"
+PART_ENTRIES = 4000
+PART_BYTES = 256 * 1024
+# Longer keys are not indexed: nobody types them, and one could outgrow a part.
+MAX_KEY = 512
+KINDS = ("request", "finding", "code", "rule", "input", "line")
+DEFAULT_ANCHORS = {"request": "req-", "finding": "f-"}
+
+_MARKUP = frozenset("<>&")
+
+
+def _escaped(character: str) -> str:
+    """Return ``character`` as JavaScript ``\\uXXXX`` escapes (a surrogate pair above U+FFFF)."""
+    units = character.encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
+class SearchEntry(NamedTuple):
+    """One thing a run's search finds: its key, what it is, where it is, and a note.
+
+    ``href`` is relative to the run page's folder and names the page and the anchor.
+    """
+
+    key: str
+    kind: str
+    href: str
+    note: str = ""
+
+
+def js_string(value: str) -> str:
+    """Return ``value`` as a JavaScript (and JSON) string literal, safe inside any script.
+
+    ``< > &`` and every character that is not printable (controls, line and paragraph
+    separators, bidirectional and other format characters, lone surrogates) are written
+    as ``\\uXXXX`` escapes: no value can close a ``<script>``, break a line or hide in the
+    file, and JavaScript reads each escape back as the character.
+    """
+    literal = json.dumps(value, ensure_ascii=False)
+    if literal.isascii() and literal.isprintable() and not _MARKUP.intersection(literal):
+        return literal
+    return "".join(c if c.isprintable() and c not in _MARKUP else _escaped(c) for c in literal)
+
+
+def _sort_key(entry: SearchEntry) -> tuple[bytes, str, str]:
+    return (entry.key.lower().encode("utf-16-be", "surrogatepass"), entry.kind, entry.key)
+
+
+def _entry(entry: SearchEntry) -> str:
+    page, _, anchor = entry.href.partition("#")
+    if anchor == DEFAULT_ANCHORS.get(entry.kind, "#") + entry.key:
+        anchor = ""
+    fields = [entry.key, entry.kind, page, entry.note, anchor]
+    while fields[-1] == "" and len(fields) > 3:
+        fields.pop()
+    return "[" + ",".join(map(js_string, fields)) + "]"
+
+
+def search_files(entries: Iterable[SearchEntry]) -> list[tuple[str, bytes]]:
+    """Return the run-relative path and bytes of each file of the index of ``entries``."""
+    ordered = sorted((e for e in entries if len(e.key) <= MAX_KEY), key=_sort_key)
+    parts: list[list[str]] = []
+    firsts: list[str] = []
+    size = 0
+    for entry in ordered:
+        printed = _entry(entry)
+        if not parts or len(parts[-1]) >= PART_ENTRIES or size + len(printed) > PART_BYTES:
+            parts.append([])
+            firsts.append(entry.key.lower())
+            size = 0
+        parts[-1].append(printed)
+        size += len(printed) + 2
+    names = [f"part-{n + 1:04d}.js" for n in range(len(parts))]
+    files = [(f"{SEARCH_DIR}/index.js", _manifest(len(ordered), firsts, names))]
+    for name, printed_entries in zip(names, parts, strict=True):
+        body = ",\n".join(printed_entries)
+        script = f"SandboxReplaySearch.part({js_string(name)}, [\n{body}\n]);\n"
+        files.append((f"{SEARCH_DIR}/{name}", script.encode("utf-8")))
+    return files
+
+
+def _manifest(count: int, firsts: Sequence[str], names: Sequence[str]) -> bytes:
+    parts = ",\n".join(
+        f"[{js_string(first)},{js_string(name)}]" for first, name in zip(firsts, names, strict=True)
+    )
+    script = f'SandboxReplaySearch.manifest({{"count": {count}, "parts": [\n{parts}\n]}});\n'
+    return script.encode("utf-8")
