@@ -179,14 +179,14 @@ def parse_input(
     """
     if raw.startswith(b"\xef\xbb\xbf"):
         return _fail(loaded, codes.INPUT_NOT_UTF8, "starts with a byte-order mark", 1)
+    layout = Layout.of(raw)
     too_many = limits.max_rows + 1  # the rows and the top object
-    braces = raw.count(b"{")
-    objects = _objects(raw) if rows_key is not None and braces > too_many else 0
-    if objects > too_many:
+    if rows_key is not None and layout.objects > too_many:
         # Rows past the limit, or objects nested in rows (a finding of their own): the file
         # fails closed either way, refused before anything is decoded. Where no string
         # holds a brace, the line is that of the first object past the limit.
-        line = _line_of_nth(raw, b"{", too_many + 1) if objects == braces else None
+        braces = raw.count(b"{")
+        line = _line_of_nth(raw, b"{", too_many + 1) if layout.objects == braces else None
         return _fail(
             loaded,
             codes.INPUT_LIMIT_EXCEEDED,
@@ -194,7 +194,6 @@ def parse_input(
             "it was not decoded",
             line,
         )
-    layout = Layout.of(raw)
     data, floats = _decode(raw, layout, limits)
     rows: list[Any] | None = []
     if data is not None and rows_key is not None:
@@ -208,11 +207,15 @@ def parse_input(
     if data is None or rows is None or _keys_in(data, rows, flat) != layout.keys:
         return _describe_refusal(raw, loaded, rows_key, limits)
     loaded.data = data
-    loaded.key_lines = _KeyLines(raw)
+    if rows_key is None:  # an object file's keys' lines, each found when it is asked for
+        loaded.key_lines = _KeyLines(raw)
+    else:  # a list file's few top-level keys, found now: its bytes are not kept
+        lines = _KeyLines(raw)
+        loaded.key_lines = {key: lines[key] for key in data if key in lines}
     loaded.may_hold_floats = floats
     if rows_key is not None:
         loaded.rows = rows
-        loaded.row_lines = layout.row_lines(len(rows))
+        loaded.row_lines = layout.row_lines(len(rows), list(data).index(rows_key))
         if flat and len(data) == 1:  # keys stand only at row level
             loaded.row_keys = frozenset(set().union(*rows))
         _flag_unchecked(loaded, data, rows_key, flat)
@@ -246,27 +249,33 @@ class Layout(NamedTuple):
     def objects(self) -> int:
         return self.text.count(b"{")
 
-    def row_lines(self, count: int) -> list[int]:
-        """Return the line each of ``count`` rows opens on: its ``{`` in the top object's list.
+    def row_lines(self, count: int, value: int) -> list[int]:
+        """Return the line each of ``count`` rows opens on: the ``{`` of each object in the
+        list that is the top object's ``value``-th value (0 for the first).
 
         Where every object is the top one or a row (rows nest none, as exporters write
         them), the rows' braces are the second on, and the line ends between braces count
-        the lines. Otherwise (a row nesting an object is a finding of its own) each
-        brace's depth tells which open rows.
+        the lines. Otherwise (a row nesting an object, or objects under another key, are
+        findings of their own) the walk counts the top object's values by their colons and
+        takes the objects directly inside that list.
         """
-        text = self.text.translate(None, b":")
+        text = self.text
         if text.count(b"{") == count + 1:
-            between = text.translate(None, b"}[]").split(b"{")
+            between = text.translate(None, b":}[]").split(b"{")
             return list(accumulate(map(len, between[1:-1]), initial=len(between[0]) + 1))[1:]
-        lines, line, depth = [], 1, 0
+        lines, line, depth, values, inside = [], 1, 0, -1, False
         for byte in text:
             if byte == 10:  # a line end
                 line += 1
+            elif byte == 58:  # a colon: at depth 1, the top object's next value
+                values += depth == 1
             elif byte in b"{[":
                 depth += 1
-                if depth == 3 and byte == 123:  # a row's brace: in the list, in the top object
+                inside = inside or (depth == 2 and values == value and byte == 91)
+                if inside and depth == 3 and byte == 123:  # an object in that list: a row
                     lines.append(line)
             else:
+                inside = inside and depth != 2  # closing that list ends it
                 depth -= 1
         return lines
 

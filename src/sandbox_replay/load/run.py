@@ -112,8 +112,8 @@ def _table(loaded: LoadedFile, kind: type[R], key: str) -> Table[R]:
     The decoded dicts are let go of once typed: a row holds only the format's fields.
     """
     rows: list[R] = msgspec.convert(loaded.rows, list[kind])  # type: ignore[valid-type]
-    for at, row in enumerate(rows):
-        row.line = loaded.line_of(at)
+    for row, line in zip(rows, loaded.row_lines, strict=True):
+        row.line = line
     if loaded.data is not None:
         loaded.data = {k: v for k, v in loaded.data.items() if v is not loaded.rows}
     loaded.rows = []

@@ -249,10 +249,9 @@ class Table(Generic[R]):
     @classmethod
     def of(cls, file: str, rows: list[R], key: str) -> Table[R]:
         by_key: dict[str, R] = {}
-        for row in rows:
-            value = getattr(row, key)
-            if type(value) is str and value not in by_key:
-                by_key[value] = row
+        for value, row in zip(map(attrgetter(key), rows), rows, strict=True):
+            if type(value) is str:
+                by_key.setdefault(value, row)
         return cls(file, rows, by_key)
 
     def __len__(self) -> int:
