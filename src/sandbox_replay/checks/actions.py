@@ -8,10 +8,9 @@ from sandbox_replay.checks.base import (
     LayerResult,
     derived_verdicts,
     describe,
-    missing_fields,
+    floor_breaks,
     shared,
     subject_of,
-    wrong_flags,
 )
 from sandbox_replay.load.run import ACTION_REQUESTS, RunInputs
 from sandbox_replay.model import codes
@@ -25,23 +24,7 @@ KIND = "action_request"
 
 def floor_problems(request: ActionRequest) -> list[str]:
     """Return what of the row floor a request breaks: required text and exact flags."""
-    problems = []
-    missing = missing_fields(request, ActionRequest.REQUIRED)
-    if missing:
-        problems.append(f"missing or empty: {describe(missing)}")
-    not_text = [
-        name
-        for name in ActionRequest.REQUIRED
-        if name not in missing
-        and name not in ActionRequest.FLAGS
-        and not isinstance(getattr(request, name), str)
-    ]
-    if not_text:
-        problems.append(f"not a string: {describe(not_text)}")
-    flags = wrong_flags(request, ActionRequest.FLAGS)
-    if flags:
-        problems.append(f"flags not as required: {describe(flags)}")
-    return problems
+    return floor_breaks(request, "flags not as required")
 
 
 def check(run: RunInputs) -> LayerResult:

@@ -105,6 +105,27 @@ def wrong_flags(row: Fields, expected: Mapping[str, bool]) -> list[str]:
     return [name for name, want in expected.items() if read(name) is not want]
 
 
+def floor_breaks(row: InputRow, flags_word: str | None = "not true") -> list[str]:
+    """Return what a row breaks of its kind's floor, as the layers word it.
+
+    Required fields absent or empty, the ``PLAIN`` fields that are held but not strings,
+    and (unless ``flags_word`` is None: the layer words its flags itself) the flags not
+    exactly as required.
+    """
+    kind = type(row)
+    problems = []
+    missing = missing_fields(row, kind.REQUIRED)
+    if missing:
+        problems.append(f"missing or empty: {describe(missing)}")
+    wrong_type = not_text(row, kind.PLAIN, missing)
+    if wrong_type:
+        problems.append(f"not a string: {describe(wrong_type)}")
+    flags = wrong_flags(row, kind.FLAGS) if flags_word is not None else []
+    if flags:
+        problems.append(f"{flags_word}: {describe(flags)}")
+    return problems
+
+
 def describe(fields: Iterable[str]) -> str:
     return ", ".join(fields)
 

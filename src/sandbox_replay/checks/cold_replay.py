@@ -5,12 +5,9 @@ from __future__ import annotations
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
-    describe,
-    missing_fields,
-    not_text,
+    floor_breaks,
     shared,
     subject_of,
-    wrong_flags,
 )
 from sandbox_replay.checks.side_effects import receipt_outcomes
 from sandbox_replay.checks.verdicts import failing_request_set
@@ -25,17 +22,7 @@ CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
 
 def floor_problems(replay: ColdReplay) -> list[str]:
     """Return what of the row floor a replay row breaks."""
-    problems = []
-    missing = missing_fields(replay, ColdReplay.REQUIRED)
-    if missing:
-        problems.append(f"missing or empty: {describe(missing)}")
-    wrong_type = not_text(replay, ColdReplay.REQUIRED, missing)
-    if wrong_type:
-        problems.append(f"not a string: {describe(wrong_type)}")
-    flags = wrong_flags(replay, ColdReplay.FLAGS)
-    if flags:
-        problems.append(f"not true: {describe(flags)}")
-    return problems
+    return floor_breaks(replay)
 
 
 def check(run: RunInputs) -> LayerResult:

@@ -5,11 +5,8 @@ from __future__ import annotations
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
-    describe,
-    missing_fields,
-    not_text,
+    floor_breaks,
     subject_of,
-    wrong_flags,
 )
 from sandbox_replay.load.run import (
     ROLLBACK_RECEIPTS,
@@ -27,17 +24,7 @@ MIN_ROLLBACKS = 2
 
 def floor_problems(rollback: Rollback) -> list[str]:
     """Return what of the row floor a rollback row breaks."""
-    problems = []
-    missing = missing_fields(rollback, Rollback.REQUIRED)
-    if missing:
-        problems.append(f"missing or empty: {describe(missing)}")
-    wrong_type = not_text(rollback, Rollback.REQUIRED, missing)
-    if wrong_type:
-        problems.append(f"not a string: {describe(wrong_type)}")
-    flags = wrong_flags(rollback, Rollback.FLAGS)
-    if flags:
-        problems.append(f"not true: {describe(flags)}")
-    return problems
+    return floor_breaks(rollback)
 
 
 def check(run: RunInputs) -> LayerResult:

@@ -6,9 +6,7 @@ from typing import Any, NamedTuple
 
 from sandbox_replay.checks.base import (
     LayerResult,
-    describe,
-    missing_fields,
-    not_text,
+    floor_breaks,
     shared,
     subject_of,
 )
@@ -97,13 +95,7 @@ def receipt_outcomes(run: RunInputs) -> dict[str, Outcome]:
 
 def floor_problems(effect: SideEffect) -> list[str]:
     """Return what of the row floor a receipt breaks."""
-    problems = []
-    missing = missing_fields(effect, SideEffect.REQUIRED)
-    if missing:
-        problems.append(f"missing or empty: {describe(missing)}")
-    wrong_type = not_text(effect, SideEffect.TEXT, missing)
-    if wrong_type:
-        problems.append(f"not a string: {describe(wrong_type)}")
+    problems = floor_breaks(effect, flags_word=None)
     if not effect_is_typed(effect):
         problems.append(
             "execution_attempted must be a boolean and side_effect_diff_count "
