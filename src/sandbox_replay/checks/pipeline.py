@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
+import msgspec
+
 from sandbox_replay.checks import (
     actions,
     bundle_manifest,
@@ -341,7 +343,11 @@ _BLOCK = 1024
 
 
 def _strings_of(value: Any) -> Iterator[str]:
-    """Yield every key and string value of a parsed JSON value, depth first, without recursion."""
+    """Yield every key and string value of a parsed JSON value, depth first, without recursion.
+
+    A typed row's keys are the names of its kind's fields (the format's own words, proved
+    to be all its text spelled), so only its values are yielded.
+    """
     stack = [value]
     while stack:
         item = stack.pop()
@@ -353,6 +359,8 @@ def _strings_of(value: Any) -> Iterator[str]:
                 stack.append(child)
         elif isinstance(item, list):
             stack.extend(item)
+        elif isinstance(item, msgspec.Struct):
+            stack.extend(msgspec.structs.astuple(item))
 
 
 def _strict_load_layer(run: RunInputs) -> LayerResult:

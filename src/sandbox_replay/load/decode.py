@@ -24,8 +24,9 @@ import re
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from json.decoder import scanstring  # type: ignore[attr-defined]
+from operator import is_
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,6 +42,15 @@ from sandbox_replay.load.files import (
 )
 from sandbox_replay.model import codes
 from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.rows import (
+    UNSET,
+    ActionRequest,
+    ColdReplay,
+    InputRow,
+    PolicyVerdict,
+    Rollback,
+    SideEffect,
+)
 
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -62,8 +72,9 @@ class LoadedFile:
     findings: list[Finding] = field(default_factory=list)
     # False only when parsing proved the file holds no float (records then serialise fast).
     may_hold_floats: bool = True
-    # Every key any row holds, where parsing proved that no row nests an object (so keys
-    # occur only at row level) and collected them; None where it did not.
+    # Every key a row can hold, where parsing proved that no row nests an object (so keys
+    # occur only at row level): the keys the rows hold, or where the file was decoded into
+    # typed rows the fields of their kind; None where it did not.
     row_keys: frozenset[str] | None = None
     # Each row (or the object) that carries a forbidden key: its subject, line and the keys.
     forbidden_keys: list[tuple[str, int | None, list[str]]] = field(default_factory=list)
@@ -162,7 +173,11 @@ def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None,
 
 
 def parse_input(
-    raw: bytes, loaded: LoadedFile, rows_key: str | None, limits: LoadLimits
+    raw: bytes,
+    loaded: LoadedFile,
+    rows_key: str | None,
+    limits: LoadLimits,
+    kind: type[InputRow] | None = None,
 ) -> LoadedFile:
     """Parse ``raw`` strictly into ``loaded``; on refusal, record a finding and leave data None.
 
@@ -176,6 +191,10 @@ def parse_input(
     the decoded objects hold), string lengths (only where one may exceed the limit), the
     file's shape and the row count. A file refused at any step is read again key by key
     and row by row (``_describe_refusal``) to word the finding and name its line.
+
+    With ``kind``, a list file as exporters write it is decoded straight into rows of that
+    kind (``_decode_typed_rows``); any other is decoded as any JSON, and its rows stay
+    dicts until ``type_rows``.
     """
     if raw.startswith(b"\xef\xbb\xbf"):
         return _fail(loaded, codes.INPUT_NOT_UTF8, "starts with a byte-order mark", 1)
@@ -194,6 +213,14 @@ def parse_input(
             "it was not decoded",
             line,
         )
+    if layout.depth > limits.max_depth:
+        return _describe_refusal(raw, loaded, rows_key, limits)
+    if (
+        kind is not None
+        and rows_key is not None
+        and _decode_typed_rows(raw, layout, loaded, rows_key, kind, limits)
+    ):
+        return loaded
     data, floats = _decode(raw, layout, limits)
     rows: list[Any] | None = []
     if data is not None and rows_key is not None:
@@ -344,25 +371,16 @@ def _fail(loaded: LoadedFile, code: str, message: str, line: int | None) -> Load
 def _decode(raw: bytes, layout: Layout, limits: LoadLimits) -> tuple[dict[str, Any] | None, bool]:
     """Decode ``raw`` into its top-level object, and say whether it may hold a float.
 
-    The object is None where the file breaks a rule of the format: nesting past
-    ``max_depth``, anything msgspec refuses, a top-level value that is not an object, a
+    The object is None where the file breaks a rule of the format (the caller has checked
+    the nesting depth): anything msgspec refuses, a top-level value that is not an object, a
     string or key longer than ``max_string_chars``. (A key given twice in one object, kept
-    once, ``parse_input`` tells by counting.) A list file as exporters write it is decoded
-    with its types checked as it is parsed (``_PLAIN_LIST_FILE``), which leaves no float to
-    look for; any other file is decoded as any JSON and walked for one.
+    once, ``parse_input`` tells by counting.)
     """
-    if layout.depth > limits.max_depth:
-        return None, True
     try:
-        data, floats = _PLAIN_LIST_FILE.decode(raw), False
-    except msgspec.ValidationError:
-        try:
-            data = msgspec.json.decode(raw)
-        except msgspec.DecodeError:  # a number out of range included
-            return None, True
-        floats = _holds(data, float)
-    except msgspec.DecodeError:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError:  # a number out of range included
         return None, True
+    floats = _holds(data, float)
     if type(data) is not dict:
         return None, floats
     if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
@@ -372,10 +390,81 @@ def _decode(raw: bytes, layout: Layout, limits: LoadLimits) -> tuple[dict[str, A
     return data, floats
 
 
-# A list file as exporters write it: an object of lists of objects whose values are a
-# string, an integer, a boolean, null, or a list of those.
-_Plain = str | int | bool | None
-_PLAIN_LIST_FILE = msgspec.json.Decoder(dict[str, list[dict[str, _Plain | list[_Plain]]]])
+def _decode_typed_rows(
+    raw: bytes,
+    layout: Layout,
+    loaded: LoadedFile,
+    rows_key: str,
+    kind: type[InputRow],
+    limits: LoadLimits,
+) -> bool:
+    """Decode a list file as exporters write it straight into rows of ``kind``; say whether
+    it was.
+
+    Such a file is one object holding one list of flat rows, each key a field the format
+    names for ``kind``. msgspec decodes it into typed rows (no dict per row); a typed row
+    keeps only the format's fields and only the last of a repeated key, so the keys spelled
+    in the text (``Layout.keys``) must be exactly the fields the rows hold: no key was
+    unknown or given twice. The caller has proved the depth and object count. False, with
+    ``loaded`` untouched, for any other file (one whose colons outnumber the fields its
+    rows could hold is not even tried): ``parse_input`` then decodes it as any JSON. A
+    JSON key ``line`` sets the field the row's line is kept in and is not counted as held,
+    so such a file goes that way too.
+    """
+    rows_at_most = layout.objects - 1
+    if layout.keys > 1 + rows_at_most * (len(kind.__struct_fields__) - 1):
+        return False
+    try:
+        data = _TYPED_DECODERS[kind].decode(raw)
+    except msgspec.DecodeError:  # a validation error included
+        return False
+    rows = data.get(rows_key)
+    if len(data) != 1 or rows is None or len(rows) != rows_at_most:
+        return False
+    values = list(chain.from_iterable(map(msgspec.structs.astuple, rows)))
+    # Every row holds its ``line`` (None until set), counted out with the fields not held.
+    held = len(values) - values.count(UNSET) - len(rows)
+    if layout.keys != 1 + held:
+        return False
+    if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
+        values, limits.max_string_chars
+    ):
+        return False
+    lines = layout.row_lines(len(rows), 0)
+    for row, line in zip(rows, lines, strict=True):
+        row.line = line
+    kinds = set(map(type, values))
+    lists = compress(values, map(is_, map(type, values), repeat(list)))
+    kinds.update(map(type, chain.from_iterable(lists)))
+    loaded.data = {rows_key: rows}
+    loaded.key_lines = {rows_key: _KeyLines(raw)[rows_key]}
+    loaded.may_hold_floats = float in kinds
+    loaded.rows = rows
+    loaded.row_lines = lines
+    loaded.row_keys = frozenset(kind.__struct_fields__) - {"line"}
+    return True
+
+
+def type_rows(loaded: LoadedFile, kind: type[InputRow]) -> None:
+    """Replace a loaded list file's decoded rows with rows of ``kind``, each with its line.
+
+    The top-level object lets go of the decoded rows, so their dicts are freed now. Rows
+    that ``parse_input`` decoded typed already are left as they are.
+    """
+    if set(map(type, loaded.rows)) <= {kind}:
+        return
+    if loaded.data is not None:
+        loaded.data = {key: value for key, value in loaded.data.items() if value is not loaded.rows}
+    rows: list[InputRow] = msgspec.convert(loaded.rows, list[kind])  # type: ignore[valid-type]
+    for row, line in zip(rows, loaded.row_lines, strict=True):
+        row.line = line
+    loaded.rows = rows
+
+
+_TYPED_DECODERS: dict[type[InputRow], msgspec.json.Decoder[dict[str, list[InputRow]]]] = {
+    kind: msgspec.json.Decoder(dict[str, list[kind]])  # type: ignore[valid-type]
+    for kind in (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
+}
 
 
 def _describe_refusal(

@@ -8,9 +8,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
-
-from sandbox_replay.load.decode import LoadedFile, note_forbidden_keys, parse_input, read_input
+from sandbox_replay.load.decode import (
+    LoadedFile,
+    note_forbidden_keys,
+    parse_input,
+    read_input,
+    type_rows,
+)
 from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.model.policy import Derivation, Policy
 from sandbox_replay.model.rows import (
@@ -53,6 +57,14 @@ CORE_FILES: dict[str, str | None] = {
     COLD_REPLAY: "cold_replay",
 }
 BUNDLE_FILES: dict[str, str | None] = {BUNDLE_MANIFEST: None, SOURCE_MODULE_MANIFEST: None}
+# The row kind of each list file.
+ROW_KINDS: dict[str, type[InputRow]] = {
+    ACTION_REQUESTS: ActionRequest,
+    POLICY_VERDICTS: PolicyVerdict,
+    SIDE_EFFECT_RECEIPTS: SideEffect,
+    ROLLBACK_RECEIPTS: Rollback,
+    COLD_REPLAY: ColdReplay,
+}
 
 # The original implementation names a rollback as ``rollback/<rollback_id>`` (FORMAT 7.1).
 ROLLBACK_REF_PREFIX = "rollback/"
@@ -106,17 +118,11 @@ class RunInputs:
         yield from self.extra_files.values()
 
 
-def _table(loaded: LoadedFile, kind: type[R], key: str) -> Table[R]:
-    """Make the typed rows of a loaded list file, each with its line, indexed on ``key``.
-
-    The decoded dicts are let go of once typed: a row holds only the format's fields.
-    """
-    rows: list[R] = msgspec.convert(loaded.rows, list[kind])  # type: ignore[valid-type]
-    for row, line in zip(rows, loaded.row_lines, strict=True):
-        row.line = line
+def _table(loaded: LoadedFile, key: str) -> Table[Any]:
+    """Index a loaded list file's typed rows on ``key``; the file lets go of them."""
+    rows, loaded.rows = loaded.rows, []
     if loaded.data is not None:
-        loaded.data = {k: v for k, v in loaded.data.items() if v is not loaded.rows}
-    loaded.rows = []
+        loaded.data = {name: value for name, value in loaded.data.items() if value is not rows}
     return Table.of(loaded.name, rows, key)
 
 
@@ -141,16 +147,20 @@ def _load(
 ) -> LoadedFile:
     """Read one file; hand its bytes to ``on_bytes``, parse them, hand the value to ``on_decoded``.
 
-    The forbidden keys of what was parsed are noted on the file before its rows are typed.
+    A list file's rows end typed (``ROW_KINDS``), decoded so where the file allows, else
+    typed once its forbidden keys are noted; no dict per row outlives the file's load.
     """
     raw, loaded = read_input(root, name, limits)
     if raw is None:
         return loaded
     on_bytes(name, raw)
-    parse_input(raw, loaded, key, limits)
+    kind = ROW_KINDS.get(name)
+    parse_input(raw, loaded, key, limits, kind)
     if loaded.data is not None:
         on_decoded(name, loaded.data)
         note_forbidden_keys(loaded)
+        if kind is not None:
+            type_rows(loaded, kind)
     return loaded
 
 
@@ -203,10 +213,10 @@ def load_run(
     files = _load_largest_first(root, names, limits, on_bytes, on_decoded)
     extra_files = _load_largest_first(root, extra or {}, limits, on_bytes, on_decoded)
     run = RunInputs(root, mode, policy, files, extra_files)
-    run.requests = _table(files[ACTION_REQUESTS], ActionRequest, "request_id")
-    run.verdicts = _table(files[POLICY_VERDICTS], PolicyVerdict, "request_id")
-    run.effects = _table(files[SIDE_EFFECT_RECEIPTS], SideEffect, "request_id")
-    run.rollbacks = _table(files[ROLLBACK_RECEIPTS], Rollback, "rollback_id")
-    run.replays = _table(files[COLD_REPLAY], ColdReplay, "request_id")
+    run.requests = _table(files[ACTION_REQUESTS], "request_id")
+    run.verdicts = _table(files[POLICY_VERDICTS], "request_id")
+    run.effects = _table(files[SIDE_EFFECT_RECEIPTS], "request_id")
+    run.rollbacks = _table(files[ROLLBACK_RECEIPTS], "rollback_id")
+    run.replays = _table(files[COLD_REPLAY], "request_id")
     run.derivations = _derive_all(policy, run.requests)
     return run
