@@ -47,10 +47,9 @@ def executed_with_diff(row: SideEffect) -> bool:
     )
 
 
-def effect_matches(verdict: str, row: SideEffect | None) -> bool:
-    """Say whether a receipt is what ``verdict`` requires: no trace for block, a diff otherwise."""
-    if row is None or not effect_is_typed(row):
-        return False
+def shows(verdict: str, row: SideEffect) -> bool:
+    """Say whether a typed receipt is what ``verdict`` requires: no trace for block, a diff
+    otherwise."""
     if verdict == "block":
         return left_no_trace(row)
     if verdict in EXECUTING_VERDICTS:
@@ -62,24 +61,29 @@ class Outcome(NamedTuple):
     """What one request's receipt earns against the derived and the declared verdict."""
 
     codes: tuple[str, ...]  # its findings' codes, in the order they are reported
-    matches: bool  # effect_matches: the receipt is what the derived verdict requires
+    matches: bool  # a typed receipt that shows what the derived verdict requires
     blocked_without_execution: bool  # derives to block, and execution_attempted is false
 
 
 def judge(derived: str, declared: Any, effect: SideEffect | None) -> Outcome:
-    """Judge a request's receipt against its derived and its declared verdict."""
+    """Judge a request's receipt against its derived and its declared verdict.
+
+    A receipt whose fields are not usable (``effect_is_typed``) matches nothing and earns
+    no finding here: the floor reports it.
+    """
     if effect is None:
         return Outcome((), False, False)
-    matches = effect_matches(derived, effect)
-    found = []
-    if effect_is_typed(effect):
-        if not matches:
-            found.append(codes.SIDE_EFFECT_SEMANTIC_MISMATCH)
-        if declared == "block" and not left_no_trace(effect):
-            found.append(codes.BLOCKED_ACTION_EXECUTED)
-        elif declared in EXECUTING_VERDICTS and not executed_with_diff(effect):
-            found.append(codes.ALLOWED_ACTION_MISSING_DIFF)
     blocked_without_execution = derived == "block" and effect.execution_attempted is False
+    if not effect_is_typed(effect):
+        return Outcome((), False, blocked_without_execution)
+    matches = shows(derived, effect)
+    found = []
+    if not matches:
+        found.append(codes.SIDE_EFFECT_SEMANTIC_MISMATCH)
+    if declared == "block" and not left_no_trace(effect):
+        found.append(codes.BLOCKED_ACTION_EXECUTED)
+    elif declared in EXECUTING_VERDICTS and not executed_with_diff(effect):
+        found.append(codes.ALLOWED_ACTION_MISSING_DIFF)
     return Outcome(tuple(found), matches, blocked_without_execution)
 
 

@@ -147,8 +147,11 @@ def _line_at(doc: str, pos: int) -> int:
     return doc.count("\n", 0, pos) + 1
 
 
-def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None, LoadedFile]:
-    """Read one input file's bytes and digest, refusing files that escape ``root`` or break limits."""
+def read_input(
+    root: Path, name: str, limits: LoadLimits, *, digest: bool = True
+) -> tuple[bytes | None, LoadedFile]:
+    """Read one input file's bytes and (unless not ``digest``) its digest, refusing files
+    that escape ``root`` or break limits."""
     loaded = LoadedFile(name=name)
     try:
         resolved, info = inspect_input(root, name, limits)
@@ -168,7 +171,8 @@ def read_input(root: Path, name: str, limits: LoadLimits) -> tuple[bytes | None,
         )
         return None, loaded
     loaded.size = len(raw)
-    loaded.sha256 = sha256_of(raw)
+    if digest:
+        loaded.sha256 = sha256_of(raw)
     return raw, loaded
 
 

@@ -15,7 +15,7 @@ from sandbox_replay.load.decode import (
     read_input,
     type_rows,
 )
-from sandbox_replay.load.files import LoadLimits
+from sandbox_replay.load.files import LoadLimits, sha256_of
 from sandbox_replay.model.policy import Derivation, Policy
 from sandbox_replay.model.rows import (
     ActionRequest,
@@ -26,6 +26,7 @@ from sandbox_replay.model.rows import (
     SideEffect,
     Table,
 )
+from sandbox_replay.threads import OnThread
 
 
 class InputMode(StrEnum):
@@ -145,23 +146,38 @@ def _load(
     on_bytes: BytesHook,
     on_decoded: DecodedHook,
 ) -> LoadedFile:
-    """Read one file; hand its bytes to ``on_bytes``, parse them, hand the value to ``on_decoded``.
+    """Read one file; hand its bytes to ``on_bytes`` while parsing them
+    (``_digest_and_hand_on``), then hand the parsed value to ``on_decoded``.
 
     A list file's rows end typed (``ROW_KINDS``), decoded so where the file allows, else
     typed once its forbidden keys are noted; no dict per row outlives the file's load.
     """
-    raw, loaded = read_input(root, name, limits)
+    raw, loaded = read_input(root, name, limits, digest=False)
     if raw is None:
         return loaded
-    on_bytes(name, raw)
     kind = ROW_KINDS.get(name)
-    parse_input(raw, loaded, key, limits, kind)
+    beside = OnThread("sandbox-replay-scan", _digest_and_hand_on, loaded, raw, on_bytes)
+    try:
+        parse_input(raw, loaded, key, limits, kind)
+    finally:
+        beside.join()
+    beside.result()  # what on_bytes raised, raised here
     if loaded.data is not None:
         on_decoded(name, loaded.data)
         note_forbidden_keys(loaded)
         if kind is not None:
             type_rows(loaded, kind)
     return loaded
+
+
+def _digest_and_hand_on(loaded: LoadedFile, raw: bytes, on_bytes: BytesHook) -> None:
+    """Digest a file's bytes and hand them to ``on_bytes``: beside its parse, on a thread.
+
+    Both run in C with the GIL let go for most of their time (hashlib, RE2), so they cost
+    the load little more than the parse.
+    """
+    loaded.sha256 = sha256_of(raw)
+    on_bytes(loaded.name, raw)
 
 
 def _load_largest_first(
@@ -201,11 +217,11 @@ def load_run(
 ) -> RunInputs:
     """Load every file of a run and build the join indexes and derivations.
 
-    ``on_bytes`` sees each file's raw bytes once, before they are parsed (the
+    ``on_bytes`` sees each file's raw bytes once, on a thread while they are parsed (the
     forbidden-material scan runs there, so every input byte is read from disk only
-    once), in the order the files are loaded. ``on_decoded`` sees each file's decoded
-    top-level object once, after its bytes, before its rows are typed. What either
-    raises, ``load_run`` raises.
+    once), in the order the files are loaded, one file at a time. ``on_decoded`` sees
+    each file's decoded top-level object once, after ``on_bytes`` has returned for it,
+    before its rows are typed. What either raises, ``load_run`` raises.
     """
     names = dict(CORE_FILES)
     if mode is InputMode.BUNDLE:
