@@ -6,6 +6,7 @@ Whatever writes them, the bytes are those of the standard library's ``json.dumps
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -14,9 +15,17 @@ from hypothesis import strategies as st
 from conftest import FIRST_WAVE, replay_dir
 from sandbox_replay.atomic import dump_json, iter_json_chunks, struct_fields
 from sandbox_replay.checks.trace import canonical_digest, spans_digest
-from sandbox_replay.load.run import InputMode
-from sandbox_replay.model.rows import UNSET, Rollback, Table
-from sandbox_replay.records.build import MAX_TEXT, REDACTED, build_records, record_rows, redact
+from sandbox_replay.load.run import InputMode, RunInputs
+from sandbox_replay.model.policy import default_table
+from sandbox_replay.model.rows import UNSET, ActionRequest, PolicyVerdict, Rollback, Table
+from sandbox_replay.records.build import (
+    MAX_TEXT,
+    REDACTED,
+    build_records,
+    derived_rows,
+    record_rows,
+    redact,
+)
 
 
 def _standard(value: Any) -> bytes:
@@ -122,6 +131,61 @@ def test_record_rows_show_each_held_field_as_a_scalar_then_the_line(
     floats = _holds_float(expected)
     written = iter_json_chunks({"rows": shown}, may_hold_floats=floats, items_per_chunk=per_chunk)
     assert b"".join(written) == _standard({"rows": expected})
+
+
+# Request and verdict rows of one request each: each shape field held or not, any value.
+_SHAPE = ("action_kind", "requested_capability", "risk_class")
+derived_inputs = st.tuples(
+    st.fixed_dictionaries({}, optional={name: row_values for name in _SHAPE}),
+    st.none()
+    | st.fixed_dictionaries({}, optional={"verdict": row_values, "rule_refs": row_values}),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(derived_inputs, max_size=8), st.integers(min_value=0, max_value=4100))
+def test_derived_rows_show_the_copied_fields_as_scalars_and_none_where_not_held(
+    given_inputs: list[tuple[dict[str, Any], dict[str, Any] | None]], plain: int
+) -> None:
+    # ``plain`` rows that need no projecting come first, so that the given ones fall in
+    # the first or the second batch the projection looks at together.
+    inputs: list[tuple[dict[str, Any], dict[str, Any] | None]]
+    inputs = [({"action_kind": "a", "risk_class": "r"}, {"verdict": "allow"})] * plain
+    inputs += given_inputs
+    run = RunInputs(Path("."), InputMode.BUNDLE, default_table(), {})
+    requests = [
+        ActionRequest(request_id=f"req-{i}", **shape, line=i) for i, (shape, _) in enumerate(inputs)
+    ]
+    verdicts = [
+        PolicyVerdict(request_id=f"req-{i}", **declared, line=i)
+        for i, (_, declared) in enumerate(inputs)
+        if declared is not None
+    ]
+    run.requests = Table.of("action_requests.json", requests, "request_id")
+    run.verdicts = Table.of("policy_verdicts.json", verdicts, "request_id")
+    run.derivations = dict(zip(run.requests.by_key, run.policy.derive_each(requests), strict=True))
+    shown = derived_rows(run)[plain:]
+
+    def copied(row: dict[str, Any] | None, name: str) -> Any:
+        return _scalar_of(row[name]) if row is not None and name in row else None
+
+    assert [
+        (
+            r.action_kind,
+            r.requested_capability,
+            r.risk_class,
+            r.declared_verdict,
+            r.declared_rule_refs,
+        )
+        for r in shown
+    ] == [
+        (
+            *(copied(shape, name) for name in _SHAPE),
+            copied(declared, "verdict"),
+            copied(declared, "rule_refs"),
+        )
+        for shape, declared in given_inputs
+    ]
 
 
 def test_a_field_not_held_is_left_out_and_reads_as_none() -> None:

@@ -32,7 +32,7 @@ def derivation_passes(derivation: Derivation, verdict: PolicyVerdict | None) -> 
     return (
         verdict.verdict == derivation.verdict
         and isinstance(refs, list)
-        and any(ref in refs for ref in derivation.determining)
+        and any(map(refs.__contains__, derivation.determining))  # a determining rule cited
     )
 
 

@@ -19,7 +19,7 @@ contains a matched text is replaced by ``REDACTED`` before anything is serialise
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, repeat
@@ -146,23 +146,26 @@ def _scalar(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
-_KEPT_AS_IS = frozenset({bool, int, float, type(None), type(UNSET)})
-_SCALAR_KINDS = frozenset({str, *_KEPT_AS_IS})
+_KEPT_AS_IS = frozenset({bool, int, float, type(None)})
 _STR_ONLY = frozenset({str})
 # Rows looked at together when telling whether their values stand in the record as they are.
 _ROWS_PER_STEP = 4096
 R = TypeVar("R", bound=InputRow)
+S = TypeVar("S", bound=msgspec.Struct)
 
 
-def _kept_as_is(values: Sequence[Any]) -> bool:
+def _kept_as_is(values: Sequence[Any], absent: frozenset[type]) -> bool:
     """Say whether ``_scalar`` returns every one of ``values`` unchanged (or an equal copy).
 
-    True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float, None
-    or ``UNSET``, or a list of at most 64 such strings. Read off the values' types and
-    lengths (``length_hint`` is a str's length, 0 for the others).
+    True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float, None,
+    a value of a type in ``absent`` (``UNSET``, where the record leaves a field out) or a
+    list of at most 64 strings of that length. Read off the values' types and lengths
+    (``length_hint`` is a str's length, 0 for the others).
     """
     kinds = set(map(type, values))
-    if not kinds <= _SCALAR_KINDS | {list} or max(map(length_hint, values)) > MAX_TEXT:
+    if not kinds <= _KEPT_AS_IS | absent | {str, list}:
+        return False
+    if max(map(length_hint, values), default=0) > MAX_TEXT:
         return False
     if list not in kinds:
         return True
@@ -173,6 +176,17 @@ def _kept_as_is(values: Sequence[Any]) -> bool:
         and set(map(type, items)) <= _STR_ONLY
         and max(map(len, items), default=0) <= MAX_TEXT
     )
+
+
+def _as_recorded(rows: list[S], project: Callable[[S], S], absent: frozenset[type]) -> list[S]:
+    """Return ``rows`` as the record lists them: ``project`` of each, or the row itself
+    wherever projecting would change nothing (``_kept_as_is``), as in nearly every file."""
+    recorded: list[S] = []
+    for start in range(0, len(rows), _ROWS_PER_STEP):
+        step = rows[start : start + _ROWS_PER_STEP]
+        values = list(chain.from_iterable(map(msgspec.structs.astuple, step)))
+        recorded += step if _kept_as_is(values, absent) else map(project, step)
+    return recorded
 
 
 def _projected(row: R) -> R:
@@ -186,16 +200,9 @@ def _projected(row: R) -> R:
 
 
 def record_rows(table: Table[R]) -> list[R]:
-    """Return a list file's rows as the result record lists them (``_projected``).
-
-    The rows themselves wherever projecting changes nothing, as in nearly every file.
-    """
-    rows: list[R] = []
-    for start in range(0, len(table.rows), _ROWS_PER_STEP):
-        step = table.rows[start : start + _ROWS_PER_STEP]
-        values = list(chain.from_iterable(map(msgspec.structs.astuple, step)))
-        rows += step if _kept_as_is(values) else map(_projected, step)
-    return rows
+    """Return a list file's rows as the result record lists them (``_projected``); a field
+    the row does not hold is left out."""
+    return _as_recorded(table.rows, _projected, frozenset({type(UNSET)}))
 
 
 class DerivedRow(msgspec.Struct, gc=False):
@@ -217,6 +224,26 @@ class DerivedRow(msgspec.Struct, gc=False):
         return getattr(self, name, None)
 
 
+# The fields of a derived row copied from the request and verdict rows.
+_COPIED = (
+    "action_kind",
+    "requested_capability",
+    "risk_class",
+    "declared_verdict",
+    "declared_rule_refs",
+)
+
+
+def _shown(row: DerivedRow) -> DerivedRow:
+    """Return the row with each value copied from an input as ``_scalar`` has it, None
+    where the input row does not hold it."""
+    changes = {}
+    for name in _COPIED:
+        value = getattr(row, name)
+        changes[name] = None if value is UNSET else _scalar(value)
+    return msgspec.structs.replace(row, **changes)
+
+
 def column_of(rows: Iterable[Any], name: str) -> list[Any]:
     """Return ``[row.get(name) for row in rows]`` of a record's row list.
 
@@ -227,7 +254,7 @@ def column_of(rows: Iterable[Any], name: str) -> list[Any]:
 
 
 def derived_rows(run: RunInputs) -> list[DerivedRow]:
-    """Return one row per derived request, in request order."""
+    """Return one row per derived request, in request order, as the record lists them."""
     rows = []
     for request_id, derivation in run.derivations.items():
         request = run.requests.by_key[request_id]
@@ -235,24 +262,19 @@ def derived_rows(run: RunInputs) -> list[DerivedRow]:
         rows.append(
             DerivedRow(
                 request_id,
-                _shown(request.action_kind),
-                _shown(request.requested_capability),
-                _shown(request.risk_class),
+                request.action_kind,
+                request.requested_capability,
+                request.risk_class,
                 derivation.verdict,
                 derivation.rule_ref,
                 derivation.fail_closed,
                 list(derivation.mismatched_fields),
-                _shown(verdict.verdict) if verdict is not None else None,
-                _shown(verdict.rule_refs) if verdict is not None else None,
+                verdict.verdict if verdict is not None else None,
+                verdict.rule_refs if verdict is not None else None,
                 derivation_passes(derivation, verdict),
             )
         )
-    return rows
-
-
-def _shown(value: Any) -> Any:
-    """Return a field's value as a derived row shows it: ``_scalar``, None where not held."""
-    return None if value is UNSET else _scalar(value)
+    return _as_recorded(rows, _shown, frozenset())
 
 
 def _counts(replay: Replay) -> dict[str, int]:
