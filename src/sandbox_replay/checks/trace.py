@@ -11,6 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -69,14 +70,15 @@ def canonical_digest(value: Any, *, may_hold_floats: bool = True) -> str:
 
 def input_digest(request: ActionRequest) -> str:
     """Return the digest of what a span's request asked: its action ref, capability, risk."""
-    values = [value_of(getattr(request, name)) for name in DIGESTED_FIELDS]
-    if all(type(v) is str for v in values):  # msgspec writes strings as the canonical form does
+    values = _digested(request)
+    if set(map(type, values)) == {str}:  # msgspec writes strings as the canonical form does
         return "sha256:" + hashlib.sha256(msgspec.json.encode(values)).hexdigest()
-    return canonical_digest(values)
+    return canonical_digest(list(map(value_of, values)))
 
 
 # The request fields a span's input digest is made of, in its order.
 DIGESTED_FIELDS = ("normalized_action_ref", "requested_capability", "risk_class")
+_digested = attrgetter(*DIGESTED_FIELDS)
 
 
 def _outcome(declared: Any, executed: bool) -> str:

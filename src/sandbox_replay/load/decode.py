@@ -376,15 +376,22 @@ def _decode(raw: bytes, layout: Layout, limits: LoadLimits) -> tuple[dict[str, A
     """Decode ``raw`` into its top-level object, and say whether it may hold a float.
 
     The object is None where the file breaks a rule of the format (the caller has checked
-    the nesting depth): anything msgspec refuses, a top-level value that is not an object, a
-    string or key longer than ``max_string_chars``. (A key given twice in one object, kept
-    once, ``parse_input`` tells by counting.)
+    the nesting depth): anything msgspec refuses, a top-level value that is not an object,
+    a string or key longer than ``max_string_chars``. (A key given twice in one object,
+    kept once, ``parse_input`` tells by counting.) A list file as exporters write it is
+    decoded with its types checked as it is parsed (``_PLAIN_LIST_FILE``), which leaves no
+    float to look for; any other file is decoded as any JSON and walked for one.
     """
     try:
-        data = msgspec.json.decode(raw)
-    except msgspec.DecodeError:  # a number out of range included
+        data, floats = _PLAIN_LIST_FILE.decode(raw), False
+    except msgspec.ValidationError:
+        try:
+            data = msgspec.json.decode(raw)
+        except msgspec.DecodeError:  # a number out of range included
+            return None, True
+        floats = _holds(data, float)
+    except msgspec.DecodeError:
         return None, True
-    floats = _holds(data, float)
     if type(data) is not dict:
         return None, floats
     if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
@@ -392,6 +399,12 @@ def _decode(raw: bytes, layout: Layout, limits: LoadLimits) -> tuple[dict[str, A
     ):
         return None, floats
     return data, floats
+
+
+# A list file as exporters write it: an object of lists of objects whose values are a
+# string, an integer, a boolean, null, or a list of those.
+_Plain = str | int | bool | None
+_PLAIN_LIST_FILE = msgspec.json.Decoder(dict[str, list[dict[str, _Plain | list[_Plain]]]])
 
 
 def _decode_typed_rows(
