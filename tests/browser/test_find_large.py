@@ -32,7 +32,7 @@ from generate_bundle import generate
 REQUESTS = 60_000
 RUN = "large60k"
 BUDGET_MS = 300
-SEVERITY_ORDER = ["critical", "high", "medium", "not joined"]
+SEVERITY_ORDER = ["critical", "high", "medium", "low", "not joined"]
 
 FIRST_RESULT = """async (query) => {
     const input = document.querySelector('#run-search-q');
