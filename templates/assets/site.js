@@ -170,8 +170,7 @@
         if (ok) shown += 1;
       });
       only.hidden = !state.run;
-      only.textContent = state.run ? "Only run \u201c" + state.run + "\u201d \u2715" : "";
-      only.setAttribute("aria-label", "Show every run, not only " + state.run);
+      only.textContent = state.run ? "Only \u201c" + state.run + "\u201d: show every run" : "";
       count.textContent = shown + " of " + rows.length + " runs shown";
     }
     function changed() {

@@ -138,7 +138,8 @@ def stacked_bar_chart(
     row_height = ROW + LABEL_ABOVE if above else ROW
     largest = max((sum(d.value for d in segments) for _, segments in rows), default=0)
     scale = bar_room / largest if largest else 0.0
-    top = PAD + (LEGEND_ROW * ((len(keys) + 2) // 3) if keys else 0.0)
+    columns = _legend_columns(len(keys))
+    top = PAD + (LEGEND_ROW * -(-len(keys) // columns) if keys else 0.0)
 
     body: list[str] = []
     if keys:
@@ -188,12 +189,18 @@ def _filter_attribute(value: str) -> str:
     return f' data-filter="{value}"' if value else ""
 
 
+def _legend_columns(keys: int) -> int:
+    """Four keys (the four severities) share one line; otherwise three to a line."""
+    return 4 if keys == 4 else 3
+
+
 def _legend(keys: list[tuple[str, str]], filters: Mapping[str, str] | None = None) -> str:
-    column = (WIDTH - 2 * PAD) / 3
+    columns = _legend_columns(len(keys))
+    column = (WIDTH - 2 * PAD) / columns
     parts = ['<g class="chart-legend">']
     for index, (label, css_class) in enumerate(keys):
-        x = PAD + (index % 3) * column
-        y = PAD + (index // 3) * LEGEND_ROW
+        x = PAD + (index % columns) * column
+        y = PAD + (index // columns) * LEGEND_ROW
         parts.append(
             f'<g class="chart-key"{_filter_attribute((filters or {}).get(label, ""))}>'
             f"<title>{escape(label)}</title>"
