@@ -137,8 +137,10 @@ def test_same_input_gives_the_same_bytes() -> None:
 
 
 def test_hostile_labels_stay_text() -> None:
+    # As long as the hostile label, so that both are drawn above their bars.
+    plain = "a plain run name as long as the hostile one"
     benign = stacked_bar_chart(
-        [("run", [BarDatum("allow", 1, "verdict-allow")])], title="plain", id_prefix="h"
+        [(plain, [BarDatum("allow", 1, "verdict-allow")])], title="plain", id_prefix="h"
     )
     hostile = stacked_bar_chart(
         [(HOSTILE, [BarDatum(HOSTILE, 1, "verdict-allow")])], title=HOSTILE, id_prefix="h"

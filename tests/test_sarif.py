@@ -107,7 +107,7 @@ def test_rules_come_from_the_registry() -> None:
     severities = {
         e.severity.value: by_id[e.code]["properties"]["security-severity"] for e in REGISTRY
     }
-    assert severities == {"critical": "9.5", "high": "7.5", "medium": "5.0"}
+    assert severities == {"critical": "9.5", "high": "7.5", "medium": "5.0", "low": "3.0"}
 
 
 def test_passing_fixture_gives_no_gating_result() -> None:

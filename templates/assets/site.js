@@ -1,27 +1,80 @@
-/* sandbox-replay report: sorting and filtering of the runs table; a run's search, its
-   permalinks (resolved from any page of the run) and their copy links.
-   Progressive enhancement only: with scripts off every row is shown in its built order
-   and every link works. No network, no storage, no dependency: the search index is read
-   as script files beside the pages (runs/<run>/search/, see report/search_index.py),
-   which a browser runs from file:// where it would refuse a fetch. */
+/* sandbox-replay report: the colour scheme picker; sorting and filtering of the runs
+   table, and its charts as filters; a run's search, its permalinks (resolved from any
+   page of the run) and their copy links.
+   Progressive enhancement only: with scripts off every row is shown in its built order,
+   every link works and the colours follow the system. No network, no dependency: the
+   search index is read as script files beside the pages (runs/<run>/search/, see
+   report/search_index.py), which a browser runs from file:// where it would refuse a
+   fetch. The one thing kept is the reader's colour scheme, in localStorage where the
+   browser allows it (file:// may not: then the choice lasts for the page).
+   Loaded in the page's head, so that the scheme is set before the first paint. */
 (function () {
   "use strict";
+
+  /* -- colour scheme: "" follows the system; "light" or "dark" is the reader's choice */
+  var SCHEME_KEY = "sandbox-replay-scheme";
+
+  function storedScheme() {
+    try { return window.localStorage.getItem(SCHEME_KEY) || ""; } catch (e) { return ""; }
+  }
+
+  function applyScheme(value) {
+    if (value === "light" || value === "dark") {
+      document.documentElement.setAttribute("data-scheme", value);
+    } else {
+      document.documentElement.removeAttribute("data-scheme");
+    }
+  }
+
+  applyScheme(storedScheme());
+
+  function makeSchemePicker(select) {
+    var current = document.documentElement.getAttribute("data-scheme") || "";
+    select.value = current;
+    select.addEventListener("change", function () {
+      applyScheme(select.value);
+      try {
+        if (select.value) window.localStorage.setItem(SCHEME_KEY, select.value);
+        else window.localStorage.removeItem(SCHEME_KEY);
+      } catch (e) { /* no storage here: the choice holds for this page */ }
+    });
+    window.addEventListener("storage", function (event) {
+      if (event.key !== SCHEME_KEY) return;
+      applyScheme(event.newValue || "");
+      select.value = event.newValue || "";
+    });
+    select.closest("label").hidden = false;
+  }
+
+  /* The sticky contents bar of a run page may wrap: keep the sticky file names below it. */
+  function trackTocHeight(toc) {
+    function measure() {
+      var sticky = window.getComputedStyle(toc).position === "sticky";
+      document.documentElement.style.setProperty("--toc-h", (sticky ? toc.offsetHeight : 0) + "px");
+    }
+    measure();
+    if (window.ResizeObserver) new window.ResizeObserver(measure).observe(toc);
+    window.addEventListener("resize", measure);
+  }
 
   function cellValue(row, index, kind) {
     var cell = row.cells[index];
     if (!cell) return kind === "num" ? 0 : "";
     var raw = cell.hasAttribute("data-sort") ? cell.getAttribute("data-sort") : cell.textContent;
     if (kind === "num") {
-      var n = parseFloat(raw);
+      var n = parseFloat(raw.replace(/,/g, ""));
       return isNaN(n) ? 0 : n;
     }
     return raw.trim().toLowerCase();
   }
 
-  /* The index's filter and sort live in the URL fragment (#status=blocked&q=net&sort=9-desc),
-     so a filtered, sorted view can be linked and reloaded. */
+  /* The index's filter and sort live in the URL fragment
+     (#status=blocked&sev=critical&run=first_wave&q=net&sort=9-desc), so a filtered, sorted
+     view can be linked and reloaded. */
+  var STATE_KEYS = ["status", "sev", "run", "q", "sort"];
+
   function readState() {
-    var state = { status: "", q: "", sort: "" };
+    var state = { status: "", sev: "", run: "", q: "", sort: "" };
     var hash = window.location.hash.slice(1);
     if (hash.indexOf("=") === -1) return state;
     hash.split("&").forEach(function (pair) {
@@ -36,7 +89,7 @@
 
   function writeState(state) {
     var parts = [];
-    ["status", "q", "sort"].forEach(function (name) {
+    STATE_KEYS.forEach(function (name) {
       if (state[name]) parts.push(name + "=" + encodeURIComponent(state[name]));
     });
     var url = window.location.pathname + window.location.search + (parts.length ? "#" + parts.join("&") : "");
@@ -87,37 +140,77 @@
     }
   }
 
+  function decoded(value) {
+    try { return decodeURIComponent(value); } catch (e) { return value; }
+  }
+
+  function choose(select, value) {
+    var safe = value.replace(/[^a-z_]/g, "");
+    select.value = safe && select.querySelector("option[value='" + safe + "']") ? safe : "";
+  }
+
   function makeFilterable(table, panel, state) {
     var status = panel.querySelector("[data-filter-status]");
+    var sev = panel.querySelector("[data-filter-sev]");
     var text = panel.querySelector("[data-filter-text]");
+    var only = panel.querySelector("[data-filter-run]");
     var count = panel.querySelector("[data-filter-count]");
     var rows = table.tBodies[0].rows;
     function apply() {
       var wanted = status.value;
+      var severity = sev.value;
       var needle = text.value.trim().toLowerCase();
       var shown = 0;
       Array.prototype.forEach.call(rows, function (row) {
         var ok = (!wanted || row.getAttribute("data-status") === wanted) &&
+          (!severity || (" " + row.getAttribute("data-severities") + " ").indexOf(" " + severity + " ") !== -1) &&
+          (!state.run || decoded(row.getAttribute("data-run") || "") === state.run) &&
           (!needle || row.textContent.toLowerCase().indexOf(needle) !== -1);
         row.hidden = !ok;
         if (ok) shown += 1;
       });
+      only.hidden = !state.run;
+      only.textContent = state.run ? "Only \u201c" + state.run + "\u201d: show every run" : "";
       count.textContent = shown + " of " + rows.length + " runs shown";
     }
     function changed() {
       state.status = status.value;
+      state.sev = sev.value;
       state.q = text.value;
       writeState(state);
       apply();
     }
-    if (state.status && status.querySelector("option[value='" + state.status.replace(/[^a-z_]/g, "") + "']")) {
-      status.value = state.status;
+    function show() {
+      choose(status, state.status);
+      choose(sev, state.sev);
+      text.value = state.q;
+      apply();
     }
-    text.value = state.q;
     status.addEventListener("change", changed);
+    sev.addEventListener("change", changed);
     text.addEventListener("input", changed);
+    only.addEventListener("click", function () {
+      state.run = "";
+      writeState(state);
+      apply();
+    });
+    /* A chart's bar or legend key filters the table: one run, one status or one severity. */
+    Array.prototype.forEach.call(document.querySelectorAll(".charts [data-filter]"), function (mark) {
+      mark.classList.add("clickable");
+      mark.addEventListener("click", function () {
+        var filter = mark.getAttribute("data-filter");
+        var at = filter.indexOf("=");
+        var name = filter.slice(0, at), value = decoded(filter.slice(at + 1));
+        state.status = ""; state.sev = ""; state.run = ""; state.q = "";
+        state[name] = value;
+        writeState(state);
+        show();
+        var heading = document.getElementById("runs-h");
+        if (heading && heading.scrollIntoView) heading.scrollIntoView();
+      });
+    });
     panel.hidden = false;
-    apply();
+    show();
   }
 
   /* -- a run's search index: loaded one script file at a time, on demand */
@@ -348,6 +441,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    var picker = document.querySelector("[data-scheme-pick]");
+    if (picker) makeSchemePicker(picker);
+    var toc = document.querySelector(".page-toc");
+    if (toc) trackTocHeight(toc);
     markRow();
     window.addEventListener("hashchange", markRow);
     var form = document.querySelector("form.run-search");

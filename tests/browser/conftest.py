@@ -14,6 +14,8 @@ exceptions; the test fails on any of them. Every test here is marked ``browser``
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -147,6 +149,37 @@ def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Keep the test output clean."""
+
+
+LARGE_REQUESTS = 60_000
+LARGE_RUN = "large60k"
+
+
+@pytest.fixture(scope="session")
+def large(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    """A site of one generated 60,000-request run (1% failing), opened from ``file://``.
+
+    Built by the CLI in a process of its own, not in this one: a 60,000-request replay
+    would leave this process's resident set large, and a child it starts later
+    (``test_limits`` measures one's peak) inherits that figure across ``exec``.
+    """
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from generate_bundle import generate
+
+    root = tmp_path_factory.mktemp("large")
+    generate(root / "inputs" / LARGE_RUN, LARGE_REQUESTS, seed=7, failing_fraction=0.01)
+    out = root / "site"
+    cli = Path(sys.executable).with_name("sandbox-replay")
+    built = subprocess.run(
+        [str(cli), "build", str(root / "inputs"), "--out", str(out), "-q"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    assert (out / "runs" / LARGE_RUN / "index.html").is_file(), built.stderr
+    return Site("file", out, out.as_uri() + "/")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Finding anything in a generated 60,000-request run: a late request, a permalink, the gaps.
 
-The run is built once for the module (about half a minute). Timings are printed (``-s``)
+The run is built once for the session (``large`` in ``conftest``, about half a minute). Timings are printed (``-s``)
 and held to the issue's budget: the first result of a search shows in under 300 ms. A
 search loads the same manifest and one part of the same size whatever the run's size, so
 this is the figure a 600,000-request run gives too (``benchmarks/search_latency.py``
@@ -11,28 +11,20 @@ from __future__ import annotations
 
 import re
 import statistics
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from browser.conftest import Site
-from conftest import REPO
+from browser.conftest import LARGE_REQUESTS as REQUESTS
+from browser.conftest import LARGE_RUN as RUN
 
 if TYPE_CHECKING:
-    from browser.conftest import PageOpener
+    from browser.conftest import PageOpener, Site
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from generate_bundle import generate
-
-REQUESTS = 60_000
-RUN = "large60k"
 BUDGET_MS = 300
-SEVERITY_ORDER = ["critical", "high", "medium", "not joined"]
+SEVERITY_ORDER = ["critical", "high", "medium", "low", "not joined"]
 
 FIRST_RESULT = """async (query) => {
     const input = document.querySelector('#run-search-q');
@@ -73,29 +65,6 @@ def rows_of(page: Path) -> _Rows:
     parser = _Rows()
     parser.feed(page.read_text("utf-8"))
     return parser
-
-
-@pytest.fixture(scope="module")
-def large(tmp_path_factory: pytest.TempPathFactory) -> Site:
-    """The run's site, built by the CLI in a process of its own.
-
-    Not in this one: a 60,000-request replay would leave this process's resident set
-    large, and a child it starts later (``test_limits`` measures one's peak) inherits that
-    figure across ``exec``.
-    """
-    root = tmp_path_factory.mktemp("large")
-    generate(root / "inputs" / RUN, REQUESTS, seed=7, failing_fraction=0.01)
-    out = root / "site"
-    cli = Path(sys.executable).with_name("sandbox-replay")
-    built = subprocess.run(
-        [str(cli), "build", str(root / "inputs"), "--out", str(out), "-q"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0 and (out / "runs" / RUN / "index.html").is_file(), built.stderr
-    return Site("file", out, out.as_uri() + "/")
 
 
 def test_search_finds_a_request_on_the_last_join_page(opener: PageOpener, large: Site) -> None:

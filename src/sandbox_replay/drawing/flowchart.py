@@ -69,6 +69,8 @@ PAD_X: Final = 12.0
 PAD_Y: Final = 9.0
 NODE_MIN_WIDTH: Final = 112.0
 LABEL_MAX_WIDTH: Final = 132.0
+COUNT_MAX_WIDTH: Final = 240.0
+COUNT_MAX_LINES: Final = 4
 RANK_GAP_LR: Final = 44.0
 RANK_GAP_TB: Final = 36.0
 NODE_GAP_LR: Final = 20.0
@@ -294,11 +296,19 @@ def _assign_layers(graph: _Graph) -> list[int]:
 
 
 def _measure(node: FlowNode) -> _Box:
-    """Wrap the label and the count (at most two lines each) and size the box around them."""
+    """Wrap the label (two lines) and the count (four) and size the box around them.
+
+    A count is broken only at spaces and never cut mid-number: a word wider than the
+    usual line (``59,629/60,000``) widens the box, up to ``COUNT_MAX_WIDTH``.
+    """
     label_lines = wrap_text(_name(node), LABEL_FONT, LABEL_MAX_WIDTH, 2)
-    # A no-break space keeps the glyph on the count's first line when a long count wraps.
-    count = f"{STATUS_GLYPHS[node.status]}\u00a0{clean_text(node.count_text)}".strip()
-    count_lines = wrap_text(count, BOLD_COUNT_FONT, LABEL_MAX_WIDTH, 2)
+    # No-break spaces keep the glyph on the count's first line when a long count wraps,
+    # and each " · " at the end of the line it closes.
+    shown = clean_text(node.count_text).replace(" · ", "\u00a0· ")
+    count = f"{STATUS_GLYPHS[node.status]}\u00a0{shown}".strip()
+    count_lines = wrap_text(
+        count, BOLD_COUNT_FONT, LABEL_MAX_WIDTH, COUNT_MAX_LINES, widest=COUNT_MAX_WIDTH
+    )
     inner = max(
         *(text_width(line, LABEL_FONT) for line in label_lines),
         *(text_width(line, BOLD_COUNT_FONT) for line in count_lines),

@@ -68,6 +68,9 @@ def text_width(text: str, font_size: float) -> float:
             units += 0.34
         elif char.isupper() or char in "mwMW@%":
             units += 0.72
+        elif char.isdigit():
+            # Digits are tabular and wide in common sans faces (DejaVu Sans: 0.64 em).
+            units += 0.64
         else:
             units += 0.58
     return units * font_size
@@ -83,8 +86,19 @@ def fit_text(text: str, font_size: float, max_width: float) -> str:
     return cut.rstrip() + ELLIPSIS
 
 
-def wrap_text(text: str, font_size: float, max_width: float, max_lines: int) -> list[str]:
-    """Break the text into at most ``max_lines`` lines at spaces, cutting the last if needed."""
+def wrap_text(
+    text: str,
+    font_size: float,
+    max_width: float,
+    max_lines: int,
+    *,
+    widest: float | None = None,
+) -> list[str]:
+    """Break the text into at most ``max_lines`` lines at spaces, cutting the last if needed.
+
+    With ``widest``, a line may run past ``max_width`` up to ``widest`` before it is cut:
+    a word (a count such as ``59,629/60,000``) is kept whole and the drawing sized to it.
+    """
     lines: list[str] = []
     current = ""
     for word in text.split(" "):
@@ -97,4 +111,4 @@ def wrap_text(text: str, font_size: float, max_width: float, max_lines: int) -> 
     lines.append(current)
     if len(lines) > max_lines:
         lines = [*lines[: max_lines - 1], " ".join(lines[max_lines - 1 :])]
-    return [fit_text(line, font_size, max_width) for line in lines]
+    return [fit_text(line, font_size, widest or max_width) for line in lines]

@@ -8,12 +8,13 @@ File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newl
   the code, name = the code in CamelCase, short description = its summary, full
   description = the "What it checks" section of its document, help = the whole document
   (text and Markdown), tags ``["security", <layer>]`` and ``security-severity`` (critical
-  9.5, high 7.5, medium 5.0).
+  9.5, high 7.5, medium 5.0, low 3.0: GitHub's bands).
 - ``runAutomationDetails.id``: ``sandbox-replay/<run name>/``, so each run is its own
   code-scanning category and one run's results never close another's alerts.
 - ``originalUriBaseIds``: ``%SRCROOT%``, the repository root the URIs are relative to.
 - ``results``: one per finding, in the finding order of the result record: ``ruleId``,
-  ``ruleIndex``, ``level`` (critical/high: error, medium: warning), ``message.text``
+  ``ruleIndex``, ``level`` (critical/high: error, medium/low: warning; a low finding
+  still blocks its run, and ``note`` is kept for expected alarms), ``message.text``
   (on one line, input values made visible and SARIF's link brackets escaped, so no input
   can open an embedded link nor forge a line of a log that prints it), one physical location (the input file relative to the repository root,
   ``uriBaseId: %SRCROOT%``, and the row's start line, 1 when unknown) and
@@ -91,8 +92,18 @@ SARIF_VERSION = "2.1.0"
 SRCROOT = "%SRCROOT%"
 FINGERPRINT_KEY = "sandboxReplay/v1"
 
-SECURITY_SEVERITY = {Severity.CRITICAL: "9.5", Severity.HIGH: "7.5", Severity.MEDIUM: "5.0"}
-LEVEL = {Severity.CRITICAL: "error", Severity.HIGH: "error", Severity.MEDIUM: "warning"}
+SECURITY_SEVERITY = {
+    Severity.CRITICAL: "9.5",
+    Severity.HIGH: "7.5",
+    Severity.MEDIUM: "5.0",
+    Severity.LOW: "3.0",
+}
+LEVEL = {
+    Severity.CRITICAL: "error",
+    Severity.HIGH: "error",
+    Severity.MEDIUM: "warning",
+    Severity.LOW: "warning",
+}
 EXPECTED_LEVEL = "note"
 LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
 # GitHub code scanning takes at most 25,000 results per run; past that the most severe are

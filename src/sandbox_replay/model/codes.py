@@ -57,11 +57,38 @@ _LAYER_TITLES = {
 
 
 class Severity(StrEnum):
-    """How bad a finding is; every finding blocks, severity only ranks them."""
+    """How bad a finding is, worst first; every finding blocks, severity only ranks them."""
 
     CRITICAL = "critical"
     HIGH = "high"
     MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def meaning(self) -> str:
+        """Return what a finding of this severity says about the run, in one sentence."""
+        return _SEVERITY_MEANINGS[self]
+
+
+_SEVERITY_MEANINGS = {
+    Severity.CRITICAL: (
+        "Containment failed or a boundary was crossed: a blocked action executed, a declared "
+        "verdict contradicts the policy, forbidden material, an authority overclaim, a path "
+        "out of the input folder."
+    ),
+    Severity.HIGH: (
+        "Evidence for containment is missing or could not be checked: no verdict, receipt "
+        "or rollback, or a file, row or key that could not be read and so went unchecked."
+    ),
+    Severity.MEDIUM: (
+        "The run covers too little to show containment: too few risk classes, verdict "
+        "labels or rollbacks, or a missing cold replay."
+    ),
+    Severity.LOW: (
+        "A row's floor or a field's format is wrong where the tool still checked what it "
+        "needed; whatever such a row means for containment raises its own, worse code."
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -223,7 +250,7 @@ FORBIDDEN_KEY_PRESENT = _r(
 PROJECTION_DENSITY_MISSING = _r(
     "SANDBOX_POLICY_PROJECTION_PROTOCOL_DENSITY_MISSING",
     L.PROJECTION_PROTOCOL,
-    S.MEDIUM,
+    S.LOW,
     "The projection protocol lacks a required field or has an empty list where one is required.",
 )
 PROJECTION_AUTHORITY_OVERCLAIM = _r(
@@ -257,7 +284,7 @@ POLICY_AUTHORITY_OVERCLAIM = _r(
 ACTION_REQUEST_INVALID = _r(
     "SANDBOX_POLICY_ACTION_REQUEST_INVALID",
     L.ACTION_REQUESTS,
-    S.MEDIUM,
+    S.LOW,
     "An action request row misses a required field or breaks the redaction floor.",
 )
 ACTION_POLICY_SHAPE_MISMATCH = _r(
@@ -295,7 +322,7 @@ ACTION_ID_CONFUSABLE = _r(
 VERDICT_INVALID = _r(
     "SANDBOX_POLICY_VERDICT_INVALID",
     L.POLICY_VERDICTS,
-    S.MEDIUM,
+    S.LOW,
     "A verdict row misses a required field, names a verdict the policy does not allow, or was not pre-execution.",
 )
 VERDICT_SEMANTIC_MISMATCH = _r(
@@ -339,7 +366,7 @@ ALLOWED_ACTION_MISSING_DIFF = _r(
 SIDE_EFFECT_RECEIPT_INVALID = _r(
     "SANDBOX_POLICY_SIDE_EFFECT_RECEIPT_INVALID",
     L.SIDE_EFFECTS,
-    S.MEDIUM,
+    S.LOW,
     "A side-effect receipt row misses a required field or has a field of the wrong type.",
 )
 SIDE_EFFECT_RECEIPT_MISSING = _r(
@@ -353,7 +380,7 @@ SIDE_EFFECT_RECEIPT_MISSING = _r(
 ROLLBACK_RECEIPT_INVALID = _r(
     "SANDBOX_POLICY_ROLLBACK_RECEIPT_INVALID",
     L.ROLLBACKS,
-    S.MEDIUM,
+    S.LOW,
     "A rollback row misses a required field, is not verified, or names an unknown request.",
 )
 ROLLBACK_RECEIPT_MISSING = _r(
@@ -519,7 +546,7 @@ SOURCE_MODULE_BODY_BOUNDARY_REQUIRED = _r(
 SOURCE_MODULE_COUNT_MISMATCH = _r(
     "SANDBOX_POLICY_SOURCE_MODULE_COUNT_MISMATCH",
     L.SOURCE_MODULES,
-    S.MEDIUM,
+    S.LOW,
     "The manifest's module_count differs from the number of modules it lists.",
 )
 SOURCE_MODULE_DUPLICATE = _r(

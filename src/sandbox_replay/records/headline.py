@@ -8,6 +8,12 @@ every figure in it can be traced there.
 
 Both end with the rules of the policy in force that no request exercised, when there
 are any (FORMAT 6): no gap by the pass rule, but nothing in the evidence shows they hold.
+
+It stays short whatever the run's size: it names at most ``MAX_GAPS`` gaps, then says how
+many more kinds of gap there are, and at most ``MAX_IDS`` ids of one gap and ``ID_BUDGET``
+in all, the most fundamental gaps first, each list ending "and N more". Every gap keeps
+its count; the run page's findings and gaps listing name the rest. Counts are written
+with separators (``1,666``), as everywhere else (``figures``).
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox_replay.figures import count, plural
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.build import column_of
 
 MAX_IDS = 3
+ID_BUDGET = 5
+MAX_GAPS = 4
 
 # Gap phrases by code: (one, many). A count and the subject ids are added around them.
 _PHRASES: dict[str, tuple[str, str]] = {
@@ -177,16 +186,26 @@ class GapHeadline:
     never_exercised: str = ""
 
 
-def _plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
+_plural = plural
 
 
-def _ids(ids: Sequence[str]) -> str:
-    unique = list(dict.fromkeys(ids))
-    shown = ", ".join(unique[:MAX_IDS])
-    if len(unique) > MAX_IDS:
-        shown += f" and {len(unique) - MAX_IDS} more"
-    return f" ({shown})" if shown else ""
+class _Ids:
+    """Names the ids of each gap in turn: at most ``MAX_IDS`` of one, ``ID_BUDGET`` in all."""
+
+    def __init__(self) -> None:
+        self.left = ID_BUDGET
+
+    def __call__(self, ids: Sequence[str]) -> str:
+        """Return `` (a, b and N more)`` for the gap's ids, or "" once the budget is spent."""
+        unique = list(dict.fromkeys(ids))
+        room = min(MAX_IDS, self.left)
+        if not unique or not room:
+            return ""
+        self.left -= min(room, len(unique))
+        shown = ", ".join(unique[:room])
+        if len(unique) > room:
+            shown += f" and {count(len(unique) - room)} more"
+        return f" ({shown})"
 
 
 class _Effects:
@@ -220,7 +239,9 @@ class _Effects:
         return sum(executed for executed, _ in found), sum(diffs for _, diffs in found)
 
 
-def _verdict_gaps(result: Mapping[str, Any], effects: _Effects) -> tuple[list[str], set[str]]:
+def _verdict_gaps(
+    result: Mapping[str, Any], effects: _Effects, _ids: _Ids
+) -> tuple[list[str], set[str]]:
     """Name each declared → derived disagreement, grouped, with what those actions left."""
     rows = result["derived_policy_verdict_rows"]
     groups: dict[tuple[str, str], list[str]] = {}
@@ -252,7 +273,8 @@ def _verdict_gaps(result: Mapping[str, Any], effects: _Effects) -> tuple[list[st
             )
         else:
             text = (
-                f"{len(ids)} declared {declared} derive{'s' if len(ids) == 1 else ''} to {derived}"
+                f"{count(len(ids))} declared {declared} "
+                f"derive{'s' if len(ids) == 1 else ''} to {derived}"
             )
         text += _ids(ids)
         if declared == "unusable":
@@ -282,7 +304,9 @@ def _phrase_key(finding: Mapping[str, Any]) -> tuple[str, str]:
     return code, ""
 
 
-def _finding_gaps(result: Mapping[str, Any], named: set[str], effects: _Effects) -> list[str]:
+def _finding_gaps(
+    result: Mapping[str, Any], named: set[str], effects: _Effects, _ids: _Ids
+) -> list[str]:
     """Name every other gap by code, most fundamental layer first, with its subjects.
 
     A trace-audit or side-effect finding about a request an earlier gap already names
@@ -323,7 +347,7 @@ def _finding_gaps(result: Mapping[str, Any], named: set[str], effects: _Effects)
             subjects = [s for s in subjects if _request_of(s) not in named]
             if not subjects:
                 continue
-        gap = _code_gap(key, subjects)
+        gap = _code_gap(key, subjects, _ids)
         if key[0] == codes.BLOCKED_ACTION_EXECUTED:
             _, diffs = effects.executed_diffs(set(subjects))
             gap += " and left " + _plural(diffs, "side effect", "side effects") if diffs else ""
@@ -332,12 +356,12 @@ def _finding_gaps(result: Mapping[str, Any], named: set[str], effects: _Effects)
     return gaps
 
 
-def _code_gap(key: tuple[str, str], subjects: list[str]) -> str:
+def _code_gap(key: tuple[str, str], subjects: list[str], _ids: _Ids) -> str:
     code, needle = key
-    count = len(subjects)
+    found = len(subjects)
     for known, phrase in _MESSAGE_PHRASES.get(code, ()):
         if known == needle:
-            return _plural(count, *phrase) + _ids(subjects)
+            return _plural(found, *phrase) + _ids(subjects)
     if code == codes.ROLLBACK_RECEIPTS_INSUFFICIENT:
         return "fewer than 2 rollback receipts recorded"
     if code == codes.FORBIDDEN_MATERIAL_DETECTED:
@@ -349,24 +373,23 @@ def _code_gap(key: tuple[str, str], subjects: list[str]) -> str:
         )
     if code == codes.SIDE_EFFECT_SEMANTIC_MISMATCH:
         return _plural(
-            count,
+            found,
             "side effect contradicts its derived verdict",
             "side effects contradict their derived verdicts",
         ) + _ids(subjects)
     if code == codes.VERDICT_SEMANTIC_MISMATCH:
         return _plural(
-            count, "verdict row names no request", "verdict rows name no request"
+            found, "verdict row names no request", "verdict rows name no request"
         ) + _ids(subjects)
     known_phrase = _PHRASES.get(code)
     if known_phrase is not None:
-        return _plural(count, *known_phrase) + _ids(subjects)
+        return _plural(found, *known_phrase) + _ids(subjects)
     entry = REGISTRY[code]
     label = entry.layer.label.lower()
     return (
-        _plural(count, f"{label} finding", f"{label} findings")
+        _plural(found, f"{label} finding", f"{label} findings")
         + f" ({entry.code}"
-        + _ids(subjects).replace(" (", ": ", 1)
-        + ("" if subjects else ")")
+        + (listed.replace(" (", ": ", 1) if (listed := _ids(subjects)) else ")")
     )
 
 
@@ -376,7 +399,10 @@ def _negative_gap(result: Mapping[str, Any]) -> list[str]:
     if not missing:
         return []
     fired = expected - len(missing)
-    return [f"only {fired}/{expected} negative cases fired (missing: {', '.join(missing)})"]
+    return [
+        f"only {count(fired)}/{count(expected)} negative cases fired "
+        f"(missing: {', '.join(missing)})"
+    ]
 
 
 def _unrun_gaps(result: Mapping[str, Any]) -> list[str]:
@@ -391,25 +417,26 @@ def _unrun_gaps(result: Mapping[str, Any]) -> list[str]:
 
 def _pass_text(result: Mapping[str, Any]) -> str:
     parts = [
-        f"All {result['action_request_count']} verdicts re-derived",
+        f"All {count(result['action_request_count'])} verdicts re-derived",
         _plural(
             result["blocked_without_execution_count"],
             "block left no side effect",
             "blocks left no side effect",
         ),
         _plural(result["rollback_verified_count"], "rollback verified", "rollbacks verified"),
-        f"{result['cold_replay_confirmed_count']}/{result['cold_replay_count']} cold replays "
-        "confirmed",
+        f"{count(result['cold_replay_confirmed_count'])}/{count(result['cold_replay_count'])} "
+        "cold replays confirmed",
     ]
     expected = len(result["expected_negative_cases"])
     if expected:
         parts.append(
-            f"{expected - len(result['missing_negative_cases'])}/{expected} negative cases fired"
+            f"{count(expected - len(result['missing_negative_cases']))}/{count(expected)} "
+            "negative cases fired"
         )
     modules = result["source_modules"]
     if modules:
         verified = sum(1 for m in modules if m.get("verified"))
-        parts.append(f"{verified}/{len(modules)} source modules verified")
+        parts.append(f"{count(verified)}/{count(len(modules))} source modules verified")
     return "; ".join(parts) + "."
 
 
@@ -446,14 +473,22 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
             text = text.removesuffix(".") + "; " + "; ".join(ending) + "."
         return GapHeadline(text, True, (), notices, never)
     effects = _Effects(result)
-    verdict_gaps, named = _verdict_gaps(result, effects)
+    ids = _Ids()
+    unrun = _unrun_gaps(result)
+    verdict_gaps, named = _verdict_gaps(result, effects, ids)
     gaps = [
-        *_unrun_gaps(result),
+        *unrun,
         *verdict_gaps,
-        *_finding_gaps(result, named, effects),
+        *_finding_gaps(result, named, effects, ids),
         *_negative_gap(result),
     ]
     if not gaps:
-        gaps = [f"blocked by the pass rule with {result['finding_count']} finding(s); see Layers"]
-    text = "; ".join([*gaps, *ending])
+        gaps = [
+            f"blocked by the pass rule with {count(result['finding_count'])} finding(s); see Layers"
+        ]
+    shown = gaps[:MAX_GAPS]
+    if len(gaps) > MAX_GAPS:
+        more = len(gaps) - MAX_GAPS
+        shown.append(f"and {_plural(more, 'more kind of gap', 'more kinds of gap')}")
+    text = "; ".join([*shown, *ending])
     return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps), notices, never)

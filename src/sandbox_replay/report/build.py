@@ -571,7 +571,7 @@ def _history(
     ``{"schema_version": "sandbox-replay.history/1", "builds": [...]}``, oldest first, at
     most ``changes.HISTORY_LIMIT`` builds, each ``{"label": <--label, else the build time,
     else null>, "runs", "passed", "blocked", "findings", "findings_by_severity":
-    {"critical", "high", "medium"}, "findings_by_layer": {<layer>: n}}`` (expected
+    {"critical", "high", "medium", "low"}, "findings_by_layer": {<layer>: n}}`` (expected
     negative-case alarms not counted). Every build writes it; a baseline's builds are
     carried forward, so a chain of builds each given the one before keeps the trend.
     """

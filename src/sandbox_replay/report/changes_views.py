@@ -18,6 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from sandbox_replay.figures import count
 from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.records.changes import FIX, NEW_RUN, REGRESSION, Changes, FindingRef, RunChange
 from sandbox_replay.report import charts
@@ -64,8 +65,8 @@ def _summary(change: RunChange) -> str:
         parts.append(f"Status unchanged ({change.after.status})")
     parts.append(plural(len(change.new), "new finding"))
     if before is not None:
-        parts.append(f"{len(change.fixed)} fixed")
-        parts.append(f"{len(change.unchanged)} unchanged")
+        parts.append(f"{len(change.fixed):,} fixed")
+        parts.append(f"{len(change.unchanged):,} unchanged")
         parts.append(plural(len(change.inputs), "changed input file"))
     return "; ".join(parts) + "."
 
@@ -147,9 +148,9 @@ def index_changes(changes: Changes) -> dict[str, IndexChange]:
         elif change.kind == NEW_RUN:
             parts.append("new run")
         if change.new:
-            parts.append(f"+{len(change.new)} new")
+            parts.append(f"+{len(change.new):,} new")
         if change.fixed:
-            parts.append(f"−{len(change.fixed)} fixed")
+            parts.append(f"−{len(change.fixed):,} fixed")
         if change.inputs:
             parts.append(plural(len(change.inputs), "input") + " changed")
         if change.moved_from is not None:
@@ -228,17 +229,17 @@ def build_changes_view(changes: Changes, build_time: str, version: str) -> Chang
     baseline = f"{label} ({changes.baseline_sha256})" if label else changes.baseline_sha256
     facts = (
         ChangeFact(
-            "Regressions", str(len(changes.regressions)), "blocked" if changes.regressions else ""
+            "Regressions", count(len(changes.regressions)), "blocked" if changes.regressions else ""
         ),
-        ChangeFact("Fixed runs", str(len(changes.fixes)), "pass" if changes.fixes else ""),
+        ChangeFact("Fixed runs", count(len(changes.fixes)), "pass" if changes.fixes else ""),
         ChangeFact(
             "New findings",
-            str(len(changes.new_findings)),
+            count(len(changes.new_findings)),
             "blocked" if changes.new_findings else "",
         ),
-        ChangeFact("Fixed findings", str(len(changes.fixed_findings))),
+        ChangeFact("Fixed findings", count(len(changes.fixed_findings))),
         ChangeFact("Unchanged findings", str(changes.unchanged_count)),
-        ChangeFact("Runs with changed inputs", str(sum(1 for c in changes.runs if c.inputs))),
+        ChangeFact("Runs with changed inputs", count(sum(1 for c in changes.runs if c.inputs))),
     )
     return ChangesPageView(
         chrome=dataclasses.replace(
@@ -307,7 +308,7 @@ def trend_view(history: Sequence[Mapping[str, Any]]) -> TrendView | None:
                 passed=entry["passed"],
                 blocked=entry["blocked"],
                 findings=entry["findings"],
-                by_severity=", ".join(f"{n} {name}" for name, n in severity.items() if n) or "—",
+                by_severity=", ".join(f"{n:,} {name}" for name, n in severity.items() if n) or "—",
             )
         )
     svg = charts.trend_chart(

@@ -8,7 +8,8 @@ never colours; ``CHART_CSS`` is a stylesheet for them with light, dark and print
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -22,6 +23,7 @@ from sandbox_replay.drawing.svg import (
     num,
     text_width,
 )
+from sandbox_replay.figures import count
 
 CSS_CLASSES: Final = frozenset(
     {
@@ -39,8 +41,10 @@ CSS_CLASSES: Final = frozenset(
         "sev-critical",
         "sev-high",
         "sev-medium",
+        "sev-low",
     }
 )
+_FILTER: Final = re.compile(r"[a-z]+=[A-Za-z0-9_.~%-]{1,400}")
 HEATMAP_LEVELS: Final = 5  # heat_level returns 0 .. HEATMAP_LEVELS - 1
 
 WIDTH: Final = 320.0
@@ -49,7 +53,8 @@ ROW: Final = 22.0
 BAR: Final = 14.0
 PAD: Final = 6.0
 LABEL_MAX: Final = 118.0
-VALUE_ROOM: Final = 34.0
+LABEL_ABOVE: Final = 15.0
+VALUE_PAD: Final = 6.0
 LEGEND_ROW: Final = 18.0
 
 
@@ -80,10 +85,20 @@ def heat_level(value: int, maximum: int) -> int:
     return max(1, min(top, -(-value * top // maximum)))
 
 
-def bar_chart(data: Sequence[BarDatum], *, title: str, id_prefix: str) -> Markup:
+def bar_chart(
+    data: Sequence[BarDatum],
+    *,
+    title: str,
+    id_prefix: str,
+    filters: Sequence[str] = (),
+) -> Markup:
     """Draw one horizontal bar per datum, each with its value beside it."""
     return stacked_bar_chart(
-        [(datum.label, [datum]) for datum in data], title=title, id_prefix=id_prefix, legend=False
+        [(datum.label, [datum]) for datum in data],
+        title=title,
+        id_prefix=id_prefix,
+        legend=False,
+        filters=filters,
     )
 
 
@@ -93,33 +108,61 @@ def stacked_bar_chart(
     title: str,
     id_prefix: str,
     legend: bool = True,
+    filters: Sequence[str] = (),
+    legend_filters: Mapping[str, str] | None = None,
 ) -> Markup:
     """Draw one horizontal bar per row, split into its segments, with the row's total beside it.
 
-    The legend lists each segment label once, in order of first appearance.
+    The legend lists each segment label once, in order of first appearance. Labels that
+    fit beside the bars are drawn there; otherwise each label is drawn above its bar, across
+    the chart's width. Every row and segment has a ``<title>`` with its full name and
+    figures (a tooltip on hover); figures are written as everywhere (``1,666``), and the
+    room for them is measured, so none is clipped.
+
+    ``filters`` (one per row) and ``legend_filters`` (by segment label) are the index's
+    fragment filters (``status=blocked``, ``run=<name>``, ``sev=critical``) the page's
+    script applies when a bar or a legend key is clicked; each must be ASCII letters,
+    digits and ``=_-.%~`` (a run name is percent-encoded by the caller).
     """
     prefix = check_id_prefix(id_prefix)
+    for value in (*filters, *(legend_filters or {}).values()):
+        if not _FILTER.fullmatch(value):
+            raise ValueError(f"a chart filter must match {_FILTER.pattern}, got {value!r}")
     keys = _legend_keys(rows) if legend else []
-    label_width = min(
-        LABEL_MAX, max((text_width(clean_text(label), FONT) for label, _ in rows), default=0.0)
-    )
-    bar_left = PAD + label_width + PAD
-    bar_room = WIDTH - bar_left - VALUE_ROOM
+    values = [count(sum(d.value for d in segments)) for _, segments in rows]
+    value_room = max((text_width(v, FONT) for v in values), default=0.0) + VALUE_PAD
+    widest = max((text_width(clean_text(label), FONT) for label, _ in rows), default=0.0)
+    above = widest > LABEL_MAX
+    bar_left = PAD if above else PAD + widest + PAD
+    bar_room = WIDTH - bar_left - value_room - PAD
+    row_height = ROW + LABEL_ABOVE if above else ROW
     largest = max((sum(d.value for d in segments) for _, segments in rows), default=0)
     scale = bar_room / largest if largest else 0.0
-    top = PAD + (LEGEND_ROW * ((len(keys) + 2) // 3) if keys else 0.0)
+    columns = _legend_columns(len(keys))
+    top = PAD + (LEGEND_ROW * -(-len(keys) // columns) if keys else 0.0)
 
     body: list[str] = []
     if keys:
-        body.append(_legend(keys))
+        body.append(_legend(keys, legend_filters or {}))
     for index, (label, segments) in enumerate(rows):
-        body.append(_bar_row(label, segments, top + index * ROW, bar_left, scale))
+        body.append(
+            _bar_row(
+                label,
+                segments,
+                values[index],
+                top + index * row_height,
+                bar_left,
+                scale,
+                above,
+                filters[index] if index < len(filters) else "",
+            )
+        )
     if not rows:
         body.append(
             f'<text class="chart-empty" x="{num(WIDTH / 2)}" y="{num(top + ROW * 0.7)}" '
             f'text-anchor="middle" font-size="{num(FONT)}">No data</text>'
         )
-    height = top + max(len(rows), 1) * ROW + PAD
+    height = top + max(len(rows), 1) * row_height + PAD
     description = _describe(rows)
     return Markup(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
@@ -142,17 +185,29 @@ def _legend_keys(rows: Sequence[tuple[str, Sequence[BarDatum]]]) -> list[tuple[s
     return keys
 
 
-def _legend(keys: list[tuple[str, str]]) -> str:
-    column = (WIDTH - 2 * PAD) / 3
+def _filter_attribute(value: str) -> str:
+    return f' data-filter="{value}"' if value else ""
+
+
+def _legend_columns(keys: int) -> int:
+    """Four keys (the four severities) share one line; otherwise three to a line."""
+    return 4 if keys == 4 else 3
+
+
+def _legend(keys: list[tuple[str, str]], filters: Mapping[str, str] | None = None) -> str:
+    columns = _legend_columns(len(keys))
+    column = (WIDTH - 2 * PAD) / columns
     parts = ['<g class="chart-legend">']
     for index, (label, css_class) in enumerate(keys):
-        x = PAD + (index % 3) * column
-        y = PAD + (index // 3) * LEGEND_ROW
+        x = PAD + (index % columns) * column
+        y = PAD + (index // columns) * LEGEND_ROW
         parts.append(
+            f'<g class="chart-key"{_filter_attribute((filters or {}).get(label, ""))}>'
+            f"<title>{escape(label)}</title>"
             f'<rect class="{_bar_class(css_class)}" x="{num(x)}" y="{num(y + 2)}" '
             f'width="10" height="10" stroke="currentColor" stroke-width="0.5"/>'
             f'<text x="{num(x + 14)}" y="{num(y + 11)}" font-size="{num(FONT - 1)}" '
-            f'fill="currentColor">{escape(fit_text(label, FONT - 1, column - 18))}</text>'
+            f'fill="currentColor">{escape(fit_text(label, FONT - 1, column - 18))}</text></g>'
         )
     parts.append("</g>")
     return "".join(parts)
@@ -163,16 +218,34 @@ def _bar_class(css_class: str) -> str:
 
 
 def _bar_row(
-    label: str, segments: Sequence[BarDatum], y: float, bar_left: float, scale: float
+    label: str,
+    segments: Sequence[BarDatum],
+    value: str,
+    y: float,
+    bar_left: float,
+    scale: float,
+    above: bool,
+    row_filter: str,
 ) -> str:
+    name = clean_text(label)
+    if above:
+        label_y = y + FONT
+        y += LABEL_ABOVE
+        shown = fit_text(name, FONT, WIDTH - 2 * PAD)
+        label_text = (
+            f'<text class="chart-label" x="{num(PAD)}" y="{num(label_y)}" '
+            f'font-size="{num(FONT)}" fill="currentColor">{escape(shown)}</text>'
+        )
+    else:
+        label_text = (
+            f'<text class="chart-label" x="{num(bar_left - PAD)}" '
+            f'y="{num(y + ROW / 2 + FONT * 0.35)}" text-anchor="end" '
+            f'font-size="{num(FONT)}" fill="currentColor">{escape(name)}</text>'
+        )
     text_y = num(y + ROW / 2 + FONT * 0.35)
-    shown = fit_text(clean_text(label), FONT, LABEL_MAX)
-    total = sum(datum.value for datum in segments)
     parts = [
-        f'<g class="chart-row">'
-        f"<title>{escape(f'{clean_text(label)}: {_amounts(segments)}')}</title>"
-        f'<text class="chart-label" x="{num(bar_left - PAD)}" y="{text_y}" text-anchor="end" '
-        f'font-size="{num(FONT)}" fill="currentColor">{escape(shown)}</text>'
+        f'<g class="chart-row"{_filter_attribute(row_filter)}>'
+        f"<title>{escape(f'{name}: {_amounts(segments)}')}</title>{label_text}"
     ]
     left = bar_left
     for datum in segments:
@@ -182,23 +255,25 @@ def _bar_row(
         parts.append(
             f'<rect class="{_bar_class(datum.css_class)}" x="{num(left)}" '
             f'y="{num(y + (ROW - BAR) / 2)}" width="{num(width)}" height="{num(BAR)}" '
-            f'stroke="currentColor" stroke-width="0.5"/>'
+            f'stroke="currentColor" stroke-width="0.5">'
+            f"<title>{escape(f'{name}: {clean_text(datum.label)} {count(datum.value)}')}</title>"
+            f"</rect>"
         )
         left += width
     parts.append(
         f'<text class="chart-value" x="{num(left + 4)}" y="{text_y}" font-size="{num(FONT)}" '
-        f'fill="currentColor">{total}</text></g>'
+        f'fill="currentColor">{value}</text></g>'
     )
     return "".join(parts)
 
 
 def _amounts(segments: Sequence[BarDatum]) -> str:
     if len(segments) == 1:
-        return str(segments[0].value)
+        return count(segments[0].value)
     if not segments:
         return "0"
-    listed = ", ".join(f"{clean_text(d.label)} {d.value}" for d in segments)
-    return f"{listed} (total {sum(d.value for d in segments)})"
+    listed = ", ".join(f"{clean_text(d.label)} {count(d.value)}" for d in segments)
+    return f"{listed} (total {count(sum(d.value for d in segments))})"
 
 
 def _describe(rows: Sequence[tuple[str, Sequence[BarDatum]]]) -> str:
@@ -230,9 +305,9 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
     ``<desc>`` states every figure in words, build by build.
     """
     prefix = check_id_prefix(id_prefix)
-    count = max(len(points), 1)
+    columns = max(len(points), 1)
     room = WIDTH - TREND_LEFT - PAD
-    step = room / count
+    step = room / columns
     column = min(BAR * 2, step * 0.6)
     plot_top = PAD + LEGEND_ROW + FONT
     plot_height = TREND_HEIGHT - plot_top - TREND_BOTTOM
@@ -246,7 +321,7 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
         f'<line class="trend-axis" x1="{num(TREND_LEFT)}" y1="{num(base)}" '
         f'x2="{num(WIDTH - PAD)}" y2="{num(base)}" stroke="currentColor" stroke-width="0.5"/>',
         f'<text x="{num(TREND_LEFT - 4)}" y="{num(plot_top + FONT * 0.35)}" text-anchor="end" '
-        f'font-size="{num(FONT - 2)}" fill="currentColor">{most_runs}</text>',
+        f'font-size="{num(FONT - 2)}" fill="currentColor">{count(most_runs)}</text>',
     ]
     line: list[str] = []
     for index, point in enumerate(points):
@@ -274,7 +349,7 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
             f'<circle class="trend-point" cx="{num(centre)}" cy="{num(y)}" r="3" '
             f'fill="currentColor"/><text class="chart-value" x="{num(centre + 5)}" '
             f'y="{num(y - 4)}" font-size="{num(FONT - 2)}" fill="currentColor">'
-            f"{point.findings}</text>"
+            f"{count(point.findings)}</text>"
         )
     if len(line) > 1:
         body.insert(
@@ -283,7 +358,8 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
             f'stroke="currentColor" stroke-width="1.5"/>',
         )
     description = " ".join(
-        f"{clean_text(p.label)}: {p.passed} passed, {p.blocked} blocked, {p.findings} findings."
+        f"{clean_text(p.label)}: {count(p.passed)} passed, {count(p.blocked)} blocked, "
+        f"{count(p.findings)} findings."
         for p in points
     )
     return Markup(
@@ -307,6 +383,10 @@ CHART_CSS: Final = """\
 .chart .status-not_applicable { fill: #d0d0d0; }
 .chart .verdict-review { fill: #d9a21b; }
 .chart .layer, .chart .finding { fill: #3d6fb6; }
+.chart .sev-critical { fill: #a31b1b; }
+.chart .sev-high { fill: #c98a1e; }
+.chart .sev-medium { fill: #8a939c; }
+.chart .sev-low { fill: #c9ced3; }
 .chart .chart-empty { fill: #666; font-style: italic; }
 .heat-0 { background: transparent; }
 .heat-1 { background: #e8eef8; }

@@ -35,6 +35,7 @@ import jinja2
 from markupsafe import Markup
 
 from sandbox_replay.exports.text import visible
+from sandbox_replay.figures import count
 from sandbox_replay.model.codes import Severity
 
 TEMPLATE_PACKAGE = "sandbox_replay.templates"
@@ -42,7 +43,14 @@ ASSETS = ("assets/site.css", "assets/site.js")
 
 
 def _shown(value: Any) -> Any:
-    """Finalize every printed value: plain text gets its hidden characters made visible."""
+    """Finalize every printed value: plain text gets its hidden characters made visible.
+
+    A count (an ``int``, not a ``bool``) is written as every figure is (``figures.count``:
+    ``1,666``), so a template cannot print one without its separators. Machine values a
+    page carries in attributes (sort keys, anchors, links) are strings built in Python.
+    """
+    if type(value) is int:
+        return count(value)
     if isinstance(value, str) and not isinstance(value, Markup):
         # Printable ASCII holds no character ``visible`` marks: skip the substitution (a
         # large run prints tens of millions of values).

@@ -11,9 +11,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from markupsafe import Markup
 
+from sandbox_replay.figures import count
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.build import RunRecords
@@ -43,6 +45,15 @@ from sandbox_replay.report.views.common import policy_kind_label, verdict_css
 # Index page
 
 
+def run_key(name: str) -> str:
+    """Return a run's name as the index's ``run=`` filter writes it: percent-encoded UTF-8.
+
+    The chart that sets the filter and the row it matches both carry this ASCII key, so
+    they agree whatever the name holds.
+    """
+    return quote(name, safe="", errors="replace")
+
+
 @dataclass(frozen=True)
 class IndexRow:
     name: str
@@ -61,6 +72,10 @@ class IndexRow:
     worst: str = ""
     worst_sort: str = ""
     severity_note: str = ""
+    # Its name as the index's ``run=`` filter names it (percent-encoded UTF-8), and the
+    # severities its findings have, space-separated, for the ``sev=`` filter.
+    run_key: str = ""
+    severities: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,10 +86,20 @@ class TotalFact:
 
 
 @dataclass(frozen=True)
+class ChartTable:
+    """A chart's figures as a table, for screen readers and for reading them exactly."""
+
+    caption: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
 class ChartView:
     title: str
     svg: Markup
     note: str = ""
+    table: ChartTable | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +109,7 @@ class IndexView:
     charts: tuple[ChartView, ...]
     rows: tuple[IndexRow, ...]
     statuses: tuple[tuple[str, str], ...]
+    severities: tuple[tuple[str, str], ...] = ()
     compared: bool = False
     trend: TrendView | None = None
 
@@ -202,18 +228,19 @@ def build_index_view(
     passed = sum(1 for r in runs if r.status == "pass")
     blocked = len(runs) - passed
     totals = (
-        TotalFact("Runs", str(len(runs))),
-        TotalFact("Passed", str(passed), "pass" if passed else ""),
-        TotalFact("Blocked", str(blocked), "blocked" if blocked else ""),
-        TotalFact("Requests replayed", str(sum(r.counts.requests for r in runs))),
-        TotalFact("Verdict mismatches", str(sum(r.counts.mismatches for r in runs))),
-        TotalFact("Findings", str(sum(r.counts.findings for r in runs))),
+        TotalFact("Runs", count(len(runs))),
+        TotalFact("Passed", count(passed), "pass" if passed else ""),
+        TotalFact("Blocked", count(blocked), "blocked" if blocked else ""),
+        TotalFact("Requests replayed", count(sum(r.counts.requests for r in runs))),
+        TotalFact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
+        TotalFact("Findings", count(sum(r.counts.findings for r in runs))),
     )
     by_status = [
         charts.BarDatum("pass", passed, "status-pass"),
         charts.BarDatum("blocked", blocked, "status-blocked"),
     ]
     worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
+    with_findings = [r for r in worst_first if r.findings_by_severity]
     per_run = [
         (
             r.name,
@@ -224,13 +251,12 @@ def build_index_view(
                 for s in Severity
             ],
         )
-        for r in worst_first
-        if r.findings_by_severity
+        for r in with_findings
     ]
     by_layer: dict[str, int] = {}
     for run in runs:
-        for title, count in run.findings_by_layer:
-            by_layer[title] = by_layer.get(title, 0) + count
+        for title, count_of_layer in run.findings_by_layer:
+            by_layer[title] = by_layer.get(title, 0) + count_of_layer
     layer_data = [
         charts.BarDatum(layer.label, by_layer[layer.label], "finding")
         for layer in Layer
@@ -239,7 +265,17 @@ def build_index_view(
     chart_list = (
         ChartView(
             "Runs by status",
-            charts.bar_chart(by_status, title="Runs by status", id_prefix="chart-status"),
+            charts.bar_chart(
+                by_status,
+                title="Runs by status",
+                id_prefix="chart-status",
+                filters=("status=pass", "status=blocked"),
+            ),
+            table=ChartTable(
+                "Runs by status",
+                ("Status", "Runs"),
+                tuple((d.label, (count(d.value),)) for d in by_status),
+            ),
         ),
         ChartView(
             "Findings by severity per run",
@@ -247,8 +283,27 @@ def build_index_view(
                 per_run,
                 title="Findings by severity per run, worst first",
                 id_prefix="chart-severity",
+                filters=tuple(f"run={run_key(r.name)}" for r in with_findings),
+                legend_filters={s.value: f"sev={s.value}" for s in Severity},
             ),
             "expected negative-case alarms excluded",
+            ChartTable(
+                "Findings by severity per run, worst first",
+                ("Run", *(s.value for s in Severity), "Total"),
+                tuple(
+                    (
+                        r.name,
+                        (
+                            *(
+                                count(dict(r.findings_by_severity).get(s.value, 0))
+                                for s in Severity
+                            ),
+                            count(sum(n for _, n in r.findings_by_severity)),
+                        ),
+                    )
+                    for r in with_findings
+                ),
+            ),
         ),
         ChartView(
             "Findings by layer",
@@ -258,6 +313,11 @@ def build_index_view(
                 id_prefix="chart-layers",
             ),
             "expected negative-case alarms excluded",
+            ChartTable(
+                "Findings by layer",
+                ("Layer", "Findings"),
+                tuple((d.label, (count(d.value),)) for d in layer_data),
+            ),
         ),
     )
     rows = tuple(
@@ -270,13 +330,15 @@ def build_index_view(
             headline=r.headline,
             counts=r.counts,
             findings_note=(
-                f"+{r.counts.expected_alarms} expected" if r.counts.expected_alarms else ""
+                f"+{count(r.counts.expected_alarms)} expected" if r.counts.expected_alarms else ""
             ),
             status_sort="0" if r.status == "blocked" else "1",
             since=since.get(r.name),
             worst=r.findings_by_severity[0][0] if r.findings_by_severity else "",
             worst_sort=f"{position:04d}",
             severity_note=" · ".join(f"{n:,} {s}" for s, n in r.findings_by_severity),
+            run_key=run_key(r.name),
+            severities=" ".join(s for s, n in r.findings_by_severity if n),
         )
         # Regressions and runs with new findings first (with a baseline), then worst first.
         for position, r in enumerate(sorted(worst_first, key=lambda r: rank.get(r.name, 0)))
@@ -290,6 +352,7 @@ def build_index_view(
         charts=chart_list,
         rows=rows,
         statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+        severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
         compared=changes is not None,
         trend=trend_view(history),
     )
@@ -329,6 +392,8 @@ class CatalogView:
     groups: tuple[CatalogGroup, ...]
     code_count: int
     toc: tuple[tuple[str, str, int], ...]
+    # Each severity, worst first: its name, what it means and how many codes have it.
+    severities: tuple[tuple[str, str, str], ...] = ()
 
 
 def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str) -> CatalogView:
@@ -364,6 +429,14 @@ def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str
         groups=tuple(groups),
         code_count=len(REGISTRY),
         toc=tuple((g.layer_id, g.title, len(g.entries)) for g in groups),
+        severities=tuple(
+            (
+                s.value,
+                s.meaning,
+                plural(sum(1 for entry in REGISTRY if entry.severity is s), "code"),
+            )
+            for s in Severity
+        ),
     )
 
 
@@ -439,10 +512,10 @@ def build_policy_view(runs: Sequence[RunSummary], build_time: str, version: str)
         tables.append(_policy_table(number, members))
     never = sum(table.never_count for table in tables)
     totals = (
-        TotalFact("Policies", str(len(tables))),
-        TotalFact("Runs", str(len(runs))),
-        TotalFact("Rules in force", str(sum(len(table.rows) for table in tables))),
-        TotalFact("Never exercised in any run", str(never), "gap" if never else ""),
+        TotalFact("Policies", count(len(tables))),
+        TotalFact("Runs", count(len(runs))),
+        TotalFact("Rules in force", count(sum(len(table.rows) for table in tables))),
+        TotalFact("Never exercised in any run", count(never), "gap" if never else ""),
     )
     return PolicyPageView(
         chrome=chrome("Policy coverage — sandbox-replay", "../", "policy", build_time, version),
@@ -484,7 +557,7 @@ def _policy_table(number: int, members: Sequence[RunSummary]) -> PolicyTableView
     caption = (
         f"{plural(len(rows), 'rule')} in force × {plural(len(members), 'run')}: how many "
         "requests each rule determined in each run"
-        + (f"; {never} never exercised in any run." if never else ".")
+        + (f"; {count(never)} never exercised in any run." if never else ".")
     )
     return PolicyTableView(
         anchor=f"policy-{number}",

@@ -1,14 +1,14 @@
 SandboxReplaySearch.part("part-0001.js", [
 ["98ccb2a06b282ef6","finding","index.html","SANDBOX_POLICY_COLD_REPLAY_INVALID · replay_network_exfil_attempt"],
-["action_requests.json","input","index.html","3822 bytes","file-action-requests"],
+["action_requests.json","input","index.html","3,822 bytes","file-action-requests"],
 ["bf7a0e7efa50c070","finding","index.html","SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH · req_network_exfil_attempt"],
 ["bundle_manifest.json","input","index.html","454 bytes","file-bundle-manifest"],
-["cold_replay.json","input","index.html","2206 bytes","file-cold-replay"],
+["cold_replay.json","input","index.html","2,206 bytes","file-cold-replay"],
 ["cold_replay.json:13","line","index.html","1 finding","cold-replay-L13"],
 ["f633b74f235a3aca","finding","index.html","SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH · req_network_exfil_attempt"],
-["policy_verdicts.json","input","index.html","2270 bytes","file-policy-verdicts"],
+["policy_verdicts.json","input","index.html","2,270 bytes","file-policy-verdicts"],
 ["policy_verdicts.json:15","line","index.html","1 finding","policy-verdicts-L15"],
-["projection_protocol.json","input","index.html","1407 bytes","file-projection-protocol"],
+["projection_protocol.json","input","index.html","1,407 bytes","file-projection-protocol"],
 ["req_destructive_delete","request","index.html"],
 ["req_mock_db_update","request","index.html"],
 ["req_network_exfil_attempt","request","index.html","gap: critical"],
@@ -23,11 +23,11 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rule:public_fixture_write_with_diff_receipt","rule","index.html","allow · 1 request","rule-rule~3Apublic_fixture_write_with_diff_receipt"],
 ["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 0 requests","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
 ["rule:side_effect_requires_approval_and_rollback","rule","index.html","review · 1 request","rule-rule~3Aside_effect_requires_approval_and_rollback"],
-["sandbox_policy.json","input","index.html","1292 bytes","file-sandbox-policy"],
+["sandbox_policy.json","input","index.html","1,292 bytes","file-sandbox-policy"],
 ["SANDBOX_POLICY_COLD_REPLAY_INVALID","code","index.html","1 finding","f-98ccb2a06b282ef6"],
 ["SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH","code","index.html","1 finding","f-f633b74f235a3aca"],
 ["SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH","code","index.html","1 finding","f-bf7a0e7efa50c070"],
-["side_effect_receipts.json","input","index.html","2112 bytes","file-side-effect-receipts"],
+["side_effect_receipts.json","input","index.html","2,112 bytes","file-side-effect-receipts"],
 ["side_effect_receipts.json:13","line","index.html","1 finding","side-effect-receipts-L13"],
-["source_module_manifest.json","input","index.html","3633 bytes","file-source-module-manifest"]
+["source_module_manifest.json","input","index.html","3,633 bytes","file-source-module-manifest"]
 ]);

@@ -1,13 +1,13 @@
 SandboxReplaySearch.part("part-0001.js", [
 ["3eb5b9b84d205828","finding","index.html","SANDBOX_POLICY_ROLLBACK_RECEIPTS_INSUFFICIENT · rollback_receipts"],
 ["9f7876cfe20bb196","finding","index.html","PUBLIC_TRACE_SANDBOX_ROLLBACK_REF_MISSING · span:req_safe_fixture_edit"],
-["action_requests.json","input","index.html","3822 bytes","file-action-requests"],
+["action_requests.json","input","index.html","3,822 bytes","file-action-requests"],
 ["action_requests.json:63","line","index.html","1 finding","action-requests-L63"],
 ["bundle_manifest.json","input","index.html","452 bytes","file-bundle-manifest"],
-["cold_replay.json","input","index.html","2206 bytes","file-cold-replay"],
+["cold_replay.json","input","index.html","2,206 bytes","file-cold-replay"],
 ["f8bba07240fa14e3","finding","index.html","SANDBOX_POLICY_ROLLBACK_RECEIPT_MISSING · req_safe_fixture_edit"],
-["policy_verdicts.json","input","index.html","2287 bytes","file-policy-verdicts"],
-["projection_protocol.json","input","index.html","1407 bytes","file-projection-protocol"],
+["policy_verdicts.json","input","index.html","2,287 bytes","file-policy-verdicts"],
+["projection_protocol.json","input","index.html","1,407 bytes","file-projection-protocol"],
 ["PUBLIC_TRACE_SANDBOX_ROLLBACK_REF_MISSING","code","index.html","1 finding","f-9f7876cfe20bb196"],
 ["req_destructive_delete","request","index.html"],
 ["req_mock_db_update","request","index.html"],
@@ -24,10 +24,10 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rule:public_fixture_write_with_diff_receipt","rule","index.html","allow · 1 request","rule-rule~3Apublic_fixture_write_with_diff_receipt"],
 ["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 0 requests","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
 ["rule:side_effect_requires_approval_and_rollback","rule","index.html","review · 1 request","rule-rule~3Aside_effect_requires_approval_and_rollback"],
-["sandbox_policy.json","input","index.html","1292 bytes","file-sandbox-policy"],
+["sandbox_policy.json","input","index.html","1,292 bytes","file-sandbox-policy"],
 ["SANDBOX_POLICY_ROLLBACK_RECEIPT_MISSING","code","index.html","1 finding","f-f8bba07240fa14e3"],
 ["SANDBOX_POLICY_ROLLBACK_RECEIPTS_INSUFFICIENT","code","index.html","1 finding","f-3eb5b9b84d205828"],
-["side_effect_receipts.json","input","index.html","2085 bytes","file-side-effect-receipts"],
+["side_effect_receipts.json","input","index.html","2,085 bytes","file-side-effect-receipts"],
 ["side_effect_receipts.json:43","line","index.html","1 finding","side-effect-receipts-L43"],
-["source_module_manifest.json","input","index.html","3633 bytes","file-source-module-manifest"]
+["source_module_manifest.json","input","index.html","3,633 bytes","file-source-module-manifest"]
 ]);

@@ -1,14 +1,14 @@
 SandboxReplaySearch.part("part-0001.js", [
 ["1ac250785e590998","finding","index.html","SANDBOX_POLICY_COLD_REPLAY_INVALID · replay_safe_fixture_edit"],
-["action_requests.json","input","index.html","3822 bytes","file-action-requests"],
+["action_requests.json","input","index.html","3,822 bytes","file-action-requests"],
 ["b470f0888c70c451","finding","index.html","SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH · req_safe_fixture_edit"],
 ["bundle_manifest.json","input","index.html","451 bytes","file-bundle-manifest"],
-["cold_replay.json","input","index.html","2206 bytes","file-cold-replay"],
+["cold_replay.json","input","index.html","2,206 bytes","file-cold-replay"],
 ["cold_replay.json:43","line","index.html","1 finding","cold-replay-L43"],
 ["fc4c5a22763499a9","finding","index.html","SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH · req_safe_fixture_edit"],
-["policy_verdicts.json","input","index.html","2287 bytes","file-policy-verdicts"],
+["policy_verdicts.json","input","index.html","2,287 bytes","file-policy-verdicts"],
 ["policy_verdicts.json:51","line","index.html","1 finding","policy-verdicts-L51"],
-["projection_protocol.json","input","index.html","1407 bytes","file-projection-protocol"],
+["projection_protocol.json","input","index.html","1,407 bytes","file-projection-protocol"],
 ["req_destructive_delete","request","index.html"],
 ["req_mock_db_update","request","index.html"],
 ["req_network_exfil_attempt","request","index.html"],
@@ -29,11 +29,11 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rule:team_quarantined_tool_output","rule","index.html","block · 0 requests","rule-rule~3Ateam_quarantined_tool_output"],
 ["rule:team_release_fixture_freeze","rule","index.html","block · 1 request","rule-rule~3Ateam_release_fixture_freeze"],
 ["rule:team_workspace_listing","rule","index.html","allow · 0 requests","rule-rule~3Ateam_workspace_listing"],
-["sandbox_policy.json","input","index.html","1292 bytes","file-sandbox-policy"],
+["sandbox_policy.json","input","index.html","1,292 bytes","file-sandbox-policy"],
 ["SANDBOX_POLICY_COLD_REPLAY_INVALID","code","index.html","1 finding","f-1ac250785e590998"],
 ["SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH","code","index.html","1 finding","f-b470f0888c70c451"],
 ["SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH","code","index.html","1 finding","f-fc4c5a22763499a9"],
-["side_effect_receipts.json","input","index.html","2085 bytes","file-side-effect-receipts"],
+["side_effect_receipts.json","input","index.html","2,085 bytes","file-side-effect-receipts"],
 ["side_effect_receipts.json:43","line","index.html","1 finding","side-effect-receipts-L43"],
-["source_module_manifest.json","input","index.html","3633 bytes","file-source-module-manifest"]
+["source_module_manifest.json","input","index.html","3,633 bytes","file-source-module-manifest"]
 ]);

@@ -1,9 +1,9 @@
 SandboxReplaySearch.part("part-0001.js", [
-["action_requests.json","input","index.html","3822 bytes","file-action-requests"],
+["action_requests.json","input","index.html","3,822 bytes","file-action-requests"],
 ["bundle_manifest.json","input","index.html","446 bytes","file-bundle-manifest"],
-["cold_replay.json","input","index.html","2206 bytes","file-cold-replay"],
-["policy_verdicts.json","input","index.html","2287 bytes","file-policy-verdicts"],
-["projection_protocol.json","input","index.html","1407 bytes","file-projection-protocol"],
+["cold_replay.json","input","index.html","2,206 bytes","file-cold-replay"],
+["policy_verdicts.json","input","index.html","2,287 bytes","file-policy-verdicts"],
+["projection_protocol.json","input","index.html","1,407 bytes","file-projection-protocol"],
 ["req_destructive_delete","request","index.html"],
 ["req_mock_db_update","request","index.html"],
 ["req_network_exfil_attempt","request","index.html"],
@@ -18,7 +18,7 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rule:public_fixture_write_with_diff_receipt","rule","index.html","allow · 1 request","rule-rule~3Apublic_fixture_write_with_diff_receipt"],
 ["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 0 requests","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
 ["rule:side_effect_requires_approval_and_rollback","rule","index.html","review · 1 request","rule-rule~3Aside_effect_requires_approval_and_rollback"],
-["sandbox_policy.json","input","index.html","1292 bytes","file-sandbox-policy"],
-["side_effect_receipts.json","input","index.html","2085 bytes","file-side-effect-receipts"],
-["source_module_manifest.json","input","index.html","3633 bytes","file-source-module-manifest"]
+["sandbox_policy.json","input","index.html","1,292 bytes","file-sandbox-policy"],
+["side_effect_receipts.json","input","index.html","2,085 bytes","file-side-effect-receipts"],
+["source_module_manifest.json","input","index.html","3,633 bytes","file-source-module-manifest"]
 ]);

@@ -1,14 +1,14 @@
 SandboxReplaySearch.part("part-0001.js", [
 ["0fea7ba47f59acdd","finding","index.html","SANDBOX_POLICY_COLD_REPLAY_INVALID · replay_credential_helper_install"],
 ["9cac7b7f2dc10e8d","finding","index.html","SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH · req_credential_helper_install"],
-["action_requests.json","input","index.html","4469 bytes","file-action-requests"],
+["action_requests.json","input","index.html","4,469 bytes","file-action-requests"],
 ["bundle_manifest.json","input","index.html","452 bytes","file-bundle-manifest"],
-["cold_replay.json","input","index.html","2602 bytes","file-cold-replay"],
+["cold_replay.json","input","index.html","2,602 bytes","file-cold-replay"],
 ["cold_replay.json:63","line","index.html","1 finding","cold-replay-L63"],
 ["d4a2bd5365a31452","finding","index.html","SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH · req_credential_helper_install"],
-["policy_verdicts.json","input","index.html","2637 bytes","file-policy-verdicts"],
+["policy_verdicts.json","input","index.html","2,637 bytes","file-policy-verdicts"],
 ["policy_verdicts.json:75","line","index.html","1 finding","policy-verdicts-L75"],
-["projection_protocol.json","input","index.html","1407 bytes","file-projection-protocol"],
+["projection_protocol.json","input","index.html","1,407 bytes","file-projection-protocol"],
 ["req_credential_helper_install","request","index.html","gap: critical"],
 ["req_destructive_delete","request","index.html"],
 ["req_mock_db_update","request","index.html"],
@@ -24,11 +24,11 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rule:public_fixture_write_with_diff_receipt","rule","index.html","allow · 1 request","rule-rule~3Apublic_fixture_write_with_diff_receipt"],
 ["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 1 request","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
 ["rule:side_effect_requires_approval_and_rollback","rule","index.html","review · 1 request","rule-rule~3Aside_effect_requires_approval_and_rollback"],
-["sandbox_policy.json","input","index.html","1292 bytes","file-sandbox-policy"],
+["sandbox_policy.json","input","index.html","1,292 bytes","file-sandbox-policy"],
 ["SANDBOX_POLICY_COLD_REPLAY_INVALID","code","index.html","1 finding","f-0fea7ba47f59acdd"],
 ["SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH","code","index.html","1 finding","f-9cac7b7f2dc10e8d"],
 ["SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH","code","index.html","1 finding","f-d4a2bd5365a31452"],
-["side_effect_receipts.json","input","index.html","2469 bytes","file-side-effect-receipts"],
+["side_effect_receipts.json","input","index.html","2,469 bytes","file-side-effect-receipts"],
 ["side_effect_receipts.json:63","line","index.html","1 finding","side-effect-receipts-L63"],
-["source_module_manifest.json","input","index.html","3633 bytes","file-source-module-manifest"]
+["source_module_manifest.json","input","index.html","3,633 bytes","file-source-module-manifest"]
 ]);

@@ -1,13 +1,13 @@
 SandboxReplaySearch.part("part-0001.js", [
-["action_requests.json","input","index.html","3822 bytes","file-action-requests"],
+["action_requests.json","input","index.html","3,822 bytes","file-action-requests"],
 ["action_requests.json:78","line","index.html","1 finding","action-requests-L78"],
 ["bb8e69167e8e4c29","finding","index.html","PUBLIC_TRACE_SANDBOX_POLICY_VERDICT_NOT_PRE_EXECUTION · span:req_mock_db_update"],
 ["bundle_manifest.json","input","index.html","449 bytes","file-bundle-manifest"],
 ["c58cb7521177e36b","finding","index.html","SANDBOX_POLICY_VERDICT_INVALID · req_mock_db_update"],
-["cold_replay.json","input","index.html","2206 bytes","file-cold-replay"],
-["policy_verdicts.json","input","index.html","2288 bytes","file-policy-verdicts"],
+["cold_replay.json","input","index.html","2,206 bytes","file-cold-replay"],
+["policy_verdicts.json","input","index.html","2,288 bytes","file-policy-verdicts"],
 ["policy_verdicts.json:63","line","index.html","1 finding","policy-verdicts-L63"],
-["projection_protocol.json","input","index.html","1407 bytes","file-projection-protocol"],
+["projection_protocol.json","input","index.html","1,407 bytes","file-projection-protocol"],
 ["PUBLIC_TRACE_SANDBOX_POLICY_VERDICT_NOT_PRE_EXECUTION","code","index.html","1 finding","f-bb8e69167e8e4c29"],
 ["req_destructive_delete","request","index.html"],
 ["req_mock_db_update","request","index.html","gap: critical"],
@@ -23,8 +23,8 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rule:public_fixture_write_with_diff_receipt","rule","index.html","allow · 1 request","rule-rule~3Apublic_fixture_write_with_diff_receipt"],
 ["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 0 requests","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
 ["rule:side_effect_requires_approval_and_rollback","rule","index.html","review · 1 request","rule-rule~3Aside_effect_requires_approval_and_rollback"],
-["sandbox_policy.json","input","index.html","1292 bytes","file-sandbox-policy"],
+["sandbox_policy.json","input","index.html","1,292 bytes","file-sandbox-policy"],
 ["SANDBOX_POLICY_VERDICT_INVALID","code","index.html","1 finding","f-c58cb7521177e36b"],
-["side_effect_receipts.json","input","index.html","2085 bytes","file-side-effect-receipts"],
-["source_module_manifest.json","input","index.html","3633 bytes","file-source-module-manifest"]
+["side_effect_receipts.json","input","index.html","2,085 bytes","file-side-effect-receipts"],
+["source_module_manifest.json","input","index.html","3,633 bytes","file-source-module-manifest"]
 ]);

@@ -75,8 +75,8 @@ class Calibration(RunBase):
                 )
             )
         summary = (
-            f"{agree} of {len(rows)} declared verdicts agree with the derived verdict"
-            + (f"; {disagree} disagree" if disagree else "")
+            f"{agree:,} of {len(rows):,} declared verdicts agree with the derived verdict"
+            + (f"; {disagree:,} disagree" if disagree else "")
             + "."
         )
         return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
@@ -136,7 +136,7 @@ class Calibration(RunBase):
             f"{plural(len(rows), 'rule')} in force under the {policy_kind_label(policy.kind)} "
             f"{policy.policy_id}; "
             + (
-                f"{never} never exercised by this run's requests."
+                f"{never:,} never exercised by this run's requests."
                 if never
                 else "each determined at least one of this run's requests."
             )

@@ -11,6 +11,7 @@ from itertools import repeat
 from operator import is_
 from typing import Any, NamedTuple, TypeGuard
 
+from sandbox_replay import figures
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.model.policy import VERDICTS
@@ -164,8 +165,8 @@ def verdict_css(verdict: str) -> str:
     return f"v-{verdict}" if verdict in VERDICTS else ""
 
 
-def plural(count: int, one: str, many: str | None = None) -> str:
-    return f"{count} {one if count == 1 else (many or one + 's')}"
+# One wording of a count for every page (``figures``).
+plural = figures.plural
 
 
 def byte_size(count: int) -> str:

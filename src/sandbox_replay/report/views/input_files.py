@@ -120,7 +120,7 @@ class InputFiles(RunBase):
             "each from just before its opening line to its closing bracket."
         )
         if more > 0:
-            notice += f" {more} more cited rows are not shown (at most {MAX_EXCERPTS})."
+            notice += f" {more:,} more cited rows are not shown (at most {MAX_EXCERPTS})."
         return Markup(html), notice
 
     def modules(self) -> tuple[ModuleView, ...]:

@@ -15,7 +15,7 @@ class LayerTables(RunBase):
             status = self.layer_status[layer["layer"]]
             note = ""
             if layer["layer"] == Layer.NEGATIVE_CASES.value and status == "pass":
-                note = f"{layer['finding_count']} expected alarms fired"
+                note = f"{layer['finding_count']:,} expected alarms fired"
             elif layer["status"] == "not_run":
                 note = "its input did not load"
             rows.append(
@@ -47,7 +47,7 @@ class LayerTables(RunBase):
         )
         flagged: dict[str, list[str]] = {}
         for hit in scan["hits"]:
-            flagged.setdefault(hit["path"], []).append(f"{hit['class_id']} × {hit['count']}")
+            flagged.setdefault(hit["path"], []).append(f"{hit['class_id']} × {hit['count']:,}")
         return ScanView(
             status=badge(scan["status"]),
             files_scanned=scan["files_scanned"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from markupsafe import Markup
 
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
+from sandbox_replay.figures import count
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.records.headline import GapHeadline, gap_headline
@@ -34,29 +35,37 @@ class Summary(RunBase):
     def facts(self, counts: RunCounts) -> tuple[Fact, ...]:
         r = self.result
         facts = [
-            Fact("Requests", str(counts.requests)),
+            Fact("Requests", count(counts.requests)),
             Fact(
                 "Derived",
-                f"{counts.derived_block} block · {counts.derived_allow} allow · "
-                f"{counts.derived_review} review",
+                f"{count(counts.derived_block)} block · {count(counts.derived_allow)} allow · "
+                f"{count(counts.derived_review)} review",
             ),
-            Fact("Mismatches", str(counts.mismatches), "gap" if counts.mismatches else ""),
+            Fact("Mismatches", count(counts.mismatches), "gap" if counts.mismatches else ""),
             Fact(
                 "Executed",
-                f"{r['executed_action_count']} of {r['side_effect_receipt_count']} receipts",
+                f"{count(r['executed_action_count'])} of "
+                f"{count(r['side_effect_receipt_count'])} receipts",
             ),
-            Fact("Rollbacks", f"{r['rollback_verified_count']}/{r['rollback_receipt_count']}"),
+            Fact(
+                "Rollbacks",
+                f"{count(r['rollback_verified_count'])}/{count(r['rollback_receipt_count'])}",
+            ),
             Fact(
                 "Cold replays confirmed",
-                f"{r['cold_replay_confirmed_count']}/{r['cold_replay_count']}",
+                f"{count(r['cold_replay_confirmed_count'])}/{count(r['cold_replay_count'])}",
             ),
-            Fact("Findings", str(counts.findings), "gap" if counts.findings else ""),
+            Fact("Findings", count(counts.findings), "gap" if counts.findings else ""),
         ]
         expected = len(r["expected_negative_cases"])
         if expected:
             fired = expected - len(r["missing_negative_cases"])
             facts.append(
-                Fact("Alarms fired", f"{fired}/{expected}", "gap" if fired < expected else "")
+                Fact(
+                    "Alarms fired",
+                    f"{count(fired)}/{count(expected)}",
+                    "gap" if fired < expected else "",
+                )
             )
         return tuple(facts)
 
@@ -110,8 +119,8 @@ class Summary(RunBase):
             node(
                 "derived",
                 "Derived verdicts",
-                f"{r['derived_block_count']} block · {r['derived_allow_count']} allow · "
-                f"{r['derived_review_count']} review",
+                f"{count(r['derived_block_count'])} block · {count(r['derived_allow_count'])} allow · "
+                f"{count(r['derived_review_count'])} review",
                 Layer.ACTION_REQUESTS,
             ),
             node(
@@ -123,20 +132,20 @@ class Summary(RunBase):
             node(
                 "side_effects",
                 "Side-effect receipts",
-                f"{r['executed_action_count']} executed · "
-                f"{r['blocked_without_execution_count']} held",
+                f"{count(r['executed_action_count'])} executed · "
+                f"{count(r['blocked_without_execution_count'])} held",
                 Layer.SIDE_EFFECTS,
             ),
             node(
                 "rollbacks",
                 "Rollbacks",
-                f"{r['rollback_verified_count']}/{r['rollback_receipt_count']} verified",
+                f"{count(r['rollback_verified_count'])}/{count(r['rollback_receipt_count'])} verified",
                 Layer.ROLLBACKS,
             ),
             node(
                 "cold_replay",
                 "Cold replay",
-                f"{r['cold_replay_confirmed_count']}/{r['cold_replay_count']} confirmed",
+                f"{count(r['cold_replay_confirmed_count'])}/{count(r['cold_replay_count'])} confirmed",
                 Layer.COLD_REPLAY,
             ),
             node(
@@ -164,7 +173,10 @@ class Summary(RunBase):
             fired = expected - len(r["missing_negative_cases"])
             nodes.append(
                 node(
-                    "negative", "Negative cases", f"{fired}/{expected} fired", Layer.NEGATIVE_CASES
+                    "negative",
+                    "Negative cases",
+                    f"{count(fired)}/{count(expected)} fired",
+                    Layer.NEGATIVE_CASES,
                 )
             )
             edges.append(FlowEdge("negative", "result"))
@@ -175,7 +187,7 @@ class Summary(RunBase):
                 node(
                     "modules",
                     "Source modules",
-                    f"{verified}/{len(modules)} verified",
+                    f"{count(verified)}/{count(len(modules))} verified",
                     Layer.SOURCE_MODULES,
                 )
             )
@@ -197,5 +209,5 @@ class Summary(RunBase):
         for entry in self.result["layers"]:
             if entry["layer"] == layer.value:
                 counts = entry["counts"]
-                return f"{counts.get(done, 0)}/{counts.get(total, 0)} {noun}"
+                return f"{count(counts.get(done, 0))}/{count(counts.get(total, 0))} {noun}"
         return "not run"

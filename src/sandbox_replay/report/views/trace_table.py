@@ -43,9 +43,9 @@ class TraceTable(RunBase):
             spans=() if pager.split else self.span_rows(0, pager.total, MAIN_PAGE),
             span_count=len(self.spans),
             digest=text(summary["trace_digest"]),
-            outcome_counts=", ".join(f"{n} {k}" for k, n in summary["outcome_counts"].items())
+            outcome_counts=", ".join(f"{n:,} {k}" for k, n in summary["outcome_counts"].items())
             or "none",
-            kind_counts=", ".join(f"{n} {k}" for k, n in summary["action_kind_counts"].items())
+            kind_counts=", ".join(f"{n:,} {k}" for k, n in summary["action_kind_counts"].items())
             or "none",
             audit_count=summary["finding_count"],
         )
