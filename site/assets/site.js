@@ -315,8 +315,9 @@
     });
   }
 
-  /* A link to an input line names a row's opening line: mark every line of that row,
-     up to the bracket that closes it (brackets inside strings do not count). */
+  /* A link to an input line names a row's opening line: mark every line of that row. The
+     build marks the opening line with the number of the line that closes the row
+     (data-row-end; report/highlight.py); a line without one is a row of its own. */
   var marked = [];
   function markRow() {
     marked.forEach(function (line) { line.classList.remove("row-hit"); });
@@ -325,24 +326,11 @@
     try { id = decodeURIComponent(window.location.hash.slice(1)); } catch (e) { return; }
     var line = id && document.getElementById(id);
     if (!line || !line.classList.contains("line")) return;
-    var depth = 0, opened = false;
-    for (var count = 0; line && count < 2000; count += 1) {
+    var end = line.getAttribute("data-row-end");
+    var last = end ? line.id.replace(/\d+$/, end) : line.id;
+    for (; line; line = line.nextElementSibling) {
       marked.push(line);
-      var text = line.textContent, quoted = false;
-      for (var i = 0; i < text.length; i += 1) {
-        var c = text.charAt(i);
-        if (quoted) {
-          if (c === "\\") i += 1; else if (c === '"') quoted = false;
-        } else if (c === '"') {
-          quoted = true;
-        } else if (c === "{" || c === "[") {
-          depth += 1; opened = true;
-        } else if (c === "}" || c === "]") {
-          depth -= 1;
-        }
-      }
-      if (!opened || depth <= 0) break;
-      line = line.nextElementSibling;
+      if (line.id === last) break;
     }
     marked.forEach(function (hit) { hit.classList.add("row-hit"); });
   }

@@ -184,10 +184,14 @@ def test_an_input_link_marks_the_whole_row_under_its_file_name(
     marked = page.eval_on_selector_all(
         "pre.code .line.row-hit", "lines => lines.map(l => l.id + ' ' + l.textContent.trim())"
     )
-    # The row opens on the linked line and closes on the last marked one.
+    # The row opens on the linked line and closes on the last marked one, the line the
+    # build marked as its end: the script reads the extent, it does not work it out.
     assert len(marked) > 3
     assert marked[0].startswith(f"{target} {{")
     assert marked[-1].split(" ", 1)[1].startswith("}")
+    end = page.locator(f"[id='{target}']").get_attribute("data-row-end")
+    assert end and marked[-1].split(" ", 1)[0] == re.sub(r"\d+$", end, target)
+    assert len(marked) == int(end) - int(target.rsplit("L", 1)[1]) + 1
     assert '"request_id"' in " ".join(marked)
     # The linked line is on screen, not under the file name, which stays in view above it.
     line = page.locator(f"[id='{target}']")
