@@ -68,14 +68,23 @@ def _walk_package(node: Traversable, prefix: str) -> Iterable[tuple[str, bytes]]
 
 
 def settings_hash(
-    templates: Path | None, shown_time: str, forbidden_sha256: str = "", policies: str = ""
+    templates: Path | None,
+    shown_time: str,
+    forbidden_sha256: str = "",
+    policies: str = "",
+    *,
+    single_file: bool = False,
 ) -> str:
     """Hash everything global that shapes the pages: version, templates, assets, time, the
     packaged data (policy table, forbidden classes, code docs), the digest of a user's
-    forbidden-classes table and that of the policies given ("" for none). A change to
-    any of them rebuilds every run: a verdict is never reused from another policy."""
+    forbidden-classes table and that of the policies given ("" for none), and whether each
+    run writes a single file. A change to any of them rebuilds every run: a verdict is
+    never reused from another policy, nor a run's files from a build without its single
+    file."""
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0{policies}\0".encode())
+    if single_file:
+        digest.update(b"single-file\0")
     for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     for name, data in _walk_package(resources.files(DATA_PACKAGE) / "data", "data/"):

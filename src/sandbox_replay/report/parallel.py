@@ -37,8 +37,9 @@ from sandbox_replay.records.build import RunRecords, build_records
 from sandbox_replay.records.changes import RunChange, RunSnapshot
 from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
-from sandbox_replay.report.render import Renderer
+from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.search_index import js_string
+from sandbox_replay.report.single_file import single_file_page, single_file_path
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.version import __version__
@@ -73,6 +74,8 @@ class RunTask:
     compared: bool = False
     baseline_run: RunSnapshot | None = None
     matched_by: str = ""
+    # With ``--single-file``: also write ``single/<run>.html`` (``single_file``).
+    single_file: bool = False
 
 
 @dataclass
@@ -183,7 +186,9 @@ def _build_run(
     written: list[str] = []
 
     def emit(relative: str, data: bytes) -> None:
-        path = f"runs/{run.name}/{relative}"
+        emit_site(f"runs/{run.name}/{relative}", data)
+
+    def emit_site(path: str, data: bytes) -> None:
         refuse_matched(path, data, needles)
         if task.staging is None:
             files[path] = data
@@ -227,6 +232,10 @@ def _build_run(
             size = len(files[result_path])
         view = pages.run_view(digest, size)
         emit("index.html", renderer.render("run.html", view=view))
+        if task.single_file:
+            single = renderer.render("run.html", view=pages.single_view(digest, size))
+            css, js = (renderer.asset(asset) for asset in ASSETS)
+            emit_site(single_file_path(run.name), single_file_page(single, css, js))
         for relative, page in pages.gap_pages():
             emit(relative, renderer.render_listing(page))
             extra.append(relative)
@@ -257,6 +266,7 @@ def _build_run(
         written = [
             result_path,
             *(f"runs/{run.name}/{p}" for p in (*paths, *extra, "index.html")),
+            *([single_file_path(run.name)] if task.single_file else []),
         ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
     built.exports = ExportFacts.of(outcome, records.result, built.summary.headline)

@@ -248,6 +248,28 @@ class RunCounts:
 
 
 @dataclass(frozen=True)
+class CodeDoc:
+    """The explanation of one finding code, as a single file carries it (and the catalog)."""
+
+    code: str
+    anchor: str
+    severity: str
+    summary: str
+    doc: Markup
+
+
+@dataclass(frozen=True)
+class SingleFileView:
+    """What a run's single file adds to its run page: the explanation of each code its
+    findings raise, and what of the run it holds and leaves out, said in words."""
+
+    holds: str
+    left_out: tuple[str, ...]
+    joins_note: str
+    codes: tuple[CodeDoc, ...]
+
+
+@dataclass(frozen=True)
 class RunView:
     """Everything the run page shows, in SITE.md order."""
 
@@ -294,6 +316,8 @@ class RunView:
     print_findings_note: str = ""
     # Its findings (expected alarms aside) by severity, worst first, none left out.
     findings_by_severity: tuple[tuple[str, int], ...] = ()
+    # Only in the view of a single file (``build --single-file``).
+    single: SingleFileView | None = None
 
 
 @dataclass(frozen=True)
