@@ -266,7 +266,7 @@ def test_a_large_run_single_file_says_what_it_left_out(large: Path) -> None:
     note = re.search(r'<div class="notice single-file" role="note">(.*?)</div>', data, re.DOTALL)
     assert note
     text = re.sub(r"<[^>]+>", " ", note.group(1))
-    assert f"every finding ({findings:,})" in text
+    assert f"every finding ({findings:,}), the explanation of each of the" in text
     assert "the 40 request rows with a gap" in text
     assert f"{requests - len(gaps):,} request rows without a gap" in text
     assert f"{len(gaps) - 40:,} request rows with a gap, past the first 40" in text

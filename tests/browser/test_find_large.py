@@ -88,7 +88,7 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> Site:
     out = root / "site"
     cli = Path(sys.executable).with_name("sandbox-replay")
     built = subprocess.run(
-        [str(cli), "build", str(root / "inputs"), "--out", str(out), "-q"],
+        [str(cli), "build", str(root / "inputs"), "--out", str(out), "--single-file", "-q"],
         cwd=root,
         capture_output=True,
         text=True,
@@ -234,3 +234,32 @@ def test_a_large_result_record_says_its_size_and_downloads(opener: PageOpener, l
     size = (large.root / "runs" / RUN / "result.json").stat().st_size
     assert size > 8 * 1024 * 1024
     assert f"({size / 1e6:,.1f} MB, downloads)" in page.inner_text(".run-meta")
+
+
+def test_the_single_file_holds_every_finding_and_counts_what_it_left_out(
+    opener: PageOpener, large: Site
+) -> None:
+    run = large.root / "runs" / RUN
+    findings = [f for p in sorted((run / "findings").iterdir()) for f in rows_of(p).ids]
+    gaps = [gap for p in sorted((run / "gaps").iterdir()) for gap in rows_of(p).gaps]
+    single = large.root / "single" / f"{RUN}.html"
+    size = single.stat().st_size
+    print(f"\nsingle file of a {REQUESTS:,}-request run: {size:,} bytes")
+    assert size < 5_000_000
+    page = opener.open(large)
+    page.goto(large.url(f"single/{RUN}.html"))
+    shown = page.eval_on_selector_all("#findings tbody tr[id]", "rows => rows.map(r => r.id)")
+    assert len(findings) > 1000 and sorted(shown) == sorted(findings)
+    # The rows it holds are the gaps, worst first; it says what it left out, in numbers.
+    rows = page.eval_on_selector_all("#joins tbody tr[id]", "rows => rows.map(r => r.id)")
+    assert rows == gaps
+    note = page.inner_text("div.single-file")
+    assert f"every finding ({len(findings):,})" in note
+    assert f"{REQUESTS - len(gaps):,} request rows without a gap" in note
+    assert f"all {REQUESTS:,} trace spans" in note
+    dead = page.evaluate(
+        """() => [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))
+            .filter(h => !(h.startsWith('#') && document.getElementById(h.slice(1))))"""
+    )
+    assert dead == []
+    assert page.locator("#codes article.code-entry").count() > 3

@@ -219,8 +219,8 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         findings = self.findings_pager.total
         codes = self._code_docs()
         holds = (
-            f"This single file holds every finding ({findings:,}) with the explanation of each "
-            f"of the {len(codes):,} codes they raise, {rows_held} and {spans_held}."
+            f"This single file holds every finding ({findings:,}), the explanation of each of "
+            f"the {len(codes):,} codes they raise, {rows_held}, and {spans_held}."
         )
         return replace(
             view,
