@@ -263,3 +263,28 @@ def test_the_single_file_holds_every_finding_and_counts_what_it_left_out(
     )
     assert dead == []
     assert page.locator("#codes article.code-entry").count() > 3
+
+
+def test_an_old_position_link_lands_on_its_row_from_file(opener: PageOpener, large: Site) -> None:
+    """``page-0063.html#request-31337``, as links were made before content permalinks."""
+    run = large.root / "runs" / RUN
+    anchor = rows_of(run / "join" / "page-0063.html").ids[31337 - 62 * 500 - 1]
+    page = opener.open(large)
+    page.goto(large.url(f"runs/{RUN}/join/page-0063.html#request-31337"))
+    page.wait_for_url(re.compile(re.escape(f"join/page-0063.html#{anchor}") + "$"))
+    assert page.locator(f"tr[id='{anchor}']").evaluate("r => r.matches(':target')")
+    # Named on the run page, which holds no row, it goes to the join page that does.
+    page.goto(large.url(f"runs/{RUN}/index.html#request-31337"))
+    page.wait_for_url(re.compile(re.escape(f"join/page-0063.html#{anchor}") + "$"))
+    # A finding on a later findings page, by its position in the record.
+    findings = sorted((run / "findings").iterdir())[-1]
+    last = findings.read_text("utf-8")
+    found = re.search(r'<tr id="(f-[0-9a-f]{16}(?:-\d+)?)" data-position="(\d+)"', last)
+    assert found
+    page.goto(large.url(f"runs/{RUN}/findings/{findings.name}#finding-{found.group(2)}"))
+    page.wait_for_url(re.compile(re.escape(f"{findings.name}#{found.group(1)}") + "$"))
+    # Past the last request: a notice, on the page named, not a silent landing at the top.
+    page.goto(large.url(f"runs/{RUN}/index.html#request-{REQUESTS + 1}"))
+    notice = page.locator("#old-link-notice")
+    assert f"request {REQUESTS + 1:} by its position" in notice.inner_text()
+    assert page.url.endswith(f"runs/{RUN}/index.html#request-{REQUESTS + 1}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from browser.conftest import Site
 from conftest import REPO, project_policies
 from sandbox_replay.report.build import BuildConfig, build_site
+from sandbox_replay.report.views.common import request_anchor
 
 if TYPE_CHECKING:
     from browser.conftest import PageOpener
@@ -75,3 +75,17 @@ def test_a_single_file_explains_its_codes_and_holds_every_finding(
     assert article.locator(".doc p").count() >= 2
     assert article.is_visible()
     assert re.search(r"\w{4,}", article.locator(".doc").inner_text())
+
+
+def test_an_old_position_link_lands_in_a_single_file(opener: PageOpener, single_site: Site) -> None:
+    result = json.loads((single_site.root / "runs" / FAILING_RUN / "result.json").read_bytes())
+    rows = result["request_rows"]
+    page = opener.open(single_site)
+    page.goto(single_site.url(f"single/{FAILING_RUN}.html#request-{len(rows)}"))
+    anchor = request_anchor(rows[-1]["request_id"])
+    page.wait_for_url(re.compile(rf"#{anchor}$"))
+    # There is no search box to point to, and no other page to go to: the notice says so.
+    page.goto(single_site.url(f"single/{FAILING_RUN}.html#request-{len(rows) + 1}"))
+    notice = page.locator("#old-link-notice")
+    assert notice.is_visible()
+    assert notice.inner_text().endswith("by its request id or finding code.")

@@ -60,6 +60,9 @@ class FindingView:
     location: str
     location_href: str
     request_href: str
+    # Its position in the result record's findings, counted from 1: what an old
+    # permalink (``#finding-N``) names.
+    position: int
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,9 @@ class RunView:
     flowchart_print_svg: Markup
     mermaid: str
     join_rows: tuple[JoinRow, ...]
+    # The position of its first join row among the run's requests, counted from 1 (0
+    # when the rows are not in request order, or not here): what an old permalink names.
+    join_first_position: int
     join_nav: PageNav | None
     gaps_href: str
     gaps_summary: str
@@ -336,6 +342,8 @@ class ListingPageView:
     spans: tuple[SpanRow, ...] = ()
     gaps_href: str = ""
     note: str = ""
+    # As ``RunView.join_first_position``, for a page of the join table.
+    first_position: int = 0
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,14 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
     def chrome(self, title: str, from_page: str) -> Chrome:
         frame = chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
         up = "../" if "/" in from_page else ""
-        return replace(frame, search_index=f"{up}{SEARCH_DIR}/index.js", run_page=up + MAIN_PAGE)
+        join = self.join_pager
+        return replace(
+            frame,
+            search_index=f"{up}{SEARCH_DIR}/index.js",
+            run_page=up + MAIN_PAGE,
+            requests=join.total,
+            join_page_rows=join.page_rows if join.split else 0,
+        )
 
     def build(self, result_sha256: str | None = None, result_size: int | None = None) -> RunView:
         """Return the run page's view-model (``result_sha256``, ``result_size`` as for
@@ -138,6 +145,7 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             flowchart_print_svg=print_svg,
             mermaid=mermaid,
             join_rows=() if join.split else self.join_rows(0, join.total, MAIN_PAGE),
+            join_first_position=0 if join.split else 1,
             join_nav=page_nav(join, "requests", None, self.join_range) if join.split else None,
             gaps_href=relative_href(self.gaps_pager.path(0), "gaps-list", MAIN_PAGE),
             gaps_summary=self.gaps_summary(),
@@ -225,6 +233,7 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         return replace(
             view,
             join_rows=join_rows,
+            join_first_position=1 if requests <= SINGLE_FILE_ROWS else 0,
             join_nav=None,
             gaps_href="#joins",
             finding_groups=one.finding_groups(0, findings, MAIN_PAGE),
@@ -322,6 +331,8 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
             gaps_href=relative_href(self.gaps_pager.path(0), "gaps-list", path),
             note=_GAPS_NOTE if pager.section == "gaps" else "",
+            # The join pages hold the rows in request order; the gaps listing does not.
+            first_position=start + 1 if pager.section == "join" else 0,
         )
         return path, view
 
