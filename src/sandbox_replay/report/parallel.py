@@ -1,8 +1,10 @@
 """Replay and render one run of the site, in this process, a pool of processes, or on Dask.
 
 ``build_run`` is the unit of work: it replays one run folder, builds its records and
-view-models, and renders its pages (the run page, ``result.json`` and, for a large run,
-the listing sub-pages under ``join/``, ``findings/`` and ``trace/``). It never touches the
+view-models, and renders its pages (the run page, ``result.json``, the gaps listing and
+search index, for a large run the listing sub-pages under ``join/``, ``findings/`` and
+``trace/``, and with ``--single-file`` the run's ``single/<run>.html``, made from its own
+view of the run while the view-models are at hand: ``single_file``). It never touches the
 output folder: given a staging folder (the hidden sibling ``build`` swaps in at the end)
 it writes each page there as soon as it is rendered, so a 600,000-request run never holds
 all its pages in memory; given none (a Dask worker, which may be another machine) it
