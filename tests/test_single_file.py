@@ -291,3 +291,36 @@ def test_a_large_run_single_file_says_what_it_left_out(large: Path) -> None:
     for rid in left_out:
         assert f'href="#req-{rid}"' not in data
         assert f"<span>{rid}</span>" in data
+
+
+def test_a_rebuild_with_the_option_writes_every_run_s_file(inputs: Path, tmp_path: Path) -> None:
+    """Runs are not reused from a build without single files: they would have none."""
+    out = tmp_path / "site"
+
+    def build_into(single: bool) -> int:
+        config = BuildConfig(
+            (inputs / "runs",), out, cwd=inputs, progress=lambda _: None, jobs=1, single_file=single
+        )
+        return build_site(config).reused
+
+    assert build_into(False) == 0
+    assert build_into(False) == len(RUNS)
+    assert build_into(True) == 0
+    assert sorted(p.name for p in (out / "single").iterdir()) == sorted(f"{r}.html" for r in RUNS)
+    assert build_into(True) == len(RUNS)
+    assert sorted(p.name for p in (out / "single").iterdir()) == sorted(f"{r}.html" for r in RUNS)
+
+
+def test_a_single_file_swapped_for_a_link_is_not_reused(inputs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    config = BuildConfig(
+        (inputs / "runs",), out, cwd=inputs, progress=lambda _: None, jobs=1, single_file=True
+    )
+    build_site(config)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not part of any site\n")
+    page = out / "single" / f"{RUNS[0]}.html"
+    page.unlink()
+    page.symlink_to(outside)
+    assert build_site(config).reused == len(RUNS) - 1
+    assert not page.is_symlink() and page.read_bytes().startswith(b"<!doctype html>")

@@ -343,7 +343,7 @@
       "Find it by its request id or finding code" + (form ? " with the search box below." : ".");
     var main = document.querySelector("main");
     if (main && !notice.parentNode) main.insertBefore(notice, main.firstChild);
-    if (main) main.scrollIntoView();
+    window.scrollTo(0, 0);
     return true;
   }
 

@@ -229,6 +229,8 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
         holds = (
             f"This single file holds every finding ({findings:,}), the explanation of each of "
             f"the {len(codes):,} codes they raise, {rows_held}, and {spans_held}."
+            if findings
+            else f"This single file holds the run: no finding, {rows_held}, and {spans_held}."
         )
         return replace(
             view,
