@@ -392,6 +392,54 @@
     }, missing);
   }
 
+  /* Permalinks were once by position: #request-N, the Nth request row of the run, and
+     #finding-N, the Nth finding of its result record (both counted from 1). Such a link
+     names the page that held the row, and a page holds the same rows while the inputs are
+     the same: the join table says the position of its first row (data-first-position), each
+     finding its own (data-position), so the page finds the row and goes to its permalink.
+     A request the page does not hold is sent to the join-table page that holds its position
+     (the search box says how many rows a page holds); anything else is said in a notice,
+     rather than leaving the reader at the top of the page. Returns whether it took the link. */
+  function resolvePosition(form) {
+    var match = /^#(request|finding)-(\d+)$/.exec(window.location.hash);
+    if (!match || document.getElementById(match[1] + "-" + match[2])) return false;
+    var kind = match[1], n = +match[2], row = null;
+    if (kind === "request") {
+      Array.prototype.forEach.call(document.querySelectorAll("tbody[data-first-position]"), function (body) {
+        var at = n - +body.getAttribute("data-first-position");
+        if (!row && at >= 0 && at < body.rows.length) row = body.rows[at];
+      });
+    } else {
+      row = document.querySelector("tr[data-position='" + n + "']");
+    }
+    if (row && row.id) {
+      window.location.replace("#" + encodeURIComponent(row.id));
+      return true;
+    }
+    if (kind === "request" && form && n >= 1 && n <= +form.getAttribute("data-requests")) {
+      var rows = +form.getAttribute("data-join-page-rows");
+      var number = String(Math.ceil(n / (rows || 1)));
+      while (number.length < 4) number = "0" + number;
+      var page = rows ? "join/page-" + number + ".html" : "index.html";
+      var target = new URL(runRoot(form) + page, window.location.href).href;
+      if (target !== window.location.href.split("#")[0]) {
+        window.location.replace(target + window.location.hash);
+        return true;
+      }
+    }
+    var notice = document.getElementById("old-link-notice") || document.createElement("p");
+    notice.id = "old-link-notice";
+    notice.className = "notice";
+    notice.setAttribute("role", "alert");
+    notice.textContent = "This link names " + kind + " " + n + " by its position, as links made " +
+      "before permalinks named rows by their content did, and this page holds no such " + kind + ". " +
+      "Find it by its request id or finding code" + (form ? " with the search box below." : ".");
+    var main = document.querySelector("main");
+    if (main && !notice.parentNode) main.insertBefore(notice, main.firstChild);
+    window.scrollTo(0, 0);
+    return true;
+  }
+
   function copyLinks(form) {
     var runPage = form.getAttribute("data-run-page");
     document.addEventListener("click", function (event) {
@@ -408,8 +456,9 @@
     });
   }
 
-  /* A link to an input line names a row's opening line: mark every line of that row,
-     up to the bracket that closes it (brackets inside strings do not count). */
+  /* A link to an input line names a row's opening line: mark every line of that row. The
+     build marks the opening line with the number of the line that closes the row
+     (data-row-end; report/highlight.py); a line without one is a row of its own. */
   var marked = [];
   function markRow() {
     marked.forEach(function (line) { line.classList.remove("row-hit"); });
@@ -418,24 +467,11 @@
     try { id = decodeURIComponent(window.location.hash.slice(1)); } catch (e) { return; }
     var line = id && document.getElementById(id);
     if (!line || !line.classList.contains("line")) return;
-    var depth = 0, opened = false;
-    for (var count = 0; line && count < 2000; count += 1) {
+    var end = line.getAttribute("data-row-end");
+    var last = end ? line.id.replace(/\d+$/, end) : line.id;
+    for (; line; line = line.nextElementSibling) {
       marked.push(line);
-      var text = line.textContent, quoted = false;
-      for (var i = 0; i < text.length; i += 1) {
-        var c = text.charAt(i);
-        if (quoted) {
-          if (c === "\\") i += 1; else if (c === '"') quoted = false;
-        } else if (c === '"') {
-          quoted = true;
-        } else if (c === "{" || c === "[") {
-          depth += 1; opened = true;
-        } else if (c === "}" || c === "]") {
-          depth -= 1;
-        }
-      }
-      if (!opened || depth <= 0) break;
-      line = line.nextElementSibling;
+      if (line.id === last) break;
     }
     marked.forEach(function (hit) { hit.classList.add("row-hit"); });
   }
@@ -448,13 +484,17 @@
     markRow();
     window.addEventListener("hashchange", markRow);
     var form = document.querySelector("form.run-search");
-    if (form && form.getAttribute("data-search-index")) {
-      current = new SearchIndex(form.getAttribute("data-search-index"));
-      makeSearch(form, current);
-      resolvePermalink(form, current);
-      window.addEventListener("hashchange", function () { resolvePermalink(form, current); });
-      copyLinks(form);
+    var search = form && form.getAttribute("data-search-index") ? form : null;
+    if (search) {
+      current = new SearchIndex(search.getAttribute("data-search-index"));
+      makeSearch(search, current);
+      copyLinks(search);
     }
+    function resolve() {
+      if (!resolvePosition(search) && search) resolvePermalink(search, current);
+    }
+    resolve();
+    window.addEventListener("hashchange", resolve);
     var tables = document.querySelectorAll("table[data-sortable]");
     var state = readState();
     Array.prototype.forEach.call(tables, function (table) { makeSortable(table, state); });

@@ -157,7 +157,8 @@ LARGE_RUN = "large60k"
 
 @pytest.fixture(scope="session")
 def large(tmp_path_factory: pytest.TempPathFactory) -> Site:
-    """A site of one generated 60,000-request run (1% failing), opened from ``file://``.
+    """A site of one generated 60,000-request run (1% failing), with its single file,
+    opened from ``file://``.
 
     Built by the CLI in a process of its own, not in this one: a 60,000-request replay
     would leave this process's resident set large, and a child it starts later
@@ -171,7 +172,7 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> Site:
     out = root / "site"
     cli = Path(sys.executable).with_name("sandbox-replay")
     built = subprocess.run(
-        [str(cli), "build", str(root / "inputs"), "--out", str(out), "-q"],
+        [str(cli), "build", str(root / "inputs"), "--out", str(out), "--single-file", "-q"],
         cwd=root,
         capture_output=True,
         text=True,

@@ -6,8 +6,11 @@ on a late join page, a permalink resolved across pages) are in ``test_find_large
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
+
+from sandbox_replay.report.views.common import finding_anchors, request_anchor
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -184,10 +187,14 @@ def test_an_input_link_marks_the_whole_row_under_its_file_name(
     marked = page.eval_on_selector_all(
         "pre.code .line.row-hit", "lines => lines.map(l => l.id + ' ' + l.textContent.trim())"
     )
-    # The row opens on the linked line and closes on the last marked one.
+    # The row opens on the linked line and closes on the last marked one, the line the
+    # build marked as its end: the script reads the extent, it does not work it out.
     assert len(marked) > 3
     assert marked[0].startswith(f"{target} {{")
     assert marked[-1].split(" ", 1)[1].startswith("}")
+    end = page.locator(f"[id='{target}']").get_attribute("data-row-end")
+    assert end and marked[-1].split(" ", 1)[0] == re.sub(r"\d+$", end, target)
+    assert len(marked) == int(end) - int(target.rsplit("L", 1)[1]) + 1
     assert '"request_id"' in " ".join(marked)
     # The linked line is on screen, not under the file name, which stays in view above it.
     line = page.locator(f"[id='{target}']")
@@ -236,3 +243,30 @@ def test_index_lists_blocked_runs_worst_first(opener: PageOpener, site: Site) ->
         "ts => ts.map(t => t.textContent)",
     )
     assert any("worst first" in t for t in titles)
+
+
+def test_an_old_position_link_lands_on_its_row_or_says_why_not(
+    opener: PageOpener, site: Site
+) -> None:
+    """Links made when permalinks were by position (#request-N, #finding-N) still land."""
+    result = json.loads((site.root / "runs" / FAILING_RUN / "result.json").read_bytes())
+    rows = result["request_rows"]
+    anchors = finding_anchors(result["findings"])
+    page = opener.open(site)
+    for position in (1, len(rows)):
+        page.goto(site.url(f"runs/{FAILING_RUN}/index.html#request-{position}"))
+        anchor = request_anchor(rows[position - 1]["request_id"])
+        page.wait_for_url(re.compile(rf"index\.html#{anchor}$"))
+        assert page.locator(f"tr[id='{anchor}']").evaluate("r => r.matches(':target')")
+    for position in (1, len(anchors)):
+        page.goto(site.url(f"runs/{FAILING_RUN}/index.html#finding-{position}"))
+        page.wait_for_url(re.compile(rf"index\.html#{anchors[position - 1]}$"))
+    # From the gaps page, which holds rows out of order, to the run page that holds it.
+    page.goto(site.url(f"runs/{FAILING_RUN}/gaps/page-0001.html#request-2"))
+    page.wait_for_url(re.compile(rf"index\.html#{request_anchor(rows[1]['request_id'])}$"))
+    # A position no page holds: a notice says so, in view, instead of a silent landing.
+    page.goto(site.url(f"runs/{FAILING_RUN}/index.html#finding-{len(anchors) + 1}"))
+    notice = page.locator("#old-link-notice")
+    assert notice.is_visible()
+    assert f"finding {len(anchors) + 1} by its position" in notice.inner_text()
+    assert notice.evaluate("n => n.getBoundingClientRect().top") < 900

@@ -203,3 +203,57 @@ def test_a_large_result_record_says_its_size_and_downloads(opener: PageOpener, l
     size = (large.root / "runs" / RUN / "result.json").stat().st_size
     assert size > 8 * 1024 * 1024
     assert f"({size / 1e6:,.1f} MB, downloads)" in page.inner_text(".run-meta")
+
+
+def test_the_single_file_holds_every_finding_and_counts_what_it_left_out(
+    opener: PageOpener, large: Site
+) -> None:
+    run = large.root / "runs" / RUN
+    findings = [f for p in sorted((run / "findings").iterdir()) for f in rows_of(p).ids]
+    gaps = [gap for p in sorted((run / "gaps").iterdir()) for gap in rows_of(p).gaps]
+    single = large.root / "single" / f"{RUN}.html"
+    size = single.stat().st_size
+    print(f"\nsingle file of a {REQUESTS:,}-request run: {size:,} bytes")
+    assert size < 5_000_000
+    page = opener.open(large)
+    page.goto(large.url(f"single/{RUN}.html"))
+    shown = page.eval_on_selector_all("#findings tbody tr[id]", "rows => rows.map(r => r.id)")
+    assert len(findings) > 1000 and sorted(shown) == sorted(findings)
+    # The rows it holds are the gaps, worst first; it says what it left out, in numbers.
+    rows = page.eval_on_selector_all("#joins tbody tr[id]", "rows => rows.map(r => r.id)")
+    assert rows == gaps
+    note = page.inner_text("div.single-file")
+    assert f"every finding ({len(findings):,})" in note
+    assert f"{REQUESTS - len(gaps):,} request rows without a gap" in note
+    assert f"all {REQUESTS:,} trace spans" in note
+    dead = page.evaluate(
+        """() => [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))
+            .filter(h => !(h.startsWith('#') && document.getElementById(h.slice(1))))"""
+    )
+    assert dead == []
+    assert page.locator("#codes article.code-entry").count() > 3
+
+
+def test_an_old_position_link_lands_on_its_row_from_file(opener: PageOpener, large: Site) -> None:
+    """``page-0063.html#request-31337``, as links were made before content permalinks."""
+    run = large.root / "runs" / RUN
+    anchor = rows_of(run / "join" / "page-0063.html").ids[31337 - 62 * 500 - 1]
+    page = opener.open(large)
+    page.goto(large.url(f"runs/{RUN}/join/page-0063.html#request-31337"))
+    page.wait_for_url(re.compile(re.escape(f"join/page-0063.html#{anchor}") + "$"))
+    assert page.locator(f"tr[id='{anchor}']").evaluate("r => r.matches(':target')")
+    # Named on the run page, which holds no row, it goes to the join page that does.
+    page.goto(large.url(f"runs/{RUN}/index.html#request-31337"))
+    page.wait_for_url(re.compile(re.escape(f"join/page-0063.html#{anchor}") + "$"))
+    # A finding on a later findings page, by its position in the record.
+    findings = sorted((run / "findings").iterdir())[-1]
+    last = findings.read_text("utf-8")
+    found = re.search(r'<tr id="(f-[0-9a-f]{16}(?:-\d+)?)" data-position="(\d+)"', last)
+    assert found
+    page.goto(large.url(f"runs/{RUN}/findings/{findings.name}#finding-{found.group(2)}"))
+    page.wait_for_url(re.compile(re.escape(f"{findings.name}#{found.group(1)}") + "$"))
+    # Past the last request: a notice, on the page named, not a silent landing at the top.
+    page.goto(large.url(f"runs/{RUN}/index.html#request-{REQUESTS + 1}"))
+    notice = page.locator("#old-link-notice")
+    assert f"request {REQUESTS + 1:} by its position" in notice.inner_text()
+    assert page.url.endswith(f"runs/{RUN}/index.html#request-{REQUESTS + 1}")

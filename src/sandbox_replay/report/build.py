@@ -134,7 +134,7 @@ from sandbox_replay.report.parallel import (
     run_all,
 )
 from sandbox_replay.report.render import ASSETS, Renderer
-from sandbox_replay.report.single_file import single_file_pages
+from sandbox_replay.report.single_file import single_file_path
 from sandbox_replay.report.site_views import (
     RunSummary,
     build_catalog_view,
@@ -330,6 +330,7 @@ def _build_locked(
         shown_time,
         forbidden.sha256 if forbidden else "",
         _policies_digest(runs, config.policies) + _baseline_digest(baseline, config.label),
+        single_file=config.single_file,
     )
     matched = (
         match_runs(baseline.runs, [(run.name, run.display_path) for run in runs])
@@ -377,6 +378,7 @@ def _build_locked(
                             staging,
                             extra,
                             policy=config.policies.for_run(run.path),
+                            single_file=config.single_file,
                             **_compared(baseline, matched, run.name),
                         )
                     )
@@ -393,6 +395,7 @@ def _build_locked(
                             None,
                             extra,
                             policy=config.policies.for_run(run.path),
+                            single_file=config.single_file,
                             **_compared(baseline, matched, run.name),
                         )
                     )
@@ -483,19 +486,11 @@ def _build_locked(
             manifest["baseline"] = baseline.record()
         if config.label is not None:
             manifest["label"] = config.label
-        if config.single_file:  # see report/single_file.py
-            single = single_file_pages(
-                [run.name for run in runs],
-                lambda p: pages.files[p] if p in pages.files else (staging / p).read_bytes(),
-                renderer.asset(ASSETS[0]),
-                renderer.asset(ASSETS[1]),
-            )
-            for path, data in single.items():
-                pages.add(path, data)
+        if config.single_file:  # each run wrote its own (report/single_file.py)
             entries = manifest["runs"]
             assert isinstance(entries, list)
-            for entry, path in zip(entries, single, strict=True):
-                entry["single_file"] = path
+            for entry in entries:
+                entry["single_file"] = single_file_path(entry["name"])
         manifest_bytes = dump_json(manifest)
         pages.add(MANIFEST, manifest_bytes)
         pages.add(SITE_MARKER, _marker(manifest_bytes))

@@ -100,13 +100,18 @@ def _linked(view_chrome: Chrome) -> Chrome:
 def with_changes(pages: RunPages, change: RunChange) -> RunPages:
     """Return ``pages`` with the run's changes section and the "Changes" link in each page."""
 
-    def run_view(digest: str | None, size: int | None) -> Any:
-        view = pages.run_view(digest, size)
+    def changed(view: Any) -> Any:
         return dataclasses.replace(
             view,
             chrome=_linked(view.chrome),
             changes=run_changes_view(change, view.chrome.root),
         )
+
+    def run_view(digest: str | None, size: int | None) -> Any:
+        return changed(pages.run_view(digest, size))
+
+    def single_view(digest: str | None, size: int | None) -> Any:
+        return changed(pages.single_view(digest, size))
 
     def linked(
         views: Iterable[tuple[str, ListingPageView]],
@@ -120,7 +125,9 @@ def with_changes(pages: RunPages, change: RunChange) -> RunPages:
     def gap_pages() -> Iterator[tuple[str, ListingPageView]]:
         return linked(pages.gap_pages())
 
-    return RunPages(run_view, subpages, pages.subpage_paths, gap_pages, pages.search_files)
+    return RunPages(
+        run_view, subpages, pages.subpage_paths, gap_pages, pages.search_files, single_view
+    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Each line is ``<span class="line" id="<slug>-L<n>">``, so a finding can link to the exact
 line and the stylesheet can mark it as the target; line numbers are drawn by a CSS
-counter, so copying the code copies no numbers. The line wrapper is Pygments' documented
+counter, so copying the code copies no numbers. The opening line of a row the pages link
+to also carries ``data-row-end="<m>"``, the line that closes it (``row_end``), where that is
+a later line: the script marks the whole row from that, and works nothing out itself. The line wrapper is Pygments' documented
 extension point (``HtmlFormatter.wrap``); the token markup and the escaping of every
 input character are Pygments' own. Whitespace and punctuation are left unstyled, which
 keeps a page of highlighted JSON about four times its source size rather than eight.
@@ -13,7 +15,7 @@ Control and bidi characters in the file (raw bidi overrides are valid JSON) are 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from markupsafe import Markup
@@ -26,6 +28,9 @@ from pygments.token import Punctuation, Text, Whitespace
 from sandbox_replay.exports.text import visible
 
 _SLUG_UNSAFE = re.compile(r"[^a-z0-9]+")
+# A row is marked over at most this many lines: a link to a file's first line (a finding
+# about the whole file) names a "row" as long as the file.
+MAX_ROW_LINES = 2000
 
 
 def file_slug(path: str) -> str:
@@ -39,6 +44,50 @@ def line_id(slug: str, line: int) -> str:
     return f"{slug}-L{line}"
 
 
+def row_end(lines: Mapping[int, str], first: int, last: int) -> int:
+    """Return the line that closes the JSON value opening on line ``first`` (at most ``last``).
+
+    Brackets inside strings do not count; a line that opens nothing is a row of its own.
+    """
+    depth, opened = 0, False
+    for number in range(first, last + 1):
+        line = lines.get(number)
+        if line is None:
+            return number - 1
+        quoted = escaped = False
+        for c in line:
+            if quoted:
+                if escaped:
+                    escaped = False
+                elif c == "\\":
+                    escaped = True
+                elif c == '"':
+                    quoted = False
+            elif c == '"':
+                quoted = True
+            elif c in "{[":
+                depth, opened = depth + 1, True
+            elif c in "}]":
+                depth -= 1
+        if not opened or depth <= 0:
+            return number
+    return last
+
+
+def row_ends(text: str, first_line: int, rows: Collection[int]) -> dict[int, int]:
+    """Return the closing line of each of ``rows`` (opening lines) that ``text`` holds and
+    that closes on a later line; ``text`` starts at line ``first_line`` of its file."""
+    lines = dict(enumerate(text.split("\n"), first_line))
+    last = first_line + len(lines) - 1
+    ends = {}
+    for first in sorted(rows):
+        if first in lines:
+            end = row_end(lines, first, min(last, first + MAX_ROW_LINES - 1))
+            if end > first:
+                ends[first] = end
+    return ends
+
+
 class _PlainLayout(Filter):  # type: ignore[misc]
     """Turn whitespace and punctuation into plain text, so they get no span of their own."""
 
@@ -50,10 +99,11 @@ class _PlainLayout(Filter):  # type: ignore[misc]
 class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
     """Wrap each highlighted line in a span carrying its anchor id."""
 
-    def __init__(self, slug: str, first_line: int = 1) -> None:
+    def __init__(self, slug: str, first_line: int, ends: Mapping[int, int]) -> None:
         super().__init__(cssclass="hl")
         self._slug = slug
         self._first = first_line
+        self._ends = ends
 
     def wrap(self, source: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         if self._first == 1:
@@ -75,15 +125,20 @@ class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
             # Lines are blocks with no newline between them, so a targeted line can be
             # marked across the full width without an empty line after each one.
             body = text.removesuffix("\n")
-            yield 1, f'<span class="line" id="{line_id(self._slug, number)}">{body}</span>'
+            end = self._ends.get(number)
+            extent = f' data-row-end="{end}"' if end is not None else ""
+            yield 1, f'<span class="line" id="{line_id(self._slug, number)}"{extent}>{body}</span>'
         yield 0, "</code></pre>"
 
 
-def highlight_json(text: str, slug: str, first_line: int = 1) -> Markup:
+def highlight_json(text: str, slug: str, first_line: int = 1, rows: Collection[int] = ()) -> Markup:
     """Return ``text`` as highlighted HTML whose lines carry ``line_id(slug, n)`` anchors.
 
     ``text`` starts at line ``first_line`` of its file: an excerpt, when that is not 1.
+    ``rows`` are the opening lines of the rows the pages link to; each that closes on a
+    later line of ``text`` is marked with its extent.
     """
     lexer = JsonLexer()
     lexer.add_filter(_PlainLayout())
-    return Markup(highlight(visible(text), lexer, _LineAnchorFormatter(slug, first_line)))
+    formatter = _LineAnchorFormatter(slug, first_line, row_ends(text, first_line, rows))
+    return Markup(highlight(visible(text), lexer, formatter))

@@ -38,6 +38,7 @@ from sandbox_replay.exports import ExportFacts
 from sandbox_replay.load.files import FileChangedError, LoadLimits, open_regular, read_same_file
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.render import TEMPLATE_PACKAGE
+from sandbox_replay.report.single_file import single_file_path
 from sandbox_replay.report.site_views import RunSummary
 from sandbox_replay.version import __version__
 
@@ -68,14 +69,23 @@ def _walk_package(node: Traversable, prefix: str) -> Iterable[tuple[str, bytes]]
 
 
 def settings_hash(
-    templates: Path | None, shown_time: str, forbidden_sha256: str = "", policies: str = ""
+    templates: Path | None,
+    shown_time: str,
+    forbidden_sha256: str = "",
+    policies: str = "",
+    *,
+    single_file: bool = False,
 ) -> str:
     """Hash everything global that shapes the pages: version, templates, assets, time, the
     packaged data (policy table, forbidden classes, code docs), the digest of a user's
-    forbidden-classes table and that of the policies given ("" for none). A change to
-    any of them rebuilds every run: a verdict is never reused from another policy."""
+    forbidden-classes table and that of the policies given ("" for none), and whether each
+    run writes a single file. A change to any of them rebuilds every run: a verdict is
+    never reused from another policy, nor a run's files from a build without its single
+    file."""
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0{policies}\0".encode())
+    if single_file:
+        digest.update(b"single-file\0")
     for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     for name, data in _walk_package(resources.files(DATA_PACKAGE) / "data", "data/"):
@@ -198,13 +208,15 @@ def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], Re
 
 
 def _own_page(path: str, name: str, out_dir: Path) -> bool:
-    """Say whether ``path`` names a plain file of run ``name``'s folder in the site.
+    """Say whether ``path`` names a plain file of run ``name``'s folder in the site, or the
+    run's single file (``single/<name>.html``).
 
     The status file is read from the output folder, which anyone may have edited: a path
     out of the run's folder (``..``, absolute, a link) must never be copied into the site.
     """
     parts = path.split("/")
-    if not (
+    single = path == single_file_path(name)
+    if not single and not (
         len(parts) >= 3
         and parts[:2] == ["runs", name]
         and all(part not in ("", ".", "..") for part in parts)
@@ -213,11 +225,8 @@ def _own_page(path: str, name: str, out_dir: Path) -> bool:
         return False
     target = out_dir / path
     root = out_dir.resolve()
-    return (
-        target.is_file()
-        and not target.is_symlink()
-        and target.resolve().is_relative_to(root / "runs" / name)
-    )
+    folder = root / parts[0] if single else root / "runs" / name
+    return target.is_file() and not target.is_symlink() and target.resolve().is_relative_to(folder)
 
 
 def status_record(

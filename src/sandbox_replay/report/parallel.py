@@ -1,8 +1,10 @@
 """Replay and render one run of the site, in this process, a pool of processes, or on Dask.
 
 ``build_run`` is the unit of work: it replays one run folder, builds its records and
-view-models, and renders its pages (the run page, ``result.json`` and, for a large run,
-the listing sub-pages under ``join/``, ``findings/`` and ``trace/``). It never touches the
+view-models, and renders its pages (the run page, ``result.json``, the gaps listing and
+search index, for a large run the listing sub-pages under ``join/``, ``findings/`` and
+``trace/``, and with ``--single-file`` the run's ``single/<run>.html``, made from its own
+view of the run while the view-models are at hand: ``single_file``). It never touches the
 output folder: given a staging folder (the hidden sibling ``build`` swaps in at the end)
 it writes each page there as soon as it is rendered, so a 600,000-request run never holds
 all its pages in memory; given none (a Dask worker, which may be another machine) it
@@ -37,8 +39,9 @@ from sandbox_replay.records.build import RunRecords, build_records
 from sandbox_replay.records.changes import RunChange, RunSnapshot
 from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
-from sandbox_replay.report.render import Renderer
+from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.search_index import js_string
+from sandbox_replay.report.single_file import single_file_page, single_file_path
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.version import __version__
@@ -73,6 +76,8 @@ class RunTask:
     compared: bool = False
     baseline_run: RunSnapshot | None = None
     matched_by: str = ""
+    # With ``--single-file``: also write ``single/<run>.html`` (``single_file``).
+    single_file: bool = False
 
 
 @dataclass
@@ -183,7 +188,9 @@ def _build_run(
     written: list[str] = []
 
     def emit(relative: str, data: bytes) -> None:
-        path = f"runs/{run.name}/{relative}"
+        emit_site(f"runs/{run.name}/{relative}", data)
+
+    def emit_site(path: str, data: bytes) -> None:
         refuse_matched(path, data, needles)
         if task.staging is None:
             files[path] = data
@@ -227,6 +234,10 @@ def _build_run(
             size = len(files[result_path])
         view = pages.run_view(digest, size)
         emit("index.html", renderer.render("run.html", view=view))
+        if task.single_file:
+            single = renderer.render("run.html", view=pages.single_view(digest, size))
+            css, js = (renderer.asset(asset) for asset in ASSETS)
+            emit_site(single_file_path(run.name), single_file_page(single, css, js))
         for relative, page in pages.gap_pages():
             emit(relative, renderer.render_listing(page))
             extra.append(relative)
@@ -257,6 +268,7 @@ def _build_run(
         written = [
             result_path,
             *(f"runs/{run.name}/{p}" for p in (*paths, *extra, "index.html")),
+            *([single_file_path(run.name)] if task.single_file else []),
         ]
     built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
     built.exports = ExportFacts.of(outcome, records.result, built.summary.headline)

@@ -279,7 +279,12 @@ class Renderer:
         }
         template = self.env.get_template(partial[view.kind])
         table = Markup(
-            template.render(rows=view.join_rows, groups=view.finding_groups, spans=view.spans)
+            template.render(
+                rows=view.join_rows,
+                first_position=view.first_position,
+                groups=view.finding_groups,
+                spans=view.spans,
+            )
         )
         return self.render("listing.html", view=view, table=table)
 

@@ -1,14 +1,18 @@
-"""Turn a rendered run page into one self-contained HTML file (``build --single-file``).
+"""Turn a run's single-file view into one self-contained HTML file (``build --single-file``).
 
-The file is ``single/<run>.html`` at the root of the site: the run page with the site's
-stylesheet inlined as ``<style>`` and its script as ``<script>``, the SVG already being
-inline. It makes no request of any kind: no ``<link>``, no ``src=``, and every link to
-another file of the site (the index, the catalog, the result record, a large run's
-listing sub-pages) becomes plain text, keeping only links to anchors inside the page;
-the run's search, which reads the index files beside the run page, is left out.
+The file is ``single/<run>.html`` at the root of the site: the run page as its single-file
+view shows it (``views.run.single_view``: every finding, the explanation of each code
+they raise, the join table and trace whole or, for a large run, what a reviewer needs of
+them, and what was left out, counted) with the site's stylesheet inlined as ``<style>``
+and its script as ``<script>``, the SVG already being inline. It makes no request of any
+kind and links to nothing outside itself: no ``<link>``, no ``src=``; a link to a code's
+catalog entry becomes a link to its explanation in the page; every other link to another
+file of the site (the index, the catalog, the result record, a large run's sub-pages)
+becomes plain text, and so does a link to an anchor the page does not hold (a request
+row a large run's file leaves out), so every link left resolves within the page. The
+run's search, which reads the index files beside the run page, is left out.
 It holds no ``http://`` or ``https://`` at all: inline SVG drops its ``xmlns``, which HTML
-implies. A large run's split listings stay on their sub-pages; its single file carries
-the run page with its summaries, as the site's run page does.
+implies.
 
 The rewrite works on the bytes this package's own templates rendered, in which every
 attribute value is double-quoted and autoescaped (a ``"``, ``<`` or ``>`` from an input is
@@ -20,7 +24,6 @@ assets, and one holding ``</style`` or ``</script`` is refused rather than inlin
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
 
 SINGLE_DIR = "single"
 
@@ -32,6 +35,12 @@ _ANCHOR = re.compile(rb"<a\b([^>]*)>(.*?)</a>", re.DOTALL)
 _HREF = re.compile(rb'\s(?:(?:href|rel|aria-current|type)="[^"]*"|download(?=[\s>]|$))')
 # A namespace name, not a request; the HTML parser puts <svg> in it without being told.
 _SVG_XMLNS = b'<svg xmlns="http://www.w3.org/2000/svg" '
+_ID = re.compile(rb'\sid="([^"]*)"')
+# A link to a code's catalog entry, from a run page or one of its sub-pages.
+_CODE_LINK = re.compile(rb"(?:\.\./)+codes/index\.html#([a-z0-9-]+)")
+# What a code's explanation in a single file is named by: its catalog anchor behind this
+# (``views.run.single_code_anchor``).
+CODE_PREFIX = b"code_"
 
 
 class SingleFileError(ValueError):
@@ -49,16 +58,25 @@ def _inline(tag: bytes, body: bytes, name: str) -> bytes:
     return b"<" + tag + b">\n" + body.rstrip(b"\n") + b"\n</" + tag + b">"
 
 
-def _unlink(match: re.Match[bytes]) -> bytes:
+def _relink(match: re.Match[bytes], ids: frozenset[bytes]) -> bytes:
+    """Keep a link to an anchor of the page, point a catalog link at the page's copy of the
+    code's explanation, and make any other link plain text."""
     attributes, content = match.group(1), match.group(2)
     href = re.search(rb'\shref="([^"]*)"', attributes)
-    if href is None or href.group(1).startswith(b"#"):
+    if href is None:
         return match.group(0)
+    target = href.group(1)
+    code = _CODE_LINK.fullmatch(target)
+    if code is not None:
+        target = b"#" + CODE_PREFIX + code.group(1)
+    if target.startswith(b"#") and target[1:] in ids:
+        start, end = href.span(1)
+        return b"<a" + attributes[:start] + target + attributes[end:] + b">" + content + b"</a>"
     return b"<span" + _HREF.sub(b"", attributes) + b">" + content + b"</span>"
 
 
 def single_file_page(page: bytes, css: bytes, js: bytes) -> bytes:
-    """Return ``page`` with ``css`` and ``js`` inlined and links to other files made text."""
+    """Return ``page`` with ``css`` and ``js`` inlined and every link kept within it."""
     styles = _STYLESHEET.findall(page)
     scripts = _SCRIPT.findall(page)
     if len(styles) != 1 or len(scripts) != 1:
@@ -67,16 +85,7 @@ def single_file_page(page: bytes, css: bytes, js: bytes) -> bytes:
     script = _inline(b"script", js, "the script")
     # Links first: nothing inside the inlined assets is taken for a tag.
     page = _SEARCH.sub(b"", page)
-    page = _ANCHOR.sub(_unlink, page).replace(_SVG_XMLNS, b"<svg ")
+    ids = frozenset(_ID.findall(page))
+    page = _ANCHOR.sub(lambda match: _relink(match, ids), page).replace(_SVG_XMLNS, b"<svg ")
     page = _STYLESHEET.sub(lambda _: style, page)
     return _SCRIPT.sub(lambda _: script, page)
-
-
-def single_file_pages(
-    run_names: Iterable[str], read: Callable[[str], bytes], css: bytes, js: bytes
-) -> dict[str, bytes]:
-    """Return every run's single-file page, reading each run page with ``read``."""
-    return {
-        single_file_path(name): single_file_page(read(f"runs/{name}/index.html"), css, js)
-        for name in run_names
-    }

@@ -21,6 +21,7 @@ from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 from sandbox_replay.report.views.cells import _expected_alarm, _layer_status
 from sandbox_replay.report.views.common import (
+    ACTIONS_FILE,
     MAIN_PAGE,
     MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
@@ -55,6 +56,13 @@ class RunBase:
         self.slugs = _unique_slugs(
             [f["path"] for f in self.result["input_files"] if f["kind"] == "input"]
         )
+        # The opening lines of the rows the pages link to, by input file: each finding's,
+        # and each request's (``JoinTable``). The highlighted files mark their extents.
+        self.linked_rows: dict[Any, set[Any]] = {}
+        for finding in self.result["findings"]:
+            self.linked_rows.setdefault(finding["path"], set()).add(finding["line"])
+        requests = self.linked_rows.setdefault(ACTIONS_FILE, set())
+        requests.update(request.get("line") for request in self.result["request_rows"])
         # Highlight first: a finding links to a line only where that line is on the page.
         self.input_views = self._input_views()
         self.highlighted = {v.path for v in self.input_views if v.html is not None}
@@ -235,7 +243,8 @@ class RunBase:
         except UnicodeDecodeError:
             return None, "Not shown: the file is not valid UTF-8 (see Strict load)."
         notice = "" if info["loaded"] else "This file did not load; see its strict-load finding."
-        return highlight_json(body, self.slugs[path]), notice
+        rows = {n for n in self.linked_rows.get(path, ()) if _is_count(n)}
+        return highlight_json(body, self.slugs[path], 1, rows), notice
 
 
 def _unique_slugs(paths: Sequence[str]) -> dict[str, str]:

@@ -62,9 +62,13 @@ class Chrome:
     tool_version: str
     # The "Changes" page, only in a build compared with a baseline (``--baseline``).
     changes_href: str | None = None
-    # On a run's pages: its search index and its run page, relative to this page.
+    # On a run's pages: its search index and its run page, relative to this page, its
+    # number of requests, and how many rows each join-table page holds (0: the run page
+    # holds them all).
     search_index: str = ""
     run_page: str = ""
+    requests: int = 0
+    join_page_rows: int = 0
 
 
 def chrome(title: str, root: str, active: str, build_time: str, version: str) -> Chrome:

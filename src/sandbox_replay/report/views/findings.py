@@ -27,6 +27,7 @@ class Findings(RunBase):
             location=self.location(f["path"], f["line"]),
             location_href=self.line_href(f["path"], f["line"], from_page),
             request_href=self.request_href(rid, from_page),
+            position=index + 1,
         )
 
     def findings_by_severity(self) -> tuple[tuple[str, int], ...]:

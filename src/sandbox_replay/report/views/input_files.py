@@ -11,7 +11,7 @@ from markupsafe import Markup
 
 from sandbox_replay.load.files import FileChangedError, open_same_file
 from sandbox_replay.records.build import redact
-from sandbox_replay.report.highlight import highlight_json, line_id
+from sandbox_replay.report.highlight import highlight_json, line_id, row_end
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.common import (
     EXCERPT_BEFORE,
@@ -23,36 +23,6 @@ from sandbox_replay.report.views.common import (
     text,
 )
 from sandbox_replay.report.views.models import InputView, ModuleView
-
-
-def row_end(lines: dict[int, str], first: int, last: int) -> int:
-    """Return the line that closes the JSON value opening on line ``first`` (at most ``last``).
-
-    Brackets inside strings do not count; a line that opens nothing is a row of its own.
-    """
-    depth, opened = 0, False
-    for number in range(first, last + 1):
-        line = lines.get(number)
-        if line is None:
-            return number - 1
-        quoted = escaped = False
-        for c in line:
-            if quoted:
-                if escaped:
-                    escaped = False
-                elif c == "\\":
-                    escaped = True
-                elif c == '"':
-                    quoted = False
-            elif c == '"':
-                quoted = True
-            elif c in "{[":
-                depth, opened = depth + 1, True
-            elif c in "}]":
-                depth -= 1
-        if not opened or depth <= 0:
-            return number
-    return last
 
 
 class InputFiles(RunBase):
@@ -111,7 +81,7 @@ class InputFiles(RunBase):
             else:
                 blocks.append((start, end))
         html = "".join(
-            highlight_json("\n".join(lines[n] for n in range(a, b + 1)) + "\n", slug, a)
+            highlight_json("\n".join(lines[n] for n in range(a, b + 1)) + "\n", slug, a, cited)
             for a, b in blocks
         )
         more = len(self.finding_lines.get(path, ())) - len(cited)

@@ -60,6 +60,9 @@ class FindingView:
     location: str
     location_href: str
     request_href: str
+    # Its position in the result record's findings, counted from 1: what an old
+    # permalink (``#finding-N``) names.
+    position: int
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,28 @@ class RunCounts:
 
 
 @dataclass(frozen=True)
+class CodeDoc:
+    """The explanation of one finding code, as a single file carries it (and the catalog)."""
+
+    code: str
+    anchor: str
+    severity: str
+    summary: str
+    doc: Markup
+
+
+@dataclass(frozen=True)
+class SingleFileView:
+    """What a run's single file adds to its run page: the explanation of each code its
+    findings raise, and what of the run it holds and leaves out, said in words."""
+
+    holds: str
+    left_out: tuple[str, ...]
+    joins_note: str
+    codes: tuple[CodeDoc, ...]
+
+
+@dataclass(frozen=True)
 class RunView:
     """Everything the run page shows, in SITE.md order."""
 
@@ -265,6 +290,9 @@ class RunView:
     flowchart_print_svg: Markup
     mermaid: str
     join_rows: tuple[JoinRow, ...]
+    # The position of its first join row among the run's requests, counted from 1 (0
+    # when the rows are not in request order, or not here): what an old permalink names.
+    join_first_position: int
     join_nav: PageNav | None
     gaps_href: str
     gaps_summary: str
@@ -294,6 +322,8 @@ class RunView:
     print_findings_note: str = ""
     # Its findings (expected alarms aside) by severity, worst first, none left out.
     findings_by_severity: tuple[tuple[str, int], ...] = ()
+    # Only in the view of a single file (``build --single-file``).
+    single: SingleFileView | None = None
 
 
 @dataclass(frozen=True)
@@ -312,6 +342,8 @@ class ListingPageView:
     spans: tuple[SpanRow, ...] = ()
     gaps_href: str = ""
     note: str = ""
+    # As ``RunView.join_first_position``, for a page of the join table.
+    first_position: int = 0
 
 
 @dataclass(frozen=True)

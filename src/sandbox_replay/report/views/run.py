@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.run import InputMode
+from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.records.build import RunRecords, build_receipt
+from sandbox_replay.report.catalog import render_doc
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.search_index import SEARCH_DIR, search_files
+from sandbox_replay.report.single_file import CODE_PREFIX
 from sandbox_replay.report.views.base import _pagers
 from sandbox_replay.report.views.calibration import Calibration
 from sandbox_replay.report.views.cells import _expected_alarm
@@ -30,7 +34,14 @@ from sandbox_replay.report.views.common import (
 )
 from sandbox_replay.report.views.input_files import InputFiles
 from sandbox_replay.report.views.layer_tables import LayerTables
-from sandbox_replay.report.views.models import DigestRow, ListingPageView, ProvenanceView, RunView
+from sandbox_replay.report.views.models import (
+    CodeDoc,
+    DigestRow,
+    ListingPageView,
+    ProvenanceView,
+    RunView,
+    SingleFileView,
+)
 from sandbox_replay.report.views.search import SearchEntries
 from sandbox_replay.report.views.summary import Summary
 from sandbox_replay.report.views.trace_table import TraceTable
@@ -95,7 +106,14 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
     def chrome(self, title: str, from_page: str) -> Chrome:
         frame = chrome(title, self.root_of(from_page), "run", self.build_time, self.version)
         up = "../" if "/" in from_page else ""
-        return replace(frame, search_index=f"{up}{SEARCH_DIR}/index.js", run_page=up + MAIN_PAGE)
+        join = self.join_pager
+        return replace(
+            frame,
+            search_index=f"{up}{SEARCH_DIR}/index.js",
+            run_page=up + MAIN_PAGE,
+            requests=join.total,
+            join_page_rows=join.page_rows if join.split else 0,
+        )
 
     def build(self, result_sha256: str | None = None, result_size: int | None = None) -> RunView:
         """Return the run page's view-model (``result_sha256``, ``result_size`` as for
@@ -127,6 +145,7 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             flowchart_print_svg=print_svg,
             mermaid=mermaid,
             join_rows=() if join.split else self.join_rows(0, join.total, MAIN_PAGE),
+            join_first_position=0 if join.split else 1,
             join_nav=page_nav(join, "requests", None, self.join_range) if join.split else None,
             gaps_href=relative_href(self.gaps_pager.path(0), "gaps-list", MAIN_PAGE),
             gaps_summary=self.gaps_summary(),
@@ -165,6 +184,92 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
                 if findings.split
                 else ""
             ),
+        )
+
+    def single_view(self, result_sha256: str | None, result_size: int | None) -> RunView:
+        """Return the view-model of the run's single file (``build --single-file``).
+
+        The run page, with every finding and the explanation of each code they raise, and
+        every link within the one page. The join table and the trace are there whole up
+        to ``SINGLE_FILE_ROWS`` rows each; past that, the join table keeps the rows with a
+        gap (worst first, at most that many) and the trace none, and the file says so.
+        """
+        view = self.build(result_sha256, result_size)
+        one = self._in_one_page()
+        requests, spans = self.join_pager.total, self.trace_pager.total
+        left_out = []
+        if requests <= SINGLE_FILE_ROWS:
+            join_rows = one.join_rows(0, requests, MAIN_PAGE)
+            joins_note = ""
+            rows_held = f"all {requests:,} request rows"
+        else:
+            gaps = len(self.gap_order)
+            shown = min(gaps, SINGLE_FILE_ROWS)
+            join_rows = one.gap_rows(0, shown, MAIN_PAGE)
+            joins_note = (
+                f"This file holds the {shown:,} request rows with a gap, worst first, of the "
+                f"run's {requests:,} requests."
+            )
+            rows_held = f"the {shown:,} request rows with a gap"
+            if requests > gaps:
+                left_out.append(f"{requests - gaps:,} request rows without a gap")
+            if gaps > shown:
+                left_out.append(
+                    f"{gaps - shown:,} request rows with a gap, past the first {shown:,}"
+                )
+        if spans <= SINGLE_FILE_ROWS:
+            trace = replace(view.trace, spans=one.span_rows(0, spans, MAIN_PAGE))
+            spans_held = f"all {spans:,} trace spans"
+        else:
+            trace = replace(view.trace, spans=())
+            spans_held = "no trace span"
+            left_out.append(f"all {spans:,} trace spans")
+        findings = self.findings_pager.total
+        codes = self._code_docs()
+        holds = (
+            f"This single file holds every finding ({findings:,}), the explanation of each of "
+            f"the {len(codes):,} codes they raise, {rows_held}, and {spans_held}."
+            if findings
+            else f"This single file holds the run: no finding, {rows_held}, and {spans_held}."
+        )
+        return replace(
+            view,
+            join_rows=join_rows,
+            join_first_position=1 if requests <= SINGLE_FILE_ROWS else 0,
+            join_nav=None,
+            gaps_href="#joins",
+            finding_groups=one.finding_groups(0, findings, MAIN_PAGE),
+            findings_nav=None,
+            print_findings=(),
+            print_findings_note="",
+            trace=trace,
+            trace_nav=None,
+            single=SingleFileView(holds, tuple(left_out), joins_note, codes),
+        )
+
+    def _in_one_page(self) -> _RunBuilder:
+        """Return this builder with every listing on the run page, as in a single file."""
+        one = copy.copy(self)
+        one.join_pager, one.findings_pager, one.trace_pager = (
+            replace(pager, page_rows=max(pager.total, 1))
+            for pager in (self.join_pager, self.findings_pager, self.trace_pager)
+        )
+        return one
+
+    def _code_docs(self) -> tuple[CodeDoc, ...]:
+        """Return the explanation of each code the run's findings raise, in catalog order."""
+        raised = {f["error_code"] for f in self.findings}
+        return tuple(
+            CodeDoc(
+                entry.code,
+                single_code_anchor(entry.code),
+                entry.severity.value,
+                entry.summary,
+                render_doc(entry.doc),
+            )
+            for layer in Layer
+            for entry in REGISTRY.by_layer(layer)
+            if entry.code in raised
         )
 
     def listing_paths(self) -> list[str]:
@@ -228,6 +333,8 @@ class _RunBuilder(Summary, SearchEntries, Calibration, LayerTables, TraceTable, 
             spans=self.span_rows(start, end, path) if pager.section == "trace" else (),
             gaps_href=relative_href(self.gaps_pager.path(0), "gaps-list", path),
             note=_GAPS_NOTE if pager.section == "gaps" else "",
+            # The join pages hold the rows in request order; the gaps listing does not.
+            first_position=start + 1 if pager.section == "join" else 0,
         )
         return path, view
 
@@ -241,6 +348,22 @@ OPEN_RESULT_BYTES = 8 * 1024 * 1024
 
 # How many of a split run's findings its run page prints (only when printed).
 PRINTED_FINDINGS = 100
+
+# A single file holds a run's whole join table and trace up to this many rows each. A
+# join row renders to about 1.5 KB, so that is at most about 3 MB of rows, which a browser
+# opens from an attachment at once; past it, the file keeps the rows a reviewer needs,
+# those with a gap (``single_view``), and says how many it left out.
+SINGLE_FILE_ROWS = 2000
+
+
+def single_code_anchor(code: str) -> str:
+    """Return the id of a code's explanation in a single file.
+
+    The catalog's anchor behind ``code_``: no other id of a run page has an underscore
+    after a lower-case word (input files' are ``[a-z0-9-]``, rows' start ``req-``, ``f-``).
+    """
+    return CODE_PREFIX.decode() + REGISTRY[code].anchor
+
 
 # Each listing's noun (for its page counts), title and section of the run page.
 _LISTINGS = {
@@ -288,6 +411,8 @@ class RunPages:
     # the view-models are built: made by the process that builds the run page.
     gap_pages: Callable[[], Iterator[tuple[str, ListingPageView]]]
     search_files: Callable[[], list[tuple[str, bytes]]]
+    # The view of the run's single file, with the same arguments as ``run_view``.
+    single_view: Callable[[str | None, int | None], RunView]
 
 
 def subpage_paths(records: RunRecords) -> tuple[str, ...]:
@@ -307,4 +432,5 @@ def build_run_pages(
         tuple(builder.listing_paths()),
         builder.gap_pages,
         builder.search_files,
+        builder.single_view,
     )
