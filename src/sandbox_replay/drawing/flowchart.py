@@ -18,8 +18,9 @@ for the screen or top to bottom for a printed page (the same steps, axes swapped
 
 Everything is ordered by input position and computed with a fixed number of sweeps, and
 coordinates are printed with one fixed format, so the same input gives the same bytes.
-The SVG carries CSS classes, not colours (``FLOWCHART_CSS`` is a stylesheet for them);
-presentation attributes give only a neutral fallback that any stylesheet overrides.
+The SVG carries CSS classes, not colours (the site's stylesheet, ``assets/site.css``,
+colours them); presentation attributes give only a neutral fallback that any stylesheet
+overrides.
 """
 
 from __future__ import annotations
@@ -681,46 +682,3 @@ def _render_mermaid(graph: _Graph, direction: str) -> str:
             lines.append(f"    classDef {status} {_MERMAID_STYLES[status]}")
             lines.append(f"    class {','.join(members)} {status}")
     return "\n".join(lines) + "\n"
-
-
-# The site may draw the chart twice, left to right for the screen and top to bottom for
-# print, each in a wrapper with one of the two *-only classes below.
-FLOWCHART_CSS: Final = """\
-.flowchart-print-only { display: none; }
-.flowchart { max-width: 100%; height: auto; color: #333; }
-.flowchart .flow-edge { stroke: #555; }
-.flowchart .flow-arrow path { fill: #555; }
-.flowchart .flow-edge-label { fill: #333; paint-order: stroke; stroke: #fff; stroke-width: 3px; }
-.flowchart .flow-node rect { stroke: #555; }
-.flowchart .flow-node text { fill: #1a1a1a; stroke: none; }
-.flowchart .node-pass rect { fill: #e7f4ea; stroke: #1e6b34; }
-.flowchart .node-blocked rect { fill: #fbe4e6; stroke: #a3142a; }
-.flowchart .node-blocked .flow-count { fill: #a3142a; }
-.flowchart .node-not_run rect { fill: #eeeeee; stroke: #666; }
-.flowchart .node-not_applicable rect { fill: #f7f7f7; stroke: #999; }
-.flowchart .node-not_applicable text { fill: #555; }
-.flowchart a:focus-visible rect, .flowchart a:hover rect { stroke-width: 3px; }
-@media (prefers-color-scheme: dark) {
-  .flowchart { color: #ddd; }
-  .flowchart .flow-edge { stroke: #aaa; }
-  .flowchart .flow-arrow path { fill: #aaa; }
-  .flowchart .flow-edge-label { fill: #ddd; stroke: #111; }
-  .flowchart .flow-node text { fill: #eee; }
-  .flowchart .node-pass rect { fill: #173d22; stroke: #6fcf8a; }
-  .flowchart .node-blocked rect { fill: #4a1219; stroke: #ff8a99; }
-  .flowchart .node-blocked .flow-count { fill: #ffb3bd; }
-  .flowchart .node-not_run rect { fill: #2a2a2a; stroke: #999; }
-  .flowchart .node-not_applicable rect { fill: #1e1e1e; stroke: #777; }
-  .flowchart .node-not_applicable text { fill: #aaa; }
-}
-@media print {
-  .flowchart-screen-only { display: none; }
-  .flowchart-print-only { display: block; }
-  .flowchart { color: #000; }
-  .flowchart .flow-edge { stroke: #000; }
-  .flowchart .flow-arrow path { fill: #000; }
-  .flowchart .flow-node text, .flowchart .node-blocked .flow-count { fill: #000; }
-  .flowchart .flow-node rect { fill: #fff; stroke: #000; }
-  .flowchart .node-blocked rect { fill: #e6e6e6; }
-}
-"""

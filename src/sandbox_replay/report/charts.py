@@ -3,7 +3,8 @@
 Each chart is a horizontal bar chart 320 units wide (readable on a phone, scalable with
 its ``viewBox``) whose ``<desc>`` states every number in words, so a screen reader and a
 printout carry the same figures as the bars. Bars carry CSS classes from a fixed list,
-never colours; ``CHART_CSS`` is a stylesheet for them with light, dark and print schemes.
+never colours; the site's stylesheet (``assets/site.css``) colours them for light, dark
+and print.
 """
 
 from __future__ import annotations
@@ -372,44 +373,3 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
         f'<desc id="{prefix}-desc">{escape(description or "No data.")}</desc>'
         f"{''.join(body)}</svg>"
     )
-
-
-CHART_CSS: Final = """\
-.chart { max-width: 100%; height: auto; color: #222; }
-.chart .bar { fill: #8a8a8a; }
-.chart .status-pass, .chart .verdict-allow { fill: #2e8b57; }
-.chart .status-blocked, .chart .verdict-block { fill: #c0392b; }
-.chart .status-not_run, .chart .verdict-missing { fill: #9e9e9e; }
-.chart .status-not_applicable { fill: #d0d0d0; }
-.chart .verdict-review { fill: #d9a21b; }
-.chart .layer, .chart .finding { fill: #3d6fb6; }
-.chart .sev-critical { fill: #a31b1b; }
-.chart .sev-high { fill: #c98a1e; }
-.chart .sev-medium { fill: #8a939c; }
-.chart .sev-low { fill: #c9ced3; }
-.chart .chart-empty { fill: #666; font-style: italic; }
-.heat-0 { background: transparent; }
-.heat-1 { background: #e8eef8; }
-.heat-2 { background: #c7d6ef; }
-.heat-3 { background: #93b0df; }
-.heat-4 { background: #5a86cc; color: #fff; }
-@media (prefers-color-scheme: dark) {
-  .chart { color: #ddd; }
-  .chart .status-pass, .chart .verdict-allow { fill: #4fbf7f; }
-  .chart .status-blocked, .chart .verdict-block { fill: #ef6b5b; }
-  .chart .verdict-review { fill: #e9bd4c; }
-  .chart .layer, .chart .finding { fill: #6f9be0; }
-  .chart .chart-empty { fill: #aaa; }
-  .heat-1 { background: #1d2a3d; }
-  .heat-2 { background: #27406a; }
-  .heat-3 { background: #335a99; }
-  .heat-4 { background: #4a78c4; color: #fff; }
-}
-@media print {
-  .chart { color: #000; }
-  .chart .bar { fill: #bbb; }
-  .chart .status-blocked, .chart .verdict-block { fill: #444; }
-  .chart .status-pass, .chart .verdict-allow { fill: #fff; }
-  .heat-1, .heat-2, .heat-3, .heat-4 { print-color-adjust: exact; -webkit-print-color-adjust: exact; }
-}
-"""
