@@ -42,15 +42,7 @@ from sandbox_replay.load.files import (
 )
 from sandbox_replay.model import codes
 from sandbox_replay.model.findings import Finding
-from sandbox_replay.model.rows import (
-    UNSET,
-    ActionRequest,
-    ColdReplay,
-    InputRow,
-    PolicyVerdict,
-    Rollback,
-    SideEffect,
-)
+from sandbox_replay.model.rows import KINDS, UNSET, InputRow
 
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -480,7 +472,7 @@ def type_rows(loaded: LoadedFile, kind: type[InputRow]) -> None:
 
 _TYPED_DECODERS: dict[type[InputRow], msgspec.json.Decoder[dict[str, list[InputRow]]]] = {
     kind: msgspec.json.Decoder(dict[str, list[kind]])  # type: ignore[valid-type]
-    for kind in (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
+    for kind in KINDS
 }
 
 

@@ -22,6 +22,7 @@ import msgspec
 from msgspec import UNSET
 
 __all__ = [
+    "KINDS",
     "UNSET",
     "ActionRequest",
     "ColdReplay",
@@ -196,6 +197,8 @@ class ColdReplay(InputRow, gc=False, kw_only=True):
 
 
 R = TypeVar("R", bound=InputRow)
+# The five row kinds, in the order of their list files.
+KINDS: tuple[type[InputRow], ...] = (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
 
 
 class _Floor(NamedTuple):
@@ -214,7 +217,7 @@ def _reads(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 
 _FLOORS: dict[type[InputRow], _Floor] = {
     kind: _Floor(_reads(kind.PLAIN), _reads(tuple(kind.FLAGS)), tuple(kind.FLAGS.values()))
-    for kind in (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
+    for kind in KINDS
 }
 
 
