@@ -48,6 +48,7 @@ TYPED = {
     "empty_row": _with(1, "{}"),
     "list_value": _with(2, '{"request_id": "r", "risk_class": ["a", "b:c", 1.5]}'),
     "float_value": _with(0, '{"request_id": "r", "risk_class": 0.25}'),
+    "float_in_nested_list": _with(1, '{"request_id": "r", "risk_class": [["a"], [[2.5]]]}'),
     "escaped_key": _with(1, '{"request\\u005fid": "a", "episode_id": "x\\"y"}'),
     "colon_in_value": _with(1, '{"request_id": "a:b", "episode_id": "{:}"}'),
     "every_field": _file(
@@ -130,7 +131,20 @@ def test_a_long_string_is_refused_either_way() -> None:
 _FIELDS = [f'"{name}"' for name in ActionRequest.__struct_fields__ if name != "line"]
 _KEYS = st.sampled_from([*_FIELDS, '"request\\u005fid"', '"line"', '"agent_ref"', '"{"'])
 _VALUES = st.sampled_from(
-    ['"a"', '"b:c"', '"{x}"', '"q\\"r"', "1", "2.5", "true", "null", "[]", '["a", 1]', "{}"]
+    [
+        '"a"',
+        '"b:c"',
+        '"{x}"',
+        '"q\\"r"',
+        "1",
+        "2.5",
+        "true",
+        "null",
+        "[]",
+        '["a", 1]',
+        "[[1.5]]",
+        "{}",
+    ]
 )
 _ROWS = st.lists(
     st.lists(st.tuples(_KEYS, _VALUES), max_size=5).map(

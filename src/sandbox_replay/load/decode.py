@@ -442,12 +442,10 @@ def _decode_typed_rows(
     lines = layout.row_lines(len(rows), 0)
     for row, line in zip(rows, lines, strict=True):
         row.line = line
-    kinds = set(map(type, values))
-    lists = compress(values, map(is_, map(type, values), repeat(list)))
-    kinds.update(map(type, chain.from_iterable(lists)))
+    lists = list(compress(values, map(is_, map(type, values), repeat(list))))
     loaded.data = {rows_key: rows}
     loaded.key_lines = {rows_key: _KeyLines(raw)[rows_key]}
-    loaded.may_hold_floats = float in kinds
+    loaded.may_hold_floats = float in set(map(type, values)) or _holds(lists, float)
     loaded.rows = rows
     loaded.row_lines = lines
     loaded.row_keys = frozenset(kind.__struct_fields__) - {"line"}
