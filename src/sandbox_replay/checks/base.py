@@ -47,6 +47,16 @@ class LayerResult:
         """Add a finding about ``row`` of ``file``, pointing at the row's line."""
         self.add(code, message, floor, subject, kind, file, row.line)
 
+    def add_for_request(
+        self, code: str, message: str, floor: str, run: RunInputs, request_id: str
+    ) -> None:
+        """Add a finding about a declared request (one that lacks a row of its own in the
+        layer's file), pointing at the request's line."""
+        request = run.requests.by_key[request_id]
+        self.add_for_row(
+            code, message, floor, run.requests.file, request, request_id, "action_request"
+        )
+
 
 def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
     """Return the row's id, or where it sits (``file#row<n>``) when the id is unusable."""

@@ -68,14 +68,12 @@ def check(run: RunInputs) -> LayerResult:
             failing += 1
     for request_id in run.derivations:
         if run.replays.get(request_id) is None:
-            result.add_for_row(
+            result.add_for_request(
                 codes.COLD_REPLAY_MISSING,
                 f"{request_id} has no cold-replay row",
                 FLOOR,
-                run.requests.file,
-                run.requests.by_key[request_id],
+                run,
                 request_id,
-                "action_request",
             )
     harness.add_cold_replay_gap(run, result)
     result.counts = {

@@ -146,14 +146,12 @@ def check(run: RunInputs) -> LayerResult:
     for request_id, derivation in run.derivations.items():
         joined = run.effects.get(request_id)
         if joined is None:
-            result.add_for_row(
+            result.add_for_request(
                 codes.SIDE_EFFECT_RECEIPT_MISSING,
                 f"{request_id} has no side-effect receipt, so what it did is unverified",
                 FLOOR,
-                run.requests.file,
-                run.requests.by_key[request_id],
+                run,
                 request_id,
-                "action_request",
             )
             continue
         for code in outcomes[request_id].codes:

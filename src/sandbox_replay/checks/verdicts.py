@@ -160,14 +160,12 @@ def check(run: RunInputs) -> LayerResult:
         derivation = run.derivations[request_id]
         joined = run.verdicts.get(request_id)
         if joined is None:
-            result.add_for_row(
+            result.add_for_request(
                 codes.VERDICT_MISSING,
                 f"{request_id} has no verdict row (derived verdict: {derivation.verdict})",
                 FLOOR,
-                run.requests.file,
-                run.requests.by_key[request_id],
+                run,
                 request_id,
-                "action_request",
             )
             continue
         declared = joined.verdict
