@@ -58,7 +58,7 @@ def test_the_changes_page_leads_to_the_regression(opener: PageOpener, compared: 
     page = opener.open(compared)
     page.goto(compared.url())
     page.get_by_role("navigation", name="Site").get_by_role("link", name="Changes").click()
-    assert page.url.endswith("changes/index.html")
+    page.wait_for_url("**/changes/index.html")  # loaded, not only committed
     assert page.get_by_role("heading", level=1).inner_text() == "Changes since the baseline"
     facts = page.locator(".facts .fact").all_inner_texts()
     assert [" ".join(f.split()) for f in facts[:3]] == [
@@ -70,7 +70,7 @@ def test_the_changes_page_leads_to_the_regression(opener: PageOpener, compared: 
     assert "blocked_action_left_diff" in page.locator("#other-changes").inner_text()
     _shot(page, "27-changes-page.png")
     page.locator("#regressions").get_by_role("link", name="exported_bundle").click()
-    assert page.url.endswith("runs/exported_bundle/index.html")
+    page.wait_for_url("**/runs/exported_bundle/index.html")  # loaded, not only committed
     section = page.locator("#changes")
     assert section.is_visible()
     assert "Regression: passed in the baseline, blocked now" in section.inner_text()
