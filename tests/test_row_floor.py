@@ -1,8 +1,8 @@
 """A row that meets its kind's plain floor is one the layer's floor check finds nothing in.
 
-Each layer lists what a row breaks only where ``meets_plain_floor`` says the row does not
-meet it; so the two must agree on every row: a row that meets the plain floor (and, for a
-receipt, is typed) has no floor problem, and a row with no floor problem meets it.
+Each layer lists what a row breaks only for the rows ``rows_below_floor`` returns; so the
+two must agree on every row: a row that meets the plain floor (and, for a receipt, is
+typed) has no floor problem, and a row with no floor problem meets it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sandbox_replay.model.rows import (
     PolicyVerdict,
     Rollback,
     SideEffect,
-    meets_plain_floor,
+    rows_below_floor,
 )
 
 # Values a field may hold: text (blank or not), the booleans and numbers equal to them,
@@ -56,6 +56,21 @@ def rows_of(kind: type[InputRow]) -> st.SearchStrategy[Any]:
     return st.fixed_dictionaries({name: VALUES for name in fields}).map(
         lambda values: kind(**values, line=2)
     )
+
+
+def meets_plain_floor(row: InputRow) -> bool:
+    """Say whether the row meets its plain floor, as the layers tell: read down a list of
+    it, between two rows that meet theirs (so that a column is good or not by this row)."""
+    clean = type(row)(**{name: "ref" for name in type(row).PLAIN}, **type(row).FLAGS, line=1)
+    return 1 not in rows_below_floor([clean, row, clean])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(rows_of(Rollback), max_size=6))
+def test_a_list_of_rows_is_below_the_floor_exactly_where_each_row_is(rows: list[Rollback]) -> None:
+    assert rows_below_floor(rows) == {
+        i for i, row in enumerate(rows) if rollbacks.floor_problems(row)
+    }
 
 
 @settings(max_examples=600, deadline=None)
@@ -101,5 +116,8 @@ def test_a_verdict_row_lists_the_same_problems_whichever_way_its_fields_are_read
         missing = missing_fields(row, PolicyVerdict.REQUIRED)
         assert missing == ([] if is_nonempty(row.rule_refs) else ["rule_refs"])
         assert not_text(row, PolicyVerdict.TEXT, missing) == []
+        plain = verdicts.floor_problems(row, {"allow", "block", "review"}, "ref-1", plain=True)
+        read = verdicts.floor_problems(row, {"allow", "block", "review"}, "ref-1", plain=False)
+        assert plain == read
     else:
-        assert verdicts.floor_problems(row, {"allow", "block", "review"}, "ref-1")
+        assert verdicts.floor_problems(row, {"allow", "block", "review"}, "ref-1", plain=False)

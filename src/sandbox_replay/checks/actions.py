@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+from operator import attrgetter
 
 from sandbox_replay.checks.base import (
     LayerResult,
@@ -15,7 +15,7 @@ from sandbox_replay.checks.base import (
 from sandbox_replay.load.run import ACTION_REQUESTS, RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import ActionRequest, meets_plain_floor
+from sandbox_replay.model.rows import ActionRequest, rows_below_floor
 
 FLOOR = "action_request_floor"
 MIN_RISK_CLASSES = 4
@@ -25,6 +25,13 @@ KIND = "action_request"
 def floor_problems(request: ActionRequest) -> list[str]:
     """Return what of the row floor a request breaks: required text and exact flags."""
     return floor_breaks(request, "flags not as required")
+
+
+def _add(
+    result: LayerResult, request: ActionRequest, position: int, code: str, message: str
+) -> None:
+    subject = subject_of(request, "request_id", ACTION_REQUESTS, position)
+    result.add_for_row(code, message, FLOOR, ACTION_REQUESTS, request, subject, KIND)
 
 
 def check(run: RunInputs) -> LayerResult:
@@ -40,26 +47,27 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files[ACTION_REQUESTS].ok:
         result.ran = False
         return result
+    below = rows_below_floor(run.requests.rows)
     seen: set[str] = set()
     for position, request in enumerate(run.requests):
-        subject = subject_of(request, "request_id", ACTION_REQUESTS, position)
-        add = partial(
-            result.add_for_row,
-            floor=FLOOR,
-            file=ACTION_REQUESTS,
-            row=request,
-            subject=subject,
-            kind=KIND,
-        )
-
-        problems = [] if meets_plain_floor(request) else floor_problems(request)
-        if problems:
-            add(codes.ACTION_REQUEST_INVALID, "action request " + "; ".join(problems))
+        if position in below:
+            problems = floor_problems(request)
+            if problems:
+                _add(
+                    result,
+                    request,
+                    position,
+                    codes.ACTION_REQUEST_INVALID,
+                    "action request " + "; ".join(problems),
+                )
         request_id = request.request_id
         if not isinstance(request_id, str):
             continue
         if request_id in seen:
-            add(
+            _add(
+                result,
+                request,
+                position,
                 codes.ACTION_REQUEST_DUPLICATE,
                 f"request id {request_id} appears on more than one row; only the first is joined",
             )
@@ -67,18 +75,25 @@ def check(run: RunInputs) -> LayerResult:
         seen.add(request_id)
         derivation = run.derivations[request_id]
         if derivation.mismatched_fields:
-            add(
+            _add(
+                result,
+                request,
+                position,
                 codes.ACTION_POLICY_SHAPE_MISMATCH,
                 f"{request_id} does not match its risk class on "
                 f"{describe(derivation.mismatched_fields)}; derives to block by {derivation.rule_ref}",
             )
         if derivation.error_policy_ids:
-            add(
+            _add(
+                result,
+                request,
+                position,
                 codes.ACTION_POLICY_EVALUATION_ERROR,
                 f"{request_id}: evaluating policy {describe(derivation.error_policy_ids)} "
                 f"failed; derives to block by {derivation.rule_ref}",
             )
-    risk_classes = [request.risk_class for request in run.requests]
+    # Only a string equals a rule's risk class.
+    risk_classes = {c for c in map(attrgetter("risk_class"), run.requests) if type(c) is str}
     decided = (
         (run.requests.by_key[request_id].get("risk_class"), derivation)
         for request_id, derivation in run.derivations.items()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter, is_
+
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
@@ -14,7 +16,7 @@ from sandbox_replay.checks.verdicts import failing_request_set
 from sandbox_replay.load.run import COLD_REPLAY, RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import ColdReplay, meets_plain_floor
+from sandbox_replay.model.rows import ColdReplay, rows_below_floor
 
 FLOOR = "cold_replay_floor"
 CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
@@ -36,11 +38,14 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files[COLD_REPLAY].ok:
         result.ran = False
         return result
+    below = rows_below_floor(run.replays.rows)
+    failing_verdicts = shared(run, failing_request_set)
+    outcomes = shared(run, receipt_outcomes)
     seen: set[str] = set()
     seen_replays: set[str] = set()
     failing = 0
     for position, replay in enumerate(run.replays):
-        problems = [] if meets_plain_floor(replay) else floor_problems(replay)
+        problems = floor_problems(replay) if position in below else []
         replay_id = replay.replay_id
         if isinstance(replay_id, str):  # any other value is the floor's finding above
             if replay_id in seen_replays:
@@ -52,8 +57,10 @@ def check(run: RunInputs) -> LayerResult:
                 problems.append(f"names request {request_id}, which no action request declares")
             elif request_id in seen:
                 problems.append(f"second replay for {request_id}; only the first is joined")
-            else:
-                problems.extend(_unfounded_claims(run, request_id, replay))
+            elif claims_any(replay):
+                verdict_fails = request_id in failing_verdicts
+                effect_fails = not outcomes[request_id].matches
+                problems.extend(_unfounded(request_id, run, verdict_fails, effect_fails))
             seen.add(request_id)
         if problems:
             result.add_for_row(
@@ -67,7 +74,7 @@ def check(run: RunInputs) -> LayerResult:
             )
             failing += 1
     for request_id in run.derivations:
-        if run.replays.get(request_id) is None:
+        if request_id not in run.replays.by_key:
             result.add_for_request(
                 codes.COLD_REPLAY_MISSING,
                 f"{request_id} has no cold-replay row",
@@ -84,9 +91,18 @@ def check(run: RunInputs) -> LayerResult:
     return result
 
 
+_claims = attrgetter(*CLAIMS)
+_ALL_TRUE = (True,) * len(CLAIMS)
+
+
 def claims_pass(replay: ColdReplay) -> bool:
     """Say whether a replay row's own three labels all claim a pass."""
-    return all(getattr(replay, claim) is True for claim in CLAIMS)
+    return all(map(is_, _claims(replay), _ALL_TRUE))
+
+
+def claims_any(replay: ColdReplay) -> bool:
+    """Say whether a replay row's labels claim any pass (exactly ``true``, not ``1``)."""
+    return any(map(is_, _claims(replay), _ALL_TRUE))
 
 
 def labelled_pass_count(run: RunInputs) -> int:
@@ -98,20 +114,20 @@ def labelled_pass_count(run: RunInputs) -> int:
     return sum(map(claims_pass, run.replays))
 
 
-def _unfounded_claims(run: RunInputs, request_id: str, replay: ColdReplay) -> list[str]:
-    """Return what the replay claims to reproduce that the derivation does not support."""
-    if not any(getattr(replay, claim) is True for claim in CLAIMS):
-        return []
-    derivation = run.derivations[request_id]
+def _unfounded(
+    request_id: str, run: RunInputs, verdict_fails: bool, effect_fails: bool
+) -> list[str]:
+    """Word what a replay claims to reproduce that the derivation does not support."""
+    derived = run.derivations[request_id].verdict
     problems = []
-    if request_id in shared(run, failing_request_set):
+    if verdict_fails:
         problems.append(
             f"claims a reproduced pass but the verdict of {request_id} does not re-derive "
-            f"(derived {derivation.verdict})"
+            f"(derived {derived})"
         )
-    if not shared(run, receipt_outcomes)[request_id].matches:
+    if effect_fails:
         problems.append(
             f"claims a reproduced pass but the side-effect state of {request_id} contradicts "
-            f"the derived {derivation.verdict}"
+            f"the derived {derived}"
         )
     return problems

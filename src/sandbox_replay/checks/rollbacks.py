@@ -16,7 +16,7 @@ from sandbox_replay.load.run import (
 )
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import Rollback, meets_plain_floor
+from sandbox_replay.model.rows import Rollback, rows_below_floor
 
 FLOOR = "rollback_floor"
 MIN_ROLLBACKS = 2
@@ -38,9 +38,10 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files[ROLLBACK_RECEIPTS].ok:
         result.ran = False
         return result
+    below = rows_below_floor(run.rollbacks.rows)
     seen: set[str] = set()
     for position, rollback in enumerate(run.rollbacks):
-        problems = [] if meets_plain_floor(rollback) else floor_problems(rollback)
+        problems = floor_problems(rollback) if position in below else []
         request_id = rollback.request_id
         if isinstance(request_id, str) and request_id not in run.requests.by_key:
             problems.append(f"names request {request_id}, which no action request declares")

@@ -13,7 +13,7 @@ from sandbox_replay.checks.base import (
 from sandbox_replay.load.run import SIDE_EFFECT_RECEIPTS, RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import SideEffect, meets_plain_floor
+from sandbox_replay.model.rows import SideEffect, rows_below_floor
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")
@@ -121,9 +121,10 @@ def check(run: RunInputs) -> LayerResult:
     if not run.files[SIDE_EFFECT_RECEIPTS].ok:
         result.ran = False
         return result
+    below = rows_below_floor(run.effects.rows)
     seen: set[str] = set()
     for position, effect in enumerate(run.effects):
-        clean = meets_plain_floor(effect) and effect_is_typed(effect)
+        clean = position not in below and effect_is_typed(effect)
         problems = [] if clean else floor_problems(effect)
         request_id = effect.request_id
         if isinstance(request_id, str):

@@ -10,7 +10,6 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -23,7 +22,7 @@ from sandbox_replay.checks.rollbacks import rollback_covers
 from sandbox_replay.load.run import RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import ActionRequest, value_of
+from sandbox_replay.model.rows import ActionRequest, PolicyVerdict, SideEffect, value_of
 
 FLOOR = "public_trace_floor"
 
@@ -128,23 +127,63 @@ def spans_digest(spans: list[Span], *, may_hold_floats: bool) -> str:
     """Return ``canonical_digest`` of the spans as the record lists them.
 
     msgspec writes the spans' canonical JSON (fields sorted, no whitespace) in C, the
-    same bytes as the standard library but for floats, which only an input can hold.
+    same bytes as the standard library but for floats, which only an input can hold. It
+    writes them ``_SPANS_PER_PIECE`` at a time, each piece's items hashed as they stand
+    in the whole list (which is never held whole: 40 MB at 60,000 spans).
     """
     if not may_hold_floats:
+        digest = hashlib.sha256(b"[")
         try:
-            return (
-                "sha256:" + hashlib.sha256(msgspec.json.encode(spans, order="sorted")).hexdigest()
-            )
+            for start in range(0, len(spans), _SPANS_PER_PIECE):
+                piece = msgspec.json.encode(spans[start : start + _SPANS_PER_PIECE], order="sorted")
+                digest.update(b"," if start else b"")
+                digest.update(memoryview(piece)[1:-1])  # the items, without the brackets
         except (TypeError, UnicodeEncodeError):  # a value msgspec cannot write
             pass
+        else:
+            digest.update(b"]")
+            return "sha256:" + digest.hexdigest()
     return canonical_digest([struct_fields(span) for span in spans])
 
 
-def _flag(
-    audit: LayerResult, span_id: str, file: str, line: int | None, code: str, message: str
-) -> None:
-    """Add the audit's finding ``code`` about a span, at its request's line."""
-    audit.add(code, f"{span_id}: {message}", FLOOR, span_id, "trace_span", file, line)
+_SPANS_PER_PIECE = 4096
+
+
+def _gaps(
+    run: RunInputs,
+    request_id: str,
+    verdict: PolicyVerdict | None,
+    effect: SideEffect | None,
+    declared: Any,
+    executed: bool,
+) -> list[tuple[str, str]]:
+    """Return the audit's finding codes about a request's span, each with its message."""
+    gaps = []
+    if verdict is None:
+        gaps.append((codes.TRACE_VERDICT_REF_MISSING, "no verdict row to use as authority"))
+    elif verdict.pre_execution is not True:
+        gaps.append(
+            (codes.TRACE_VERDICT_NOT_PRE_EXECUTION, "verdict not recorded before execution")
+        )
+    if effect is None:
+        gaps.append((codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt"))
+    elif declared == "block" and (
+        executed or value_of(effect.side_effect_diff_count) not in (0, None)
+    ):
+        gaps.append((codes.TRACE_BLOCKED_ACTION_EXECUTED, "block verdict but the action executed"))
+    elif declared in ("allow", "review") and not executed:
+        gaps.append(
+            (codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED, f"{declared} verdict but no execution")
+        )
+    if (
+        effect is not None
+        and executed
+        and not rollback_covers(run, request_id, effect.rollback_receipt_ref)
+    ):
+        gaps.append((codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt"))
+    if request_id not in run.replays.by_key:
+        gaps.append((codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row"))
+    return gaps
 
 
 def build_trace(run: RunInputs, session_id: str) -> Trace:
@@ -161,28 +200,21 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     spans = []
     for sequence_index, (request_id, request) in enumerate(ordered):
         span_id = f"span:{request_id}"
-        flag = partial(_flag, audit, span_id, run.requests.file, request.line)
         verdict = run.verdicts.get(request_id)
         effect = run.effects.get(request_id)
         declared = value_of(verdict.verdict) if verdict is not None else None
         executed = effect is not None and effect.execution_attempted is True
-        if verdict is None:
-            flag(codes.TRACE_VERDICT_REF_MISSING, "no verdict row to use as authority")
-        elif verdict.pre_execution is not True:
-            flag(codes.TRACE_VERDICT_NOT_PRE_EXECUTION, "verdict not recorded before execution")
-        if effect is None:
-            flag(codes.TRACE_SIDE_EFFECT_REF_MISSING, "no side-effect receipt")
-        elif declared == "block" and (
-            executed or value_of(effect.side_effect_diff_count) not in (0, None)
-        ):
-            flag(codes.TRACE_BLOCKED_ACTION_EXECUTED, "block verdict but the action executed")
-        elif declared in ("allow", "review") and not executed:
-            flag(codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED, f"{declared} verdict but no execution")
+        for code, message in _gaps(run, request_id, verdict, effect, declared, executed):
+            audit.add(
+                code,
+                f"{span_id}: {message}",
+                FLOOR,
+                span_id,
+                "trace_span",
+                run.requests.file,
+                request.line,
+            )
         rollback_ref = effect.rollback_receipt_ref if effect is not None else None
-        if executed and not rollback_covers(run, request_id, rollback_ref):
-            flag(codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt")
-        if run.replays.get(request_id) is None:
-            flag(codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row")
         state_ref = rollback_ref if isinstance(rollback_ref, str) else None
         policy_version = verdict.policy_version if verdict is not None else None
         spans.append(

@@ -17,7 +17,7 @@ from sandbox_replay.load.run import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.policy import VERDICTS, Derivation
-from sandbox_replay.model.rows import UNSET, PolicyVerdict, meets_plain_floor
+from sandbox_replay.model.rows import UNSET, PolicyVerdict, rows_below_floor
 
 FLOOR = "policy_verdict_floor"
 COVERAGE = ("allow", "block", "review")
@@ -56,11 +56,12 @@ def is_rule_refs(value: object) -> bool:
 
 
 def floor_problems(
-    verdict: PolicyVerdict, allowed_verdicts: set[str], policy_version: object
+    verdict: PolicyVerdict, allowed_verdicts: set[str], policy_version: object, plain: bool
 ) -> list[str]:
-    """Return what of the row floor a verdict row breaks."""
+    """Return what of the row floor a verdict row breaks; ``plain``: it meets the plain
+    floor of its kind (``rows_below_floor``)."""
     problems = []
-    if meets_plain_floor(verdict):  # every required field held, the text as text, but the refs
+    if plain:  # every required field held, the text as text, but the refs
         missing = [] if is_nonempty(verdict.rule_refs) else ["rule_refs"]
         wrong_type = []
     else:
@@ -110,6 +111,13 @@ def declared_mismatch_count(run: RunInputs) -> int:
     return mismatched
 
 
+def _add(
+    result: LayerResult, verdict: PolicyVerdict, position: int, code: str, message: str
+) -> None:
+    subject = subject_of(verdict, "request_id", POLICY_VERDICTS, position)
+    result.add_for_row(code, message, FLOOR, POLICY_VERDICTS, verdict, subject, KIND)
+
+
 def check(run: RunInputs) -> LayerResult:
     """Check each verdict row's floor, then hold every request's verdict to its derivation.
 
@@ -127,34 +135,32 @@ def check(run: RunInputs) -> LayerResult:
         {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set(VERDICTS)
     )
     policy_version = policy.get("policy_version")
+    below = rows_below_floor(run.verdicts.rows)
     seen: set[str] = set()
     for position, verdict in enumerate(run.verdicts):
-        subject = subject_of(verdict, "request_id", POLICY_VERDICTS, position)
-        problems = floor_problems(verdict, allowed_verdicts, policy_version)
+        problems = floor_problems(
+            verdict, allowed_verdicts, policy_version, plain=position not in below
+        )
         request_id = verdict.request_id
         if isinstance(request_id, str):
             if request_id in seen:
                 problems.append(f"second verdict row for {request_id}; only the first is joined")
             seen.add(request_id)
         if problems:
-            result.add_for_row(
+            _add(
+                result,
+                verdict,
+                position,
                 codes.VERDICT_INVALID,
                 "policy verdict " + "; ".join(problems),
-                FLOOR,
-                POLICY_VERDICTS,
-                verdict,
-                subject,
-                KIND,
             )
         if isinstance(request_id, str) and request_id not in run.requests.by_key:
-            result.add_for_row(
+            _add(
+                result,
+                verdict,
+                position,
                 codes.VERDICT_SEMANTIC_MISMATCH,
                 f"verdict row names request {request_id}, which no action request declares",
-                FLOOR,
-                POLICY_VERDICTS,
-                verdict,
-                subject,
-                KIND,
             )
     for request_id in shared(run, failing_requests):
         derivation = run.derivations[request_id]

@@ -131,8 +131,9 @@ class Policy(Protocol):
     ) -> set[str]:
         """Return the risk classes the policy recognises.
 
-        ``risk_classes`` holds every request row's risk class; ``decided`` pairs each
-        derived request's risk class with its derivation (read only where needed).
+        ``risk_classes`` holds the request rows' distinct risk classes that are strings;
+        ``decided`` pairs each derived request's risk class with its derivation (read only
+        where needed).
         """
         ...
 
@@ -205,7 +206,6 @@ class PolicyTable:
     def recognized_classes(
         self, risk_classes: Collection[Any], decided: Iterable[tuple[Any, Derivation]]
     ) -> set[str]:
-        # Only a string equals a rule's risk class, so the non-strings drop out.
         return {name for name in self.rules if name in risk_classes}
 
 

@@ -13,10 +13,11 @@ hold no cycles, so the collector never walks the hundreds of thousands of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter, is_
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -32,7 +33,7 @@ __all__ = [
     "SideEffect",
     "Table",
     "absent",
-    "meets_plain_floor",
+    "rows_below_floor",
     "value_of",
 ]
 
@@ -201,40 +202,36 @@ R = TypeVar("R", bound=InputRow)
 KINDS: tuple[type[InputRow], ...] = (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
 
 
-class _Floor(NamedTuple):
-    text: Callable[[Any], tuple[Any, ...]]
-    flags: Callable[[Any], tuple[Any, ...]]
-    wanted: tuple[bool, ...]
-
-
-def _reads(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """Return what reads ``names`` off a row as a tuple (``attrgetter``, in C)."""
-    if len(names) == 1:
-        one = attrgetter(names[0])
-        return lambda row: (one(row),)
-    return attrgetter(*names)
-
-
-_FLOORS: dict[type[InputRow], _Floor] = {
-    kind: _Floor(_reads(kind.PLAIN), _reads(tuple(kind.FLAGS)), tuple(kind.FLAGS.values()))
-    for kind in KINDS
-}
-
-
-def meets_plain_floor(row: InputRow) -> bool:
-    """Say whether each ``PLAIN`` field of the row is text that is not blank, and each flag
-    is exactly as its kind requires.
-
-    Nearly every row of an exporter's file does, so a layer lists what a row breaks only
-    for a row that does not. Read in C: ``str.strip`` refuses anything but a string and
-    leaves a blank one empty; ``is`` tells ``True`` from ``1``.
-    """
-    floor = _FLOORS[type(row)]
+def _all_text(column: list[Any]) -> bool:
+    """Say whether every value is text that is not blank, in C: ``str.strip`` refuses
+    anything but a string and leaves a blank one empty."""
     try:
-        text = all(map(str.strip, floor.text(row)))
+        return all(map(str.strip, column))
     except TypeError:
         return False
-    return text and all(map(is_, floor.flags(row), floor.wanted))
+
+
+def rows_below_floor(rows: Sequence[InputRow]) -> set[int]:
+    """Return the positions of the rows that miss their kind's plain floor: a ``PLAIN``
+    field that is not text, or is blank, or a flag that is not exactly as required.
+
+    Read a field at a time down the whole list. Nearly every column of an exporter's file
+    is good throughout, which ``all`` tells in C; only a column that is not is walked value
+    by value. A layer lists what a row breaks only for the rows returned here.
+    """
+    if not rows:
+        return set()
+    kind = type(rows[0])
+    below: set[int] = set()
+    for name in kind.PLAIN:
+        column = list(map(attrgetter(name), rows))
+        if not _all_text(column):
+            below.update(i for i, v in enumerate(column) if type(v) is not str or not v.strip())
+    for name, wanted in kind.FLAGS.items():
+        column = list(map(attrgetter(name), rows))
+        if not all(map(is_, column, repeat(wanted))):  # ``is``: True is not 1
+            below.update(i for i, value in enumerate(column) if value is not wanted)
+    return below
 
 
 @dataclass
