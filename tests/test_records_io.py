@@ -211,3 +211,13 @@ def test_spans_digest_is_the_canonical_digest_of_the_spans() -> None:
     assert outcome.trace.summary["trace_digest"] == expected
     # The record built twice is the same bytes.
     assert build_records(outcome).result_bytes == records.result_bytes
+
+
+def test_spans_digest_hashes_a_long_list_piece_by_piece_as_one() -> None:
+    outcome, _ = replay_dir(FIRST_WAVE, InputMode.FIXTURE)
+    spans = outcome.trace.spans
+    # Past two pieces of 4,096 spans, cut anywhere: at a piece's end, just past it.
+    for count in (4096, 4097, 2 * 4096 + 1):
+        many = (spans * (count // len(spans) + 1))[:count]
+        expected = canonical_digest([struct_fields(span) for span in many])
+        assert spans_digest(many, may_hold_floats=False) == expected
