@@ -47,16 +47,6 @@ def executed_with_diff(row: SideEffect) -> bool:
     )
 
 
-def shows(verdict: str, row: SideEffect) -> bool:
-    """Say whether a typed receipt is what ``verdict`` requires: no trace for block, a diff
-    otherwise."""
-    if verdict == "block":
-        return left_no_trace(row)
-    if verdict in EXECUTING_VERDICTS:
-        return executed_with_diff(row)
-    return True
-
-
 class Outcome(NamedTuple):
     """What one request's receipt earns against the derived and the declared verdict."""
 
@@ -76,13 +66,18 @@ def judge(derived: str, declared: Any, effect: SideEffect | None) -> Outcome:
     blocked_without_execution = derived == "block" and effect.execution_attempted is False
     if not effect_is_typed(effect):
         return Outcome((), False, blocked_without_execution)
-    matches = shows(derived, effect)
+    no_trace, with_diff = left_no_trace(effect), executed_with_diff(effect)
+    # What the derived verdict requires: no trace for block, a diff for the others.
+    if derived == "block":
+        matches = no_trace
+    else:
+        matches = with_diff if derived in EXECUTING_VERDICTS else True
     found = []
     if not matches:
         found.append(codes.SIDE_EFFECT_SEMANTIC_MISMATCH)
-    if declared == "block" and not left_no_trace(effect):
+    if declared == "block" and not no_trace:
         found.append(codes.BLOCKED_ACTION_EXECUTED)
-    elif declared in EXECUTING_VERDICTS and not executed_with_diff(effect):
+    elif declared in EXECUTING_VERDICTS and not with_diff:
         found.append(codes.ALLOWED_ACTION_MISSING_DIFF)
     return Outcome(tuple(found), matches, blocked_without_execution)
 
