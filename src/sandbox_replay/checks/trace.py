@@ -89,6 +89,9 @@ def _outcome(declared: Any, executed: bool) -> str:
     return declared if isinstance(declared, str) else "unverified"
 
 
+_episode = attrgetter("episode_id")
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
@@ -194,11 +197,12 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     verified rollback where it executed, and a cold-replay row.
     """
     audit = LayerResult(Layer.PUBLIC_TRACE)
-    ordered = sorted(
-        run.requests.by_key.items(), key=lambda item: (_text(item[1].episode_id), item[0])
-    )
+    requests = run.requests.by_key
+    episodes = [e if isinstance(e, str) else "" for e in map(_episode, requests.values())]
+    # Sorted on the episode and the request id alone: request ids differ.
+    ordered = sorted(zip(episodes, requests, requests.values(), strict=True))
     spans = []
-    for sequence_index, (request_id, request) in enumerate(ordered):
+    for sequence_index, (_, request_id, request) in enumerate(ordered):
         span_id = f"span:{request_id}"
         verdict = run.verdicts.get(request_id)
         effect = run.effects.get(request_id)

@@ -120,8 +120,9 @@ class RunInputs:
 
 
 def _table(loaded: LoadedFile, key: str) -> Table[Any]:
-    """Index a loaded list file's typed rows on ``key``; the file lets go of them."""
-    rows, loaded.rows = loaded.rows, []
+    """Index a loaded list file's typed rows on ``key``; the file lets go of them, and of
+    their lines, which each row holds."""
+    rows, loaded.rows, loaded.row_lines = loaded.rows, [], []
     if loaded.data is not None:
         loaded.data = {name: value for name, value in loaded.data.items() if value is not rows}
     return Table.of(loaded.name, rows, key)
