@@ -6,6 +6,7 @@ error and the absence of a traceback are properties of the real entry point.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import shutil
@@ -20,6 +21,7 @@ from typer.testing import CliRunner
 
 from conftest import main_exit_code
 from sandbox_replay import atomic
+from sandbox_replay import cli as cli_module
 from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
 from sandbox_replay.load.run import InputMode
@@ -316,3 +318,42 @@ def test_an_in_process_command_leaves_the_collector_on(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", "-i", str(FIXTURE), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0
     assert gc.isenabled()
+
+
+def test_large_buffers_are_mapped_apart_where_glibc_is_and_nothing_breaks_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[int, int]] = []
+
+    class Libc:
+        def mallopt(self, parameter: int, value: int) -> int:
+            calls.append((parameter, value))
+            return 1
+
+    monkeypatch.setattr(cli_module.ctypes, "CDLL", lambda name: Libc())
+    cli_module._large_buffers_apart()
+    assert calls == [(-3, 1 << 20)]  # M_MMAP_THRESHOLD, 1 MiB
+
+    class NoMallopt:  # a C library without mallopt (musl, macOS)
+        pass
+
+    monkeypatch.setattr(cli_module.ctypes, "CDLL", lambda name: NoMallopt())
+    cli_module._large_buffers_apart()  # no error
+
+
+def test_the_command_line_sets_the_allocator_before_any_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    called: list[bool] = []
+    monkeypatch.setattr(cli_module, "_large_buffers_apart", lambda: called.append(True))
+    monkeypatch.setattr(sys, "argv", ["sandbox-replay", "--version"])
+    # main() owns its process: put back what it sets for this one (pytest's).
+    monkeypatch.setattr(cli_module, "_process_is_ours", False)
+    threshold = gc.get_threshold()
+    try:
+        with pytest.raises(SystemExit):
+            cli_module.main()
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+    assert called == [True]
