@@ -198,7 +198,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     """
     audit = LayerResult(Layer.PUBLIC_TRACE)
     requests = run.requests.by_key
-    episodes = [e if isinstance(e, str) else "" for e in map(_episode, requests.values())]
+    episodes = list(map(_text, map(_episode, requests.values())))  # not text: ""
     # Sorted on the episode and the request id alone: request ids differ.
     ordered = sorted(zip(episodes, requests, requests.values(), strict=True))
     spans = []
