@@ -154,16 +154,16 @@ R = TypeVar("R", bound=InputRow)
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-def _kept_as_is(values: Sequence[Any], as_is: frozenset[type]) -> bool:
+def _kept_as_is(values: Sequence[Any], absent: frozenset[type]) -> bool:
     """Say whether ``_scalar`` returns every one of ``values`` unchanged (or an equal copy).
 
     True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float, None,
-    a value of a type in ``as_is`` (``UNSET``, where the record leaves a field out; the
-    derivation's tuple of field names) or a list of at most 64 strings of that length.
-    Read off the values' types and lengths (``length_hint`` is a str's length).
+    a value of a type in ``absent`` (``UNSET``, where the record leaves a field out) or a
+    list of at most 64 strings of that length. Read off the values' types and lengths
+    (``length_hint`` is a str's length, 0 for the others).
     """
     kinds = set(map(type, values))
-    if not kinds <= _KEPT_AS_IS | as_is | {str, list}:
+    if not kinds <= _KEPT_AS_IS | absent | {str, list}:
         return False
     if max(map(length_hint, values), default=0) > MAX_TEXT:
         return False
@@ -178,14 +178,14 @@ def _kept_as_is(values: Sequence[Any], as_is: frozenset[type]) -> bool:
     )
 
 
-def _as_recorded(rows: list[S], project: Callable[[S], S], as_is: frozenset[type]) -> list[S]:
+def _as_recorded(rows: list[S], project: Callable[[S], S], absent: frozenset[type]) -> list[S]:
     """Return ``rows`` as the record lists them: ``project`` of each, or the row itself
     wherever projecting would change nothing (``_kept_as_is``), as in nearly every file."""
     recorded: list[S] = []
     for start in range(0, len(rows), _ROWS_PER_STEP):
         step = rows[start : start + _ROWS_PER_STEP]
         values = list(chain.from_iterable(map(msgspec.structs.astuple, step)))
-        recorded += step if _kept_as_is(values, as_is) else map(project, step)
+        recorded += step if _kept_as_is(values, absent) else map(project, step)
     return recorded
 
 
@@ -215,7 +215,7 @@ class DerivedRow(msgspec.Struct, gc=False):
     derived_verdict: str
     derived_rule_ref: str
     fail_closed: bool
-    mismatched_fields: tuple[str, ...]  # the derivation's own, written as a JSON array
+    mismatched_fields: list[str]
     declared_verdict: Any
     declared_rule_refs: Any
     policy_derivation_passed: bool
@@ -268,14 +268,13 @@ def derived_rows(run: RunInputs) -> list[DerivedRow]:
                 derivation.verdict,
                 derivation.rule_ref,
                 derivation.fail_closed,
-                derivation.mismatched_fields,
+                list(derivation.mismatched_fields),
                 verdict.verdict if verdict is not None else None,
                 verdict.rule_refs if verdict is not None else None,
                 derivation_passes(derivation, verdict),
             )
         )
-    # A tuple is the derivation's field names, which stand as they are.
-    return _as_recorded(rows, _shown, frozenset({tuple}))
+    return _as_recorded(rows, _shown, frozenset())
 
 
 def _counts(replay: Replay) -> dict[str, int]:
