@@ -183,9 +183,9 @@ def parse_input(
     One way in: msgspec decodes the file, refusing invalid UTF-8, NaN and Infinity, numbers
     out of range and lone surrogate escapes, and what the JSON grammar leaves open is proved
     on the bytes and the decoded value: the nesting depth (``Layout.depth``), that no key
-    was dropped as a duplicate (the keys spelled in the text, ``Layout.keys``, are as many as
-    the decoded objects hold), string lengths (only where one may exceed the limit), the
-    file's shape and the row count. A file refused at any step is read again key by key
+    was dropped as a duplicate (the strings spelled in the text, ``Layout.strings``, are as
+    many as the decoded value holds, keys included: ``_tally``), string lengths (only where
+    one may exceed the limit), the file's shape and the row count. A file refused at any step is read again key by key
     and row by row (``_describe_refusal``) to word the finding and name its line.
 
     With ``kind``, a list file as exporters write it is decoded straight into rows of that
@@ -217,7 +217,7 @@ def parse_input(
         and _decode_typed_rows(raw, layout, loaded, rows_key, kind, limits)
     ):
         return loaded
-    data, floats = _decode(raw, layout, limits)
+    data = _decode(raw, limits)
     rows: list[Any] | None = []
     if data is not None and rows_key is not None:
         found = data.get(rows_key)
@@ -227,7 +227,8 @@ def parse_input(
             rows = None
     # Each object but the top one a row: no row nests one, every key stands in a row.
     flat = rows is not None and layout.objects == 1 + len(rows)
-    if data is None or rows is None or _keys_in(data, rows, flat) != layout.keys:
+    tally = _tally([data]) if data is not None and rows is not None else None
+    if data is None or tally is None or tally.strings != layout.strings:
         return _describe_refusal(raw, loaded, rows_key, limits)
     loaded.data = data
     if rows_key is None:  # an object file's keys' lines, each found when it is asked for
@@ -235,10 +236,11 @@ def parse_input(
     else:  # a list file's few top-level keys, found now: its bytes are not kept
         lines = _KeyLines(raw)
         loaded.key_lines = {key: lines[key] for key in data if key in lines}
-    loaded.may_hold_floats = floats
+    loaded.may_hold_floats = tally.floats
     if rows_key is not None:
         loaded.rows = rows
-        loaded.row_lines = layout.row_lines(len(rows), list(data).index(rows_key))
+        ahead = list(data.values())[: list(data).index(rows_key)]
+        loaded.row_lines = layout.row_lines(len(rows), sum(type(v) in _CONTAINERS for v in ahead))
         if flat and len(data) == 1:  # keys stand only at row level
             loaded.row_keys = frozenset(set().union(*rows))
         _flag_unchecked(loaded, data, rows_key, flat)
@@ -246,68 +248,86 @@ def parse_input(
 
 
 class Layout(NamedTuple):
-    """What of a file's bytes stands outside its strings, in order: brackets, braces,
-    colons and line ends."""
+    """What a file's bytes spell outside its strings: its brackets, braces and line ends, in
+    order (``text``), and how many strings it spells, keys included (``strings``)."""
 
     text: bytes
+    strings: int
 
     @classmethod
     def of(cls, raw: bytes) -> Layout:
-        return cls(_outside_strings(raw, b"{}[]:\n"))
+        return cls(*_outside_strings(raw, b"{}[]\n"))
 
     @property
     def depth(self) -> int:
         """The deepest nesting of arrays and objects."""
-        brackets = self.text.translate(None, b":\n")
+        brackets = self.text.translate(None, b"\n")
         if not brackets:
             return 0
         return max(accumulate(array("b", brackets.translate(_BRACKET_STEPS))))
 
     @property
-    def keys(self) -> int:
-        """How many keys the file spells: valid JSON has a colon outside strings for each."""
-        return self.text.count(b":")
-
-    @property
     def objects(self) -> int:
         return self.text.count(b"{")
 
-    def row_lines(self, count: int, value: int) -> list[int]:
+    def row_lines(self, count: int, container: int) -> list[int]:
         """Return the line each of ``count`` rows opens on: the ``{`` of each object in the
-        list that is the top object's ``value``-th value (0 for the first).
+        list that is the top object's ``container``-th array or object value (0 for the
+        first).
 
         Where every object is the top one or a row (rows nest none, as exporters write
         them), the rows' braces are the second on, and the line ends between braces count
         the lines. Otherwise (a row nesting an object, or objects under another key, are
-        findings of their own) the walk counts the top object's values by their colons and
-        takes the objects directly inside that list.
+        findings of their own) the walk counts the top object's array and object values as
+        they open and takes the objects directly inside that list.
         """
         text = self.text
         if text.count(b"{") == count + 1:
-            between = text.translate(None, b":}[]").split(b"{")
+            between = text.translate(None, b"}[]").split(b"{")
             return list(accumulate(map(len, between[1:-1]), initial=len(between[0]) + 1))[1:]
-        lines, line, depth, values, inside = [], 1, 0, -1, False
+        lines, line, depth, containers, inside = [], 1, 0, -1, False
         for byte in text:
             if byte == 10:  # a line end
                 line += 1
-            elif byte == 58:  # a colon: at depth 1, the top object's next value
-                values += depth == 1
             elif byte in b"{[":
                 depth += 1
-                inside = inside or (depth == 2 and values == value and byte == 91)
-                if inside and depth == 3 and byte == 123:  # an object in that list: a row
+                if depth == 2:  # a value of the top object opens: is it that list?
+                    containers += 1
+                    inside = containers == container and byte == 91
+                elif inside and depth == 3 and byte == 123:  # an object in that list: a row
                     lines.append(line)
             else:
-                inside = inside and depth != 2  # closing that list ends it
                 depth -= 1
         return lines
 
 
-def _keys_in(data: dict[str, Any], rows: list[dict[str, Any]], flat: bool) -> int:
-    """Count the keys the decoded objects hold (one dropped as a duplicate is not held)."""
-    if flat:
-        return len(data) + sum(map(len, rows))
-    return _keys_parsed(data)
+class _Tally(NamedTuple):
+    strings: int  # each string, and each key of each object, at any depth
+    floats: bool  # whether any value is a float
+
+
+def _tally(values: list[Any]) -> _Tally:
+    """Count the strings that decoded JSON ``values`` hold, and say whether any is a float.
+
+    A key dropped as a duplicate, or skipped as unknown, takes its spelling (and any string
+    value it had) out of the count, which is how the caller tells that none was. One
+    nesting level at a time, each in a few C passes over all of its values.
+    """
+    strings, floats = 0, False
+    while values:
+        types = list(map(type, values))
+        kinds = set(types)
+        strings += types.count(str)
+        floats = floats or float in kinds
+        nested: list[Any] = []
+        if dict in kinds:
+            objects = list(compress(values, map(is_, types, repeat(dict))))
+            strings += sum(map(len, objects))
+            nested.extend(chain.from_iterable(map(dict.values, objects)))
+        if list in kinds:
+            nested.extend(chain.from_iterable(compress(values, map(is_, types, repeat(list)))))
+        values = nested
+    return _Tally(strings, floats)
 
 
 def _strings_may_exceed(raw: bytes, limit: int) -> bool:
@@ -334,23 +354,29 @@ def _strings_may_exceed(raw: bytes, limit: int) -> bool:
 _MIN_MARK_CHUNK = 4096
 
 
-def _outside_strings(raw: bytes, keep: bytes) -> bytes:
-    """Return the bytes of ``keep`` that stand outside strings in ``raw``, in order.
+def _outside_strings(raw: bytes, keep: bytes) -> tuple[bytes, int]:
+    """Return the bytes of ``keep`` that stand outside strings in ``raw``, in order, and how
+    many strings ``raw`` spells.
 
     Whole-buffer C passes, no loop per character: escaped backslashes and quotes are
-    dropped, so every quote left delimits a string; then every byte but quotes and
-    ``keep``. A string holding none of ``keep`` is then ``""`` and is dropped (a closing
-    quote next to the following opening one only merges two strings with nothing outside
-    between them); where quotes are left, the strings are cut out by splitting on them.
-    ``keep`` must not hold a quote or a backslash.
+    dropped, so every quote left delimits a string (two to each); then every byte but
+    quotes and ``keep``. A string holding none of ``keep`` is then ``""``. Where every
+    string is (each quote stands in a ``""``: the first quote opens a string, so the one
+    after it closes it, and so on), only the quotes are dropped. Otherwise the ``""`` are
+    dropped (a closing quote next to the following opening one only merges two strings
+    with nothing outside between them), and the strings left are cut out by splitting on
+    their quotes. ``keep`` must not hold a quote or a backslash.
     """
     if b"\\" in raw:
         raw = raw.replace(b"\\\\", b"").replace(b'\\"', b"")
     reduced = raw.translate(None, bytes(b for b in range(256) if b not in keep + b'"'))
+    strings = reduced.count(b'"') // 2
+    if reduced.count(b'""') == strings:
+        return reduced.translate(None, b'"'), strings
     reduced = reduced.replace(b'""', b"")
     if b'"' in reduced:
         reduced = b"".join(reduced.split(b'"')[::2])
-    return reduced
+    return reduced, strings
 
 
 def _fail(loaded: LoadedFile, code: str, message: str, line: int | None) -> LoadedFile:
@@ -364,39 +390,25 @@ def _fail(loaded: LoadedFile, code: str, message: str, line: int | None) -> Load
     return loaded
 
 
-def _decode(raw: bytes, layout: Layout, limits: LoadLimits) -> tuple[dict[str, Any] | None, bool]:
-    """Decode ``raw`` into its top-level object, and say whether it may hold a float.
+def _decode(raw: bytes, limits: LoadLimits) -> dict[str, Any] | None:
+    """Decode ``raw`` into its top-level object.
 
-    The object is None where the file breaks a rule of the format (the caller has checked
-    the nesting depth): anything msgspec refuses, a top-level value that is not an object,
-    a string or key longer than ``max_string_chars``. (A key given twice in one object,
-    kept once, ``parse_input`` tells by counting.) A list file as exporters write it is
-    decoded with its types checked as it is parsed (``_PLAIN_LIST_FILE``), which leaves no
-    float to look for; any other file is decoded as any JSON and walked for one.
+    None where the file breaks a rule of the format (the caller has checked the nesting
+    depth): anything msgspec refuses, a top-level value that is not an object, a string or
+    key longer than ``max_string_chars``. (A key given twice in one object, kept once,
+    ``parse_input`` tells by counting.)
     """
     try:
-        data, floats = _PLAIN_LIST_FILE.decode(raw), False
-    except msgspec.ValidationError:
-        try:
-            data = msgspec.json.decode(raw)
-        except msgspec.DecodeError:  # a number out of range included
-            return None, True
-        floats = _holds(data, float)
-    except msgspec.DecodeError:
-        return None, True
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError:  # a number out of range included
+        return None
     if type(data) is not dict:
-        return None, floats
+        return None
     if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
         data, limits.max_string_chars
     ):
-        return None, floats
-    return data, floats
-
-
-# A list file as exporters write it: an object of lists of objects whose values are a
-# string, an integer, a boolean, null, or a list of those.
-_Plain = str | int | bool | None
-_PLAIN_LIST_FILE = msgspec.json.Decoder(dict[str, list[dict[str, _Plain | list[_Plain]]]])
+        return None
+    return data
 
 
 def _decode_typed_rows(
@@ -411,29 +423,26 @@ def _decode_typed_rows(
     it was.
 
     Such a file is one object holding one list of flat rows, each key a field the format
-    names for ``kind``. msgspec decodes it into typed rows (no dict per row); a typed row
-    keeps only the format's fields and only the last of a repeated key, so the keys spelled
-    in the text (``Layout.keys``) must be exactly the fields the rows hold: no key was
-    unknown or given twice. The caller has proved the depth and object count. False, with
-    ``loaded`` untouched, for any other file (one whose colons outnumber the fields its
-    rows could hold is not even tried): ``parse_input`` then decodes it as any JSON. A
-    JSON key ``line`` sets the field the row's line is kept in and is not counted as held,
-    so such a file goes that way too.
+    names for ``kind``. msgspec decodes it into typed rows (no dict per row), refusing at
+    once a key the kind does not name; a typed row keeps only the last of a repeated key,
+    so the strings spelled in the text (``Layout.strings``) must be exactly the keys and
+    string values the rows hold: no key was given twice. The caller has proved the depth
+    and object count. False, with ``loaded`` untouched, for any other file: ``parse_input``
+    then decodes it as any JSON. A JSON key ``line`` sets the field the row's line is kept
+    in and is not counted as held, so such a file goes that way too.
     """
-    rows_at_most = layout.objects - 1
-    if layout.keys > 1 + rows_at_most * (len(kind.__struct_fields__) - 1):
-        return False
     try:
         data = _TYPED_DECODERS[kind].decode(raw)
     except msgspec.DecodeError:  # a validation error included
         return False
     rows = data.get(rows_key)
-    if len(data) != 1 or rows is None or len(rows) != rows_at_most:
+    if len(data) != 1 or rows is None or len(rows) != layout.objects - 1:
         return False
     values = list(chain.from_iterable(map(msgspec.structs.astuple, rows)))
     # Every row holds its ``line`` (None until set), counted out with the fields not held.
-    held = len(values) - values.count(UNSET) - len(rows)
-    if layout.keys != 1 + held:
+    keys = 1 + len(values) - values.count(UNSET) - len(rows)
+    tally = _tally(values)
+    if layout.strings != keys + tally.strings:
         return False
     if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
         values, limits.max_string_chars
@@ -442,10 +451,9 @@ def _decode_typed_rows(
     lines = layout.row_lines(len(rows), 0)
     for row, line in zip(rows, lines, strict=True):
         row.line = line
-    lists = list(compress(values, map(is_, map(type, values), repeat(list))))
     loaded.data = {rows_key: rows}
     loaded.key_lines = {rows_key: _KeyLines(raw)[rows_key]}
-    loaded.may_hold_floats = float in set(map(type, values)) or _holds(lists, float)
+    loaded.may_hold_floats = tally.floats
     loaded.rows = rows
     loaded.row_lines = lines
     loaded.row_keys = frozenset(kind.__struct_fields__) - {"line"}
@@ -455,13 +463,19 @@ def _decode_typed_rows(
 def type_rows(loaded: LoadedFile, kind: type[InputRow]) -> None:
     """Replace a loaded list file's decoded rows with rows of ``kind``, each with its line.
 
-    The top-level object lets go of the decoded rows, so their dicts are freed now. Rows
-    that ``parse_input`` decoded typed already are left as they are.
+    The top-level object lets go of the decoded rows, so their dicts are freed now. Keys
+    the format does not name for ``kind`` are dropped from them first (a typed row refuses
+    them; nothing reads them). Rows that ``parse_input`` decoded typed already are left as
+    they are.
     """
     if set(map(type, loaded.rows)) <= {kind}:
         return
     if loaded.data is not None:
         loaded.data = {key: value for key, value in loaded.data.items() if value is not loaded.rows}
+    held = loaded.row_keys if loaded.row_keys is not None else set().union(*loaded.rows)
+    for key in held - set(kind.__struct_fields__):
+        for row in loaded.rows:
+            row.pop(key, None)
     rows: list[InputRow] = msgspec.convert(loaded.rows, list[kind])  # type: ignore[valid-type]
     for row, line in zip(rows, loaded.row_lines, strict=True):
         row.line = line
@@ -704,19 +718,6 @@ _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _CONTAINERS = (dict, list)
 
 
-def _keys_parsed(value: Any) -> int:
-    """Count the keys of every object in a parsed value (one container at a time, in C)."""
-    total = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) is dict:
-            total += len(item)
-            item = list(item.values())
-        stack.extend(compress(item, map(isinstance, item, repeat(_CONTAINERS))))
-    return total
-
-
 class _KeyLines(dict[str, int]):
     """The lines of an object file's top-level keys, each found when it is first asked for.
 
@@ -794,11 +795,6 @@ def _line_of_nth(raw: bytes, byte: bytes, n: int) -> int:
         else:
             low = middle
     return raw.count(b"\n", 0, low) + 1
-
-
-def _objects(raw: bytes) -> int:
-    """Return how many objects ``raw`` opens: the ``{`` outside strings."""
-    return _outside_strings(raw, b"{").count(b"{")
 
 
 def _depth_exceeded_line(raw: bytes, limit: int) -> int | None:

@@ -4,8 +4,9 @@ Each row kind declares the format's fields of that row, in the order the result 
 lists them, then ``line``: the line its object opens on in its input file. The fields are
 typed ``Any``, so a value of the wrong type is kept as it is, for a layer to report as a
 finding, never a decode error; a field the row does not hold reads ``UNSET`` (``absent``
-says which). Keys the format does not name are not kept: the loader has already reported
-what it must of them (a nested object, a forbidden key).
+says which). Keys the format does not name are not kept: a row refuses them, and the
+loader drops them before typing, once it has reported what it must of them (a nested
+object, a forbidden key).
 
 Rows are made once, by the loader, and only read after that; ``gc=False`` because they
 hold no cycles, so the collector never walks the hundreds of thousands of them.
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 
-class InputRow(msgspec.Struct, gc=False, kw_only=True):
+class InputRow(msgspec.Struct, gc=False, kw_only=True, forbid_unknown_fields=True):
     """A row of a list file: its fields (declared by each kind) and the line it opens on."""
 
     # The fields the format requires of every row of this kind, and its exact flags.
