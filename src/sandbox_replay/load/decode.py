@@ -227,8 +227,10 @@ def parse_input(
             rows = None
     # Each object but the top one a row: no row nests one, every key stands in a row.
     flat = rows is not None and layout.objects == 1 + len(rows)
-    tally = _tally([data]) if data is not None and rows is not None else None
-    if data is None or tally is None or tally.strings != layout.strings:
+    if data is None or rows is None:
+        return _describe_refusal(raw, loaded, rows_key, limits)
+    tally = _tally([data])
+    if tally.strings != layout.strings:
         return _describe_refusal(raw, loaded, rows_key, limits)
     loaded.data = data
     if rows_key is None:  # an object file's keys' lines, each found when it is asked for
