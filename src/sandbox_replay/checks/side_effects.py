@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, NamedTuple
 
 from sandbox_replay.checks.base import (
@@ -83,13 +84,39 @@ def judge(derived: str, declared: Any, effect: SideEffect | None) -> Outcome:
 
 
 def receipt_outcomes(run: RunInputs) -> dict[str, Outcome]:
-    """Judge each request's receipt, by request id in request order."""
+    """Judge each request's receipt, by request id in request order.
+
+    Requests of one ``shape`` share one judgement: a run of 60,000 requests has a few
+    dozen shapes.
+    """
     outcomes = {}
+    judged: dict[Hashable, Outcome] = {}
     for request_id, derivation in run.derivations.items():
         verdict = run.verdicts.get(request_id)
         declared = verdict.verdict if verdict is not None else None
-        outcomes[request_id] = judge(derivation.verdict, declared, run.effects.get(request_id))
+        effect = run.effects.get(request_id)
+        key = shape(derivation.verdict, declared, effect)
+        outcome = judged.get(key)
+        if outcome is None:
+            outcome = judged[key] = judge(derivation.verdict, declared, effect)
+        outcomes[request_id] = outcome
     return outcomes
+
+
+def shape(derived: str, declared: Any, effect: SideEffect | None) -> Hashable:
+    """Return what ``judge`` reads of its arguments: two requests alike in it are judged
+    alike. A declared verdict that is not a string, an ``execution_attempted`` that is
+    not a boolean and a ``side_effect_diff_count`` that is not an integer each read the
+    same as None (a bool is not an integer here, so ``True`` and ``1`` stay apart)."""
+    if effect is None:
+        return derived, declared if type(declared) is str else None
+    attempted, count = effect.execution_attempted, effect.side_effect_diff_count
+    return (
+        derived,
+        declared if type(declared) is str else None,
+        attempted if type(attempted) is bool else None,
+        count if type(count) is int else None,
+    )
 
 
 def floor_problems(effect: SideEffect) -> list[str]:
