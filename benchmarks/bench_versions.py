@@ -8,7 +8,10 @@ Each round runs every tool once, in the order given, on the same bundle
 falls on both alike. Each run is a fresh process; its wall time is measured around it and
 its peak RSS read from ``os.wait4`` for that very process. The bundle is read once first,
 so every run finds it in the page cache. Extra arguments after ``--`` go to every run
-(``-- --jobs 1``). This is a script, not a timed test: compare its figures.
+(``-- --jobs 1``). Every run starts in its scratch folder, so no tool reads the settings
+of a ``pyproject.toml`` where the script is started (this repository's names a Cedar
+policy for one scenario folder, which would be read and compiled on every run). This is
+a script, not a timed test: compare its figures.
 """
 
 from __future__ import annotations
@@ -38,13 +41,20 @@ def run_once(tool: str, bundle: Path, extra: list[str]) -> tuple[float, float, i
     try:
         command = [tool, "run-sandbox-bundle", "--input", str(bundle), "--out", str(out), *extra]
         started = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         return wall, usage.ru_maxrss / 1024, process.returncode
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def _absolute(tool: str) -> str:
+    """Return a tool given as a path as an absolute one (runs start in another folder)."""
+    return os.path.abspath(tool) if os.sep in tool else tool
 
 
 def main() -> int:
@@ -54,7 +64,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("extra", nargs="*", help="arguments for every run (after --)")
     args = parser.parse_args()
-    tools = dict(item.split("=", 1) for item in args.tool)
+    tools = {name: _absolute(tool) for name, tool in (item.split("=", 1) for item in args.tool)}
+    args.bundle = args.bundle.resolve()
     warm(args.bundle)
     walls: dict[str, list[float]] = {name: [] for name in tools}
     peaks: dict[str, list[float]] = {name: [] for name in tools}
