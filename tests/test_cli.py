@@ -332,7 +332,8 @@ def test_large_buffers_are_mapped_apart_where_glibc_is_and_nothing_breaks_elsewh
 
     monkeypatch.setattr(cli_module.ctypes, "CDLL", lambda name: Libc())
     cli_module._large_buffers_apart()
-    assert calls == [(-3, 1 << 20)]  # M_MMAP_THRESHOLD, 1 MiB
+    # M_MMAP_THRESHOLD at 1 MiB, M_TRIM_THRESHOLD at 8 MiB
+    assert calls == [(-3, 1 << 20), (-1, 8 << 20)]
 
     class NoMallopt:  # a C library without mallopt (musl, macOS)
         pass
