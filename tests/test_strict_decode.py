@@ -108,6 +108,11 @@ HANDED_ON = {
     # and would make up for the dropped duplicate.
     "duplicate_key_with_a_line_end_before_a_colon": _file(_with(2, '{"m": "a", "m"\n: 1}')),
     "duplicate_top_key_same_value": b'{"action_requests": [], "action_requests": []}',
+    # Arrays and objects before the rows' list: the rows are those of the right list.
+    "lists_before_the_rows": b'{"a": [{"k": 1}],\n"b": 2, "c": {"d": [3]},\n"action_requests": ['
+    + b'\n{"request_id": "r1"},\n\n{"request_id": "r2"}]}',
+    "rows_before_a_list": b'{"action_requests": [{"request_id": "r1"},\n{"request_id": "r2"}],'
+    + b'\n"z": [{"k": "{"}]}',
     "nested_object_in_list": _file(_with(1, '{"request_id": "a", "m": [[{"k": 1}]]}')),
     "negative_infinity_overflow": _file(_with(3, '{"request_id": "a", "n": -1e999}')),
     "just_over_max_double": _file(_with(3, '{"request_id": "a", "n": 1.7976931348623159e308}')),

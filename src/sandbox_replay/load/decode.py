@@ -185,8 +185,9 @@ def parse_input(
     on the bytes and the decoded value: the nesting depth (``Layout.depth``), that no key
     was dropped as a duplicate (the strings spelled in the text, ``Layout.strings``, are as
     many as the decoded value holds, keys included: ``_tally``), string lengths (only where
-    one may exceed the limit), the file's shape and the row count. A file refused at any step is read again key by key
-    and row by row (``_describe_refusal``) to word the finding and name its line.
+    one may exceed the limit), the file's shape and the row count. A file refused at any
+    step is read again key by key and row by row (``_describe_refusal``) to word the
+    finding and name its line.
 
     With ``kind``, a list file as exporters write it is decoded straight into rows of that
     kind (``_decode_typed_rows``); any other is decoded as any JSON, and its rows stay
@@ -311,9 +312,9 @@ class _Tally(NamedTuple):
 def _tally(values: list[Any]) -> _Tally:
     """Count the strings that decoded JSON ``values`` hold, and say whether any is a float.
 
-    A key dropped as a duplicate, or skipped as unknown, takes its spelling (and any string
-    value it had) out of the count, which is how the caller tells that none was. One
-    nesting level at a time, each in a few C passes over all of its values.
+    A key dropped as a duplicate takes its spelling (and any string value it had) out of
+    the count, which is how the caller tells that none was. One nesting level at a time,
+    each in a few C passes over all of its values.
     """
     strings, floats = 0, False
     while values:
