@@ -203,7 +203,7 @@ R = TypeVar("R", bound=InputRow)
 KINDS: tuple[type[InputRow], ...] = (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
 
 
-def _all_text(column: list[Any]) -> bool:
+def _all_text(column: Iterable[Any]) -> bool:
     """Say whether every value is text that is not blank, in C: ``str.strip`` refuses
     anything but a string and leaves a blank one empty."""
     try:
@@ -217,21 +217,23 @@ def rows_below_floor(rows: Sequence[InputRow]) -> set[int]:
     field that is not text, or is blank, or a flag that is not exactly as required.
 
     Read a field at a time down the whole list. Nearly every column of an exporter's file
-    is good throughout, which ``all`` tells in C; only a column that is not is walked value
-    by value. A layer lists what a row breaks only for the rows returned here.
+    is good throughout, which ``all`` tells in C as it reads the column; only a column that
+    is not is read again and walked value by value. A layer lists what a row breaks only
+    for the rows returned here.
     """
     if not rows:
         return set()
     kind = type(rows[0])
     below: set[int] = set()
     for name in kind.PLAIN:
-        column = list(map(attrgetter(name), rows))
-        if not _all_text(column):
+        read = attrgetter(name)
+        if not _all_text(map(read, rows)):
+            column = map(read, rows)
             below.update(i for i, v in enumerate(column) if type(v) is not str or not v.strip())
     for name, wanted in kind.FLAGS.items():
-        column = list(map(attrgetter(name), rows))
-        if not all(map(is_, column, repeat(wanted))):  # ``is``: True is not 1
-            below.update(i for i, value in enumerate(column) if value is not wanted)
+        read = attrgetter(name)
+        if not all(map(is_, map(read, rows), repeat(wanted))):  # ``is``: True is not 1
+            below.update(i for i, value in enumerate(map(read, rows)) if value is not wanted)
     return below
 
 
