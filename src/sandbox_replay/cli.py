@@ -1287,7 +1287,7 @@ def _large_buffers_apart() -> None:
 
     Fixing it also fixes the trim threshold, at glibc's 128 KiB, and the record's pieces
     (1 to 3 MB each, encoded and laid out one after another) then hand the heap's top back
-    and fault it in again for every piece: 50 to 65 ms of system time to encode a
+    and fault it in again for every piece: about 60 ms of system time to encode a
     60,000-request record, none with 8 MiB kept. Elsewhere (no glibc) nothing changes.
     """
     with contextlib.suppress(OSError, AttributeError):
