@@ -228,8 +228,9 @@ def rows_below_floor(rows: Sequence[InputRow]) -> set[int]:
     for name in kind.PLAIN:
         read = attrgetter(name)
         if not _all_text(map(read, rows)):
-            column = map(read, rows)
-            below.update(i for i, v in enumerate(column) if type(v) is not str or not v.strip())
+            below.update(
+                i for i, v in enumerate(map(read, rows)) if type(v) is not str or not v.strip()
+            )
     for name, wanted in kind.FLAGS.items():
         read = attrgetter(name)
         if not all(map(is_, map(read, rows), repeat(wanted))):  # ``is``: True is not 1
