@@ -6,14 +6,22 @@ Whatever writes them, the bytes are those of the standard library's ``json.dumps
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIRST_WAVE, replay_dir
-from sandbox_replay.atomic import dump_json, iter_json_chunks, struct_fields
+from sandbox_replay import atomic
+from sandbox_replay.atomic import (
+    dump_json,
+    iter_json_chunks,
+    struct_fields,
+    write_chunks_atomic,
+)
 from sandbox_replay.checks.trace import canonical_digest, spans_digest
 from sandbox_replay.load.run import InputMode, RunInputs
 from sandbox_replay.model.policy import default_table
@@ -221,3 +229,27 @@ def test_spans_digest_hashes_a_long_list_piece_by_piece_as_one() -> None:
         many = (spans * (count // len(spans) + 1))[:count]
         expected = canonical_digest([struct_fields(span) for span in many])
         assert spans_digest(many, may_hold_floats=False) == expected
+
+
+def test_a_long_write_starts_writeback_on_each_step_and_writes_every_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each ``WRITEBACK_STEP`` written asks for the bytes since the last ask to go to disk."""
+    asked: list[tuple[int, int]] = []
+    monkeypatch.setattr(atomic, "WRITEBACK_STEP", 10)
+    monkeypatch.setattr(atomic, "_start_writeback", lambda fd, at, size: asked.append((at, size)))
+    chunks = [b"a" * 4, b"b" * 7, b"c" * 3, b"d" * 12, b"e"]
+    target = tmp_path / "out.json"
+    write_chunks_atomic(target, chunks)
+    assert target.read_bytes() == b"".join(chunks)
+    assert asked == [(0, 11), (11, 15)]
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temp file left
+
+
+def test_writeback_is_skipped_where_the_platform_has_no_fadvise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(atomic, "WRITEBACK_STEP", 1)
+    monkeypatch.delattr(os, "posix_fadvise", raising=False)
+    write_chunks_atomic(tmp_path / "out.json", [b"x", b"yz"])
+    assert (tmp_path / "out.json").read_bytes() == b"xyz"
