@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, compress, repeat
-from operator import is_, length_hint
+from operator import attrgetter, is_, length_hint
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -178,13 +178,19 @@ def _kept_as_is(values: Sequence[Any], absent: frozenset[type]) -> bool:
     )
 
 
-def _as_recorded(rows: list[S], project: Callable[[S], S], absent: frozenset[type]) -> list[S]:
+def _as_recorded(
+    rows: list[S],
+    project: Callable[[S], S],
+    projected: Callable[[S], tuple[Any, ...]],
+    absent: frozenset[type],
+) -> list[S]:
     """Return ``rows`` as the record lists them: ``project`` of each, or the row itself
-    wherever projecting would change nothing (``_kept_as_is``), as in nearly every file."""
+    wherever projecting would change nothing (``_kept_as_is`` of the values ``project``
+    reads, ``projected`` of each row), as in nearly every file."""
     recorded: list[S] = []
     for start in range(0, len(rows), _ROWS_PER_STEP):
         step = rows[start : start + _ROWS_PER_STEP]
-        values = list(chain.from_iterable(map(msgspec.structs.astuple, step)))
+        values = list(chain.from_iterable(map(projected, step)))
         recorded += step if _kept_as_is(values, absent) else map(project, step)
     return recorded
 
@@ -202,7 +208,7 @@ def _projected(row: R) -> R:
 def record_rows(table: Table[R]) -> list[R]:
     """Return a list file's rows as the result record lists them (``_projected``); a field
     the row does not hold is left out."""
-    return _as_recorded(table.rows, _projected, frozenset({type(UNSET)}))
+    return _as_recorded(table.rows, _projected, msgspec.structs.astuple, frozenset({type(UNSET)}))
 
 
 class DerivedRow(msgspec.Struct, gc=False):
@@ -232,6 +238,8 @@ _COPIED = (
     "declared_verdict",
     "declared_rule_refs",
 )
+
+_copied = attrgetter(*_COPIED)
 
 
 def _shown(row: DerivedRow) -> DerivedRow:
@@ -274,7 +282,7 @@ def derived_rows(run: RunInputs) -> list[DerivedRow]:
                 derivation_passes(derivation, verdict),
             )
         )
-    return _as_recorded(rows, _shown, frozenset())
+    return _as_recorded(rows, _shown, _copied, frozenset())
 
 
 def _counts(replay: Replay) -> dict[str, int]:
