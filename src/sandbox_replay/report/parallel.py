@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox_replay.atomic import write_chunks
 from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.exports import ExportFacts
 from sandbox_replay.forking import die_with_parent as _die_with_parent
@@ -288,15 +289,19 @@ def _stream_result(
     """
     digest = hashlib.sha256()
     overlap = max((len(n) for n in needles), default=1) - 1
-    tail = b""
-    with _staged_path(staging, relative).open("wb") as out:
-        for chunk in records.result_chunks():
+
+    def checked(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+        tail = b""
+        for chunk in chunks:
             if needles:  # nothing to look for (and no copy of the chunk to make) most times
                 seen = tail + chunk
                 refuse_matched(relative, seen, needles)
                 tail = seen[-overlap:] if overlap else b""
             digest.update(chunk)
-            out.write(chunk)
+            yield chunk
+
+    with _staged_path(staging, relative).open("wb") as out:
+        write_chunks(out, checked(records.result_chunks()))
         # Synced here, not by the sync before the swap: this wait then overlaps the
         # sub-pages the page helpers are rendering.
         out.flush()
