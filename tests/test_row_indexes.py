@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sandbox_replay.model.rows import Rollback, Table
 
@@ -39,3 +41,27 @@ def test_the_index_holds_each_keys_first_row_in_first_occurrence_order(
     assert all(table.by_key[key] is rows[position] for key, position in expected)
     assert all(table.get(key) is rows[position] for key, position in expected)
     assert table.get("no such key") is None
+
+
+_KEYS = st.one_of(
+    st.sampled_from(["a", "b", "c", ""]),
+    st.none(),
+    st.integers(-1, 1),
+    st.booleans(),
+    st.lists(st.sampled_from(["a", "b"]), max_size=2),
+    st.just(ABSENT),
+)
+
+
+@given(st.lists(_KEYS, max_size=12))
+def test_the_index_is_each_string_keys_first_row_for_any_keys(values: list[Any]) -> None:
+    """The index, made in C, is what a plain walk keeping each string key's first row gives."""
+    rows = _rows(values)
+    expected: dict[str, Rollback] = {}
+    for row in rows:
+        if type(row.rollback_id) is str:
+            expected.setdefault(row.rollback_id, row)
+    table = Table.of("rollback_receipts.json", rows, "rollback_id")
+    assert list(table.by_key.items()) == list(expected.items())
+    assert all(table.by_key[key] is row for key, row in expected.items())
+    assert table.rows is rows

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -199,6 +199,7 @@ class ColdReplay(InputRow, gc=False, kw_only=True):
 
 
 R = TypeVar("R", bound=InputRow)
+T = TypeVar("T")
 # The five row kinds, in the order of their list files.
 KINDS: tuple[type[InputRow], ...] = (ActionRequest, PolicyVerdict, SideEffect, Rollback, ColdReplay)
 
@@ -252,11 +253,7 @@ class Table(Generic[R]):
 
     @classmethod
     def of(cls, file: str, rows: list[R], key: str) -> Table[R]:
-        by_key: dict[str, R] = {}
-        for value, row in zip(map(attrgetter(key), rows), rows, strict=True):
-            if type(value) is str:
-                by_key.setdefault(value, row)
-        return cls(file, rows, by_key)
+        return cls(file, rows, first_of_each(list(map(attrgetter(key), rows)), rows))
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -267,6 +264,23 @@ class Table(Generic[R]):
     def __post_init__(self) -> None:
         # ``get(key)``: the first row of a string key, None where none; read in C.
         self.get: Callable[[str], R | None] = self.by_key.get
+
+
+def first_of_each(keys: list[Any], rows: Sequence[T]) -> dict[str, T]:
+    """Return the first of ``rows`` holding each string of ``keys`` (the rows' keys, in
+    order), the strings in the order they first occur.
+
+    In C: a dict made from the (key, row) pairs puts each key where it first occurs,
+    holding its last row; where a key repeats, the pairs again in reverse order leave each
+    key its first row.
+    """
+    text = list(map(is_, map(type, keys), repeat(str)))
+    if not all(text):
+        keys, rows = list(compress(keys, text)), list(compress(rows, text))
+    first = dict(zip(keys, rows, strict=True))
+    if len(first) < len(keys):
+        first.update(zip(reversed(keys), reversed(rows), strict=True))
+    return first
 
 
 def absent(value: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import is_
@@ -15,6 +15,8 @@ from sandbox_replay import figures
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.model.policy import VERDICTS
+from sandbox_replay.model.rows import first_of_each
+from sandbox_replay.records.build import column_of
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
@@ -195,14 +197,9 @@ def code_href(code: str, root: str) -> str:
     return f"{root}codes/index.html#{REGISTRY[code].anchor}"
 
 
-def first_rows(rows: Iterable[Any], key: str) -> dict[str, Any]:
+def first_rows(rows: Sequence[Any], key: str) -> dict[str, Any]:
     """Index a record's rows by their string ``key``: the first row holding each value."""
-    index: dict[str, Any] = {}
-    for row in rows:
-        value = row.get(key)
-        if isinstance(value, str) and value not in index:
-            index[value] = row
-    return index
+    return first_of_each(column_of(rows, key), rows)
 
 
 _SAFE_SLUG = re.compile(r"[A-Za-z0-9_.\-]*")
