@@ -124,25 +124,21 @@ class JoinTable(RunBase):
         rid = request.get("request_id")
         if not (isinstance(rid, str) and self.request_index[rid] == index):
             return None
-        effect = self._partner(2, rid)
+        derived, verdicts, effects, rollbacks, replays, spans = self.join_index
+        effect = effects.get(rid)
         rollback = None
         if effect is not None:
             ref = effect.get("rollback_receipt_ref")
             if isinstance(ref, str):
-                rollback = self._partner(3, rollback_id_of(ref, self.join_index[3]))
+                rollback = rollbacks.get(rollback_id_of(ref, rollbacks))
         return (
-            self._partner(0, rid),
-            self._partner(1, rid),
+            derived.get(rid),
+            verdicts.get(rid),
             effect,
             rollback,
-            self._partner(4, rid),
-            self._partner(5, "span:" + rid),
+            replays.get(rid),
+            spans.get("span:" + rid),
         )
-
-    def _partner(self, which: int, key: str) -> Mapping[str, Any] | None:
-        """Return the row of ``key`` in the ``which``-th joined list, or None."""
-        found: Mapping[str, Any] | None = self.join_index[which].get(key)
-        return found
 
     def _row_findings(self, request: Mapping[str, Any], partners: _Partners | None) -> list[int]:
         """Return the findings about a request row (expected alarms aside), in record order.
