@@ -15,6 +15,7 @@ from sandbox_replay.report.search_index import (
     PART_BYTES,
     PART_ENTRIES,
     SearchEntry,
+    js_string,
     search_files,
 )
 from sandbox_replay.report.views.common import (
@@ -78,6 +79,20 @@ def test_strings_cannot_close_a_script_or_a_line(value: str) -> None:
         assert "\u2028" not in text and "\u2029" not in text
     _, part = _read(dict(files)["search/part-0001.js"])  # type: ignore[misc]
     assert part[0][0] == value and part[0][3] == value
+
+
+@given(st.text())
+def test_a_string_literal_reads_back_as_the_string_and_holds_no_markup_or_hidden_text(
+    value: str,
+) -> None:
+    literal = js_string(value)
+    assert json.loads(literal) == value
+    assert not set("<>&") & set(literal)
+    assert all(c.isprintable() for c in literal)
+    # Where nothing needs an escape of its own, it is what json.dumps writes.
+    plain = json.dumps(value, ensure_ascii=False)
+    if plain.isprintable() and plain.isascii() and not set("<>&") & set(plain):
+        assert literal == plain
 
 
 def test_matched_text_is_refused_in_the_form_the_index_writes() -> None:

@@ -41,6 +41,13 @@ KINDS = ("request", "finding", "code", "rule", "input", "line")
 DEFAULT_ANCHORS = {"request": "req-", "finding": "f-"}
 
 _MARKUP = frozenset("<>&")
+# A string as ``json.dumps(value, ensure_ascii=False)`` writes it: the function it calls
+# for a string, without making an encoder for each call.
+_json_string = json.encoder.encode_basestring
+
+
+def _has_markup(literal: str) -> bool:
+    return "<" in literal or ">" in literal or "&" in literal
 
 
 def _escaped(character: str) -> str:
@@ -69,8 +76,8 @@ def js_string(value: str) -> str:
     as ``\\uXXXX`` escapes: no value can close a ``<script>``, break a line or hide in the
     file, and JavaScript reads each escape back as the character.
     """
-    literal = json.dumps(value, ensure_ascii=False)
-    if literal.isascii() and literal.isprintable() and not _MARKUP.intersection(literal):
+    literal = _json_string(value)
+    if literal.isascii() and literal.isprintable() and not _has_markup(literal):
         return literal
     return "".join(c if c.isprintable() and c not in _MARKUP else _escaped(c) for c in literal)
 
