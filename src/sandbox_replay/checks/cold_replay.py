@@ -60,7 +60,8 @@ def check(run: RunInputs) -> LayerResult:
             elif claims_any(replay):
                 verdict_fails = request_id in failing_verdicts
                 effect_fails = not outcomes[request_id].matches
-                problems.extend(_unfounded(request_id, run, verdict_fails, effect_fails))
+                if verdict_fails or effect_fails:
+                    problems.extend(_unfounded(request_id, run, verdict_fails, effect_fails))
             seen.add(request_id)
         if problems:
             result.add_for_row(
