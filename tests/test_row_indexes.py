@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox_replay.model.rows import Rollback, Table
+from sandbox_replay.load.run import joined_rows
+from sandbox_replay.model.rows import ColdReplay, Rollback, Table
 
 ABSENT = object()
 
@@ -65,3 +66,22 @@ def test_the_index_is_each_string_keys_first_row_for_any_keys(values: list[Any])
     assert list(table.by_key.items()) == list(expected.items())
     assert all(table.by_key[key] is row for key, row in expected.items())
     assert table.rows is rows
+
+
+@given(
+    st.lists(st.sampled_from(["r1", "r2", "r3", "r4"]), unique=True, max_size=4),
+    st.lists(st.one_of(st.sampled_from(["r1", "r2", "r3", "r4", "rx"]), st.none()), max_size=6),
+    st.booleans(),
+)
+def test_joined_rows_are_each_ids_first_row_whether_the_file_is_in_request_order(
+    ids: list[str], keys: list[Any], aligned: bool
+) -> None:
+    """A file listing exactly the ids in their order is read in order; any other is looked
+    up: both give each id's first row, None where none names it."""
+    if aligned:
+        keys = list(ids)
+    rows = [ColdReplay(request_id=key, line=n) for n, key in enumerate(keys)]
+    table = Table.of("cold_replay.json", rows, "request_id")
+    joined = joined_rows(table, ids)
+    assert len(joined) == len(ids)
+    assert all(row is table.by_key.get(rid) for rid, row in zip(ids, joined, strict=True))

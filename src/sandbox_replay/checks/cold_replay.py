@@ -74,8 +74,8 @@ def check(run: RunInputs) -> LayerResult:
                 "cold_replay",
             )
             failing += 1
-    for request_id in run.derivations:
-        if request_id not in run.replays.by_key:
+    for request_id, joined in zip(run.joined.ids, run.joined.replays, strict=True):
+        if joined is None:
             result.add_for_request(
                 codes.COLD_REPLAY_MISSING,
                 f"{request_id} has no cold-replay row",

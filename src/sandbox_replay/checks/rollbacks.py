@@ -70,8 +70,7 @@ def check(run: RunInputs) -> LayerResult:
             ROLLBACK_RECEIPTS,
             1,
         )
-    for request_id in run.derivations:
-        effect = run.effects.get(request_id)
+    for request_id, effect in zip(run.joined.ids, run.joined.effects, strict=True):
         if effect is None or effect.execution_attempted is not True:
             continue
         if not rollback_covers(run, request_id, effect.rollback_receipt_ref):

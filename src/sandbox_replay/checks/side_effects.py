@@ -91,10 +91,11 @@ def receipt_outcomes(run: RunInputs) -> dict[str, Outcome]:
     """
     outcomes = {}
     judged: dict[Hashable, Outcome] = {}
-    for request_id, derivation in run.derivations.items():
-        verdict = run.verdicts.get(request_id)
+    joined = run.joined
+    for request_id, derivation, verdict, effect in zip(
+        joined.ids, run.derivations.values(), joined.verdicts, joined.effects, strict=True
+    ):
         declared = verdict.verdict if verdict is not None else None
-        effect = run.effects.get(request_id)
         key = shape(derivation.verdict, declared, effect)
         outcome = judged.get(key)
         if outcome is None:
@@ -166,8 +167,9 @@ def check(run: RunInputs) -> LayerResult:
                 KIND,
             )
     outcomes = shared(run, receipt_outcomes)
-    for request_id, derivation in run.derivations.items():
-        joined = run.effects.get(request_id)
+    for request_id, derivation, joined in zip(
+        run.joined.ids, run.derivations.values(), run.joined.effects, strict=True
+    ):
         if joined is None:
             result.add_for_request(
                 codes.SIDE_EFFECT_RECEIPT_MISSING,

@@ -22,7 +22,13 @@ from sandbox_replay.checks.rollbacks import rollback_covers
 from sandbox_replay.load.run import RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import ActionRequest, PolicyVerdict, SideEffect, value_of
+from sandbox_replay.model.rows import (
+    ActionRequest,
+    ColdReplay,
+    PolicyVerdict,
+    SideEffect,
+    value_of,
+)
 
 FLOOR = "public_trace_floor"
 
@@ -159,6 +165,7 @@ def _gaps(
     effect: SideEffect | None,
     declared: Any,
     executed: bool,
+    replay: ColdReplay | None,
 ) -> list[tuple[str, str]]:
     """Return the audit's finding codes about a request's span, each with its message."""
     gaps = []
@@ -184,7 +191,7 @@ def _gaps(
         and not rollback_covers(run, request_id, effect.rollback_receipt_ref)
     ):
         gaps.append((codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt"))
-    if request_id not in run.replays.by_key:
+    if replay is None:
         gaps.append((codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row"))
     return gaps
 
@@ -197,18 +204,25 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     verified rollback where it executed, and a cold-replay row.
     """
     audit = LayerResult(Layer.PUBLIC_TRACE)
-    requests = run.requests.by_key
-    episodes = list(map(_text, map(_episode, requests.values())))  # not text: ""
+    joined = run.joined
+    episodes = list(map(_text, map(_episode, joined.requests)))  # not text: ""
     # Sorted on the episode and the request id alone: request ids differ.
-    ordered = sorted(zip(episodes, requests, requests.values(), strict=True))
+    ordered = sorted(
+        zip(
+            episodes,
+            joined.ids,
+            range(len(joined.ids)),  # the rows' position: never reached by the sort
+            strict=True,
+        )
+    )
     spans = []
-    for sequence_index, (_, request_id, request) in enumerate(ordered):
+    for sequence_index, (_, request_id, at) in enumerate(ordered):
         span_id = f"span:{request_id}"
-        verdict = run.verdicts.get(request_id)
-        effect = run.effects.get(request_id)
+        request, verdict, effect = joined.requests[at], joined.verdicts[at], joined.effects[at]
+        replay = joined.replays[at]
         declared = value_of(verdict.verdict) if verdict is not None else None
         executed = effect is not None and effect.execution_attempted is True
-        for code, message in _gaps(run, request_id, verdict, effect, declared, executed):
+        for code, message in _gaps(run, request_id, verdict, effect, declared, executed, replay):
             audit.add(
                 code,
                 f"{span_id}: {message}",

@@ -38,10 +38,13 @@ def derivation_passes(derivation: Derivation, verdict: PolicyVerdict | None) -> 
 
 def failing_requests(run: RunInputs) -> list[str]:
     """Return the requests, in order, whose verdict row is missing or fails its derivation."""
+    joined = run.joined
     return [
         request_id
-        for request_id, derivation in run.derivations.items()
-        if not derivation_passes(derivation, run.verdicts.get(request_id))
+        for request_id, derivation, verdict in zip(
+            joined.ids, run.derivations.values(), joined.verdicts, strict=True
+        )
+        if not derivation_passes(derivation, verdict)
     ]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
+from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -83,6 +85,35 @@ def rollback_id_of(ref: Any, rollback_ids: Container[str]) -> Any:
     return ref
 
 
+@dataclass(frozen=True)
+class Joined:
+    """Each declared request's row in the other list files, in request order.
+
+    Position ``i`` of each list is about request ``ids[i]``, the ``i``-th key of
+    ``RunInputs.derivations``: its request row, and the first verdict row, receipt and
+    cold-replay row naming it (None where none does).
+    """
+
+    ids: list[str]
+    requests: list[ActionRequest]
+    verdicts: list[PolicyVerdict | None]
+    effects: list[SideEffect | None]
+    replays: list[ColdReplay | None]
+
+
+def joined_rows(table: Table[R], ids: list[str]) -> list[R | None]:
+    """Return the first row of ``table`` naming each of ``ids``, None where none does.
+
+    A file that lists exactly these ids in this order, as exporters write them, is its
+    own answer; that is told in C, a row at a time, and saves a lookup per request in a
+    table as large as the run. Any other file is looked up id by id.
+    """
+    rows = table.rows
+    if len(rows) == len(ids) and all(map(eq, ids, map(attrgetter(table.key), rows))):
+        return list(rows)
+    return list(map(table.get, ids))
+
+
 @dataclass
 class RunInputs:
     """Every loaded file of one run and the row indexes the layers join on."""
@@ -97,7 +128,9 @@ class RunInputs:
     requests: Table[ActionRequest] = field(default_factory=lambda: Table(ACTION_REQUESTS))
     verdicts: Table[PolicyVerdict] = field(default_factory=lambda: Table(POLICY_VERDICTS))
     effects: Table[SideEffect] = field(default_factory=lambda: Table(SIDE_EFFECT_RECEIPTS))
-    rollbacks: Table[Rollback] = field(default_factory=lambda: Table(ROLLBACK_RECEIPTS))
+    rollbacks: Table[Rollback] = field(
+        default_factory=lambda: Table(ROLLBACK_RECEIPTS, key="rollback_id")
+    )
     replays: Table[ColdReplay] = field(default_factory=lambda: Table(COLD_REPLAY))
     # Each request's derivation, by request id, in the order the requests first appear.
     derivations: dict[str, Derivation] = field(default_factory=dict)
@@ -117,6 +150,19 @@ class RunInputs:
     def all_files(self) -> Iterator[LoadedFile]:
         yield from self.files.values()
         yield from self.extra_files.values()
+
+    @cached_property
+    def joined(self) -> Joined:
+        """Each declared request's rows in the other list files (made on first use, once
+        the tables and derivations are in place)."""
+        ids = list(self.derivations)
+        return Joined(
+            ids,
+            list(self.requests.by_key.values()),
+            joined_rows(self.verdicts, ids),
+            joined_rows(self.effects, ids),
+            joined_rows(self.replays, ids),
+        )
 
 
 def _table(loaded: LoadedFile, key: str) -> Table[Any]:

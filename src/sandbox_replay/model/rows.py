@@ -250,10 +250,11 @@ class Table(Generic[R]):
     file: str
     rows: list[R] = field(default_factory=list)
     by_key: dict[str, R] = field(default_factory=dict)
+    key: str = "request_id"  # the field ``by_key`` indexes
 
     @classmethod
     def of(cls, file: str, rows: list[R], key: str) -> Table[R]:
-        return cls(file, rows, first_of_each(list(map(attrgetter(key), rows)), rows))
+        return cls(file, rows, first_of_each(list(map(attrgetter(key), rows)), rows), key)
 
     def __len__(self) -> int:
         return len(self.rows)

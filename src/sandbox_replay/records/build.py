@@ -264,9 +264,10 @@ def column_of(rows: Iterable[Any], name: str) -> list[Any]:
 def derived_rows(run: RunInputs) -> list[DerivedRow]:
     """Return one row per derived request, in request order, as the record lists them."""
     rows = []
-    for request_id, derivation in run.derivations.items():
-        request = run.requests.by_key[request_id]
-        verdict = run.verdicts.get(request_id)
+    joined = run.joined
+    for request_id, derivation, request, verdict in zip(
+        joined.ids, run.derivations.values(), joined.requests, joined.verdicts, strict=True
+    ):
         rows.append(
             DerivedRow(
                 request_id,
