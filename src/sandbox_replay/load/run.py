@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -95,22 +95,23 @@ class Joined:
     """
 
     ids: list[str]
-    requests: list[ActionRequest]
-    verdicts: list[PolicyVerdict | None]
-    effects: list[SideEffect | None]
-    replays: list[ColdReplay | None]
+    requests: Sequence[ActionRequest]
+    verdicts: Sequence[PolicyVerdict | None]
+    effects: Sequence[SideEffect | None]
+    replays: Sequence[ColdReplay | None]
 
 
-def joined_rows(table: Table[R], ids: list[str]) -> list[R | None]:
+def joined_rows(table: Table[R], ids: list[str]) -> Sequence[R | None]:
     """Return the first row of ``table`` naming each of ``ids``, None where none does.
 
     A file that lists exactly these ids in this order, as exporters write them, is its
-    own answer; that is told in C, a row at a time, and saves a lookup per request in a
-    table as large as the run. Any other file is looked up id by id.
+    own answer (its row list, not a copy); that is told in C, a row at a time, and saves
+    a lookup per request in a table as large as the run. Any other file is looked up id
+    by id.
     """
     rows = table.rows
     if len(rows) == len(ids) and all(map(eq, ids, map(attrgetter(table.key), rows))):
-        return list(rows)
+        return rows
     return list(map(table.get, ids))
 
 
@@ -156,9 +157,11 @@ class RunInputs:
         """Each declared request's rows in the other list files (made on first use, once
         the tables and derivations are in place)."""
         ids = list(self.derivations)
+        requests = self.requests
         return Joined(
             ids,
-            list(self.requests.by_key.values()),
+            # Where no id repeats or is unusable, the first rows are all the rows.
+            requests.rows if len(requests.by_key) == len(requests) else [*requests.by_key.values()],
             joined_rows(self.verdicts, ids),
             joined_rows(self.effects, ids),
             joined_rows(self.replays, ids),
