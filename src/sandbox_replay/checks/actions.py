@@ -9,6 +9,7 @@ from sandbox_replay.checks.base import (
     derived_verdicts,
     describe,
     floor_breaks,
+    repeated,
     shared,
     subject_of,
 )
@@ -48,7 +49,7 @@ def check(run: RunInputs) -> LayerResult:
         result.ran = False
         return result
     below = rows_below_floor(run.requests.rows)
-    seen: set[str] = set()
+    repeating = repeated(list(map(attrgetter("request_id"), run.requests)))
     for position, request in enumerate(run.requests):
         if position in below:
             problems = floor_problems(request)
@@ -63,7 +64,7 @@ def check(run: RunInputs) -> LayerResult:
         request_id = request.request_id
         if not isinstance(request_id, str):
             continue
-        if request_id in seen:
+        if position in repeating:
             _add(
                 result,
                 request,
@@ -72,7 +73,6 @@ def check(run: RunInputs) -> LayerResult:
                 f"request id {request_id} appears on more than one row; only the first is joined",
             )
             continue
-        seen.add(request_id)
         derivation = run.derivations[request_id]
         if derivation.mismatched_fields:
             _add(

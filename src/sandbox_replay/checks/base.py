@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import is_
 from typing import Any, TypeVar
 
 from sandbox_replay.load.run import RunInputs
@@ -62,6 +64,40 @@ def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
     """Return the row's id, or where it sits (``file#row<n>``) when the id is unusable."""
     value = getattr(row, id_key)
     return value if isinstance(value, str) and value else f"{file}#row{position}"
+
+
+def undeclared(run: RunInputs, request_ids: Sequence[Any]) -> set[int]:
+    """Return the positions of the request ids (a list file's, in file order) that are
+    strings no action request declares; any other value is the floor's finding.
+
+    Told with sets, a file at a time: only a file that names such a request is walked.
+    """
+    unknown = _strings(request_ids).difference(run.requests.by_key)
+    if not unknown:
+        return set()
+    return {at for at, value in enumerate(request_ids) if type(value) is str and value in unknown}
+
+
+def repeated(ids: Sequence[Any]) -> set[int]:
+    """Return the positions of the ids (in file order) that are strings an earlier id
+    already is; only the first row of an id is joined.
+
+    Where the strings are as many as the ids, none repeats and nothing is walked.
+    """
+    if len(_strings(ids)) == len(ids):
+        return set()
+    seen: set[str] = set()
+    found = set()
+    for at, value in enumerate(ids):
+        if type(value) is str:
+            if value in seen:
+                found.add(at)
+            seen.add(value)
+    return found
+
+
+def _strings(values: Sequence[Any]) -> set[str]:
+    return set(compress(values, map(is_, map(type, values), repeat(str))))
 
 
 def is_nonempty(value: Any) -> bool:

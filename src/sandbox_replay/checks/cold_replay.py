@@ -8,10 +8,12 @@ from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
     floor_breaks,
+    repeated,
     shared,
     subject_of,
+    undeclared,
 )
-from sandbox_replay.checks.side_effects import receipt_outcomes
+from sandbox_replay.checks.side_effects import unmatched_requests
 from sandbox_replay.checks.verdicts import failing_request_set
 from sandbox_replay.load.run import COLD_REPLAY, RunInputs
 from sandbox_replay.model import codes
@@ -40,29 +42,25 @@ def check(run: RunInputs) -> LayerResult:
         return result
     below = rows_below_floor(run.replays.rows)
     failing_verdicts = shared(run, failing_request_set)
-    outcomes = shared(run, receipt_outcomes)
-    seen: set[str] = set()
-    seen_replays: set[str] = set()
+    unmatched = shared(run, unmatched_requests)
+    request_ids = list(map(attrgetter("request_id"), run.replays))
+    naming_undeclared, repeating = undeclared(run, request_ids), repeated(request_ids)
+    repeated_replay_ids = repeated(list(map(attrgetter("replay_id"), run.replays)))
     failing = 0
     for position, replay in enumerate(run.replays):
         problems = floor_problems(replay) if position in below else []
-        replay_id = replay.replay_id
-        if isinstance(replay_id, str):  # any other value is the floor's finding above
-            if replay_id in seen_replays:
-                problems.append(f"replay id {replay_id} appears on more than one row")
-            seen_replays.add(replay_id)
+        if position in repeated_replay_ids:
+            problems.append(f"replay id {replay.replay_id} appears on more than one row")
         request_id = replay.request_id
-        if isinstance(request_id, str):
-            if request_id not in run.requests.by_key:
-                problems.append(f"names request {request_id}, which no action request declares")
-            elif request_id in seen:
-                problems.append(f"second replay for {request_id}; only the first is joined")
-            elif claims_any(replay):
-                verdict_fails = request_id in failing_verdicts
-                effect_fails = not outcomes[request_id].matches
-                if verdict_fails or effect_fails:
-                    problems.extend(_unfounded(request_id, run, verdict_fails, effect_fails))
-            seen.add(request_id)
+        if position in naming_undeclared:
+            problems.append(f"names request {request_id}, which no action request declares")
+        elif position in repeating:
+            problems.append(f"second replay for {request_id}; only the first is joined")
+        elif type(request_id) is str and claims_any(replay):
+            verdict_fails = request_id in failing_verdicts
+            effect_fails = request_id in unmatched
+            if verdict_fails or effect_fails:
+                problems.extend(_unfounded(request_id, run, verdict_fails, effect_fails))
         if problems:
             result.add_for_row(
                 codes.COLD_REPLAY_INVALID,

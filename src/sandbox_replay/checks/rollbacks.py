@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
     floor_breaks,
+    repeated,
     subject_of,
+    undeclared,
 )
 from sandbox_replay.load.run import (
     ROLLBACK_RECEIPTS,
@@ -39,17 +43,17 @@ def check(run: RunInputs) -> LayerResult:
         result.ran = False
         return result
     below = rows_below_floor(run.rollbacks.rows)
-    seen: set[str] = set()
+    # A request may have many rollbacks; a rollback id names one row.
+    naming_undeclared = undeclared(run, list(map(attrgetter("request_id"), run.rollbacks)))
+    repeating = repeated(list(map(attrgetter("rollback_id"), run.rollbacks)))
     for position, rollback in enumerate(run.rollbacks):
         problems = floor_problems(rollback) if position in below else []
-        request_id = rollback.request_id
-        if isinstance(request_id, str) and request_id not in run.requests.by_key:
-            problems.append(f"names request {request_id}, which no action request declares")
-        rollback_id = rollback.rollback_id
-        if isinstance(rollback_id, str):
-            if rollback_id in seen:
-                problems.append(f"rollback id {rollback_id} repeats; only the first is joined")
-            seen.add(rollback_id)
+        if position in naming_undeclared:
+            problems.append(
+                f"names request {rollback.request_id}, which no action request declares"
+            )
+        if position in repeating:
+            problems.append(f"rollback id {rollback.rollback_id} repeats; only the first is joined")
         if problems:
             result.add_for_row(
                 codes.ROLLBACK_RECEIPT_INVALID,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from sandbox_replay.checks.base import (
     LayerResult,
     floor_breaks,
+    repeated,
     shared,
     subject_of,
+    undeclared,
 )
 from sandbox_replay.load.run import SIDE_EFFECT_RECEIPTS, RunInputs
 from sandbox_replay.model import codes
@@ -83,25 +86,36 @@ def judge(derived: str, declared: Any, effect: SideEffect | None) -> Outcome:
     return Outcome(tuple(found), matches, blocked_without_execution)
 
 
-def receipt_outcomes(run: RunInputs) -> dict[str, Outcome]:
-    """Judge each request's receipt, by request id in request order.
+def receipt_outcomes(run: RunInputs) -> list[Outcome]:
+    """Judge each request's receipt, in request order (as ``run.joined`` lists them).
 
     Requests of one ``shape`` share one judgement: a run of 60,000 requests has a few
     dozen shapes.
     """
-    outcomes = {}
+    outcomes = []
     judged: dict[Hashable, Outcome] = {}
     joined = run.joined
-    for request_id, derivation, verdict, effect in zip(
-        joined.ids, run.derivations.values(), joined.verdicts, joined.effects, strict=True
+    for derivation, verdict, effect in zip(
+        run.derivations.values(), joined.verdicts, joined.effects, strict=True
     ):
         declared = verdict.verdict if verdict is not None else None
         key = shape(derivation.verdict, declared, effect)
         outcome = judged.get(key)
         if outcome is None:
             outcome = judged[key] = judge(derivation.verdict, declared, effect)
-        outcomes[request_id] = outcome
+        outcomes.append(outcome)
     return outcomes
+
+
+def unmatched_requests(run: RunInputs) -> set[str]:
+    """Return the requests whose receipt does not show what their derived verdict requires
+    (or that have none)."""
+    outcomes = shared(run, receipt_outcomes)
+    return {
+        request_id
+        for request_id, outcome in zip(run.joined.ids, outcomes, strict=True)
+        if not outcome.matches
+    }
 
 
 def shape(derived: str, declared: Any, effect: SideEffect | None) -> Hashable:
@@ -145,17 +159,16 @@ def check(run: RunInputs) -> LayerResult:
         result.ran = False
         return result
     below = rows_below_floor(run.effects.rows)
-    seen: set[str] = set()
+    request_ids = list(map(attrgetter("request_id"), run.effects))
+    naming_undeclared, repeating = undeclared(run, request_ids), repeated(request_ids)
     for position, effect in enumerate(run.effects):
         clean = position not in below and effect_is_typed(effect)
         problems = [] if clean else floor_problems(effect)
         request_id = effect.request_id
-        if isinstance(request_id, str):
-            if request_id not in run.requests.by_key:
-                problems.append(f"names request {request_id}, which no action request declares")
-            elif request_id in seen:
-                problems.append(f"second receipt for {request_id}; only the first is joined")
-            seen.add(request_id)
+        if position in naming_undeclared:
+            problems.append(f"names request {request_id}, which no action request declares")
+        elif position in repeating:
+            problems.append(f"second receipt for {request_id}; only the first is joined")
         if problems:
             result.add_for_row(
                 codes.SIDE_EFFECT_RECEIPT_INVALID,
@@ -167,8 +180,8 @@ def check(run: RunInputs) -> LayerResult:
                 KIND,
             )
     outcomes = shared(run, receipt_outcomes)
-    for request_id, derivation, joined in zip(
-        run.joined.ids, run.derivations.values(), run.joined.effects, strict=True
+    for request_id, derivation, joined, outcome in zip(
+        run.joined.ids, run.derivations.values(), run.joined.effects, outcomes, strict=True
     ):
         if joined is None:
             result.add_for_request(
@@ -179,7 +192,7 @@ def check(run: RunInputs) -> LayerResult:
                 request_id,
             )
             continue
-        for code in outcomes[request_id].codes:
+        for code in outcome.codes:
             if code == codes.SIDE_EFFECT_SEMANTIC_MISMATCH:
                 message = f"{request_id} derives to {derivation.verdict} but its receipt shows"
             else:
@@ -199,7 +212,7 @@ def check(run: RunInputs) -> LayerResult:
         "side_effect_receipt_count": len(run.effects),
         "executed_action_count": sum(e.execution_attempted is True for e in run.effects),
         "blocked_without_execution_count": sum(
-            outcome.blocked_without_execution for outcome in outcomes.values()
+            outcome.blocked_without_execution for outcome in outcomes
         ),
     }
     return result

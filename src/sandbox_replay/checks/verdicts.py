@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 
 from sandbox_replay.checks.base import (
     LayerResult,
@@ -10,8 +11,10 @@ from sandbox_replay.checks.base import (
     is_nonempty,
     missing_fields,
     not_text,
+    repeated,
     shared,
     subject_of,
+    undeclared,
 )
 from sandbox_replay.load.run import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
 from sandbox_replay.model import codes
@@ -139,16 +142,15 @@ def check(run: RunInputs) -> LayerResult:
     )
     policy_version = policy.get("policy_version")
     below = rows_below_floor(run.verdicts.rows)
-    seen: set[str] = set()
+    request_ids = list(map(attrgetter("request_id"), run.verdicts))
+    naming_undeclared, repeating = undeclared(run, request_ids), repeated(request_ids)
     for position, verdict in enumerate(run.verdicts):
         problems = floor_problems(
             verdict, allowed_verdicts, policy_version, plain=position not in below
         )
         request_id = verdict.request_id
-        if isinstance(request_id, str):
-            if request_id in seen:
-                problems.append(f"second verdict row for {request_id}; only the first is joined")
-            seen.add(request_id)
+        if position in repeating:
+            problems.append(f"second verdict row for {request_id}; only the first is joined")
         if problems:
             _add(
                 result,
@@ -157,7 +159,7 @@ def check(run: RunInputs) -> LayerResult:
                 codes.VERDICT_INVALID,
                 "policy verdict " + "; ".join(problems),
             )
-        if isinstance(request_id, str) and request_id not in run.requests.by_key:
+        if position in naming_undeclared:
             _add(
                 result,
                 verdict,
