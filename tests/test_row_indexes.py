@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox_replay.load.run import joined_rows
-from sandbox_replay.model.rows import ColdReplay, Rollback, Table
+from sandbox_replay.checks.base import repeated, undeclared
+from sandbox_replay.load.run import InputMode, RunInputs, joined_rows
+from sandbox_replay.model.policy import default_table
+from sandbox_replay.model.rows import ActionRequest, ColdReplay, Rollback, Table
 
 ABSENT = object()
 
@@ -85,3 +88,52 @@ def test_joined_rows_are_each_ids_first_row_whether_the_file_is_in_request_order
     joined = joined_rows(table, ids)
     assert len(joined) == len(ids)
     assert all(row is table.by_key.get(rid) for rid, row in zip(ids, joined, strict=True))
+
+
+def _run_with_replays(ids: list[str], keys: list[Any], replay_ids: list[Any]) -> RunInputs:
+    run = RunInputs(Path("."), InputMode.BUNDLE, default_table(), {})
+    requests = [ActionRequest(request_id=rid, line=n) for n, rid in enumerate(ids)]
+    run.requests = Table.of("action_requests.json", requests, "request_id")
+    run.derivations = dict(zip(ids, run.policy.derive_each(requests), strict=True))
+    replays = [
+        ColdReplay(request_id=key, replay_id=replay_id, line=n)
+        for n, (key, replay_id) in enumerate(zip(keys, replay_ids, strict=True))
+    ]
+    run.replays = Table.of("cold_replay.json", replays, "request_id")
+    return run
+
+
+@given(
+    st.lists(st.sampled_from(["r1", "r2", "r3", "r4"]), unique=True, max_size=4),
+    st.lists(_KEYS, max_size=8),
+    st.lists(_KEYS, min_size=8, max_size=8),
+    st.booleans(),
+)
+def test_strays_are_the_rows_a_walk_finds_undeclared_or_repeated(
+    ids: list[str], keys: list[Any], replay_ids: list[Any], aligned: bool
+) -> None:
+    """The rows naming an undeclared request and those repeating an id are what a walk
+    with a set of the ids seen finds, whether the file is in request order or not; a
+    value that is not a string is neither."""
+    if aligned:
+        keys = list(ids)
+    run = _run_with_replays(ids, keys, replay_ids[: len(keys)])
+    seen: set[str] = set()
+    seen_replay_ids: set[str] = set()
+    expected_undeclared, expected_repeats, expected_replay_repeats = set(), set(), set()
+    for at, row in enumerate(run.replays):
+        if type(row.request_id) is str:
+            if row.request_id not in ids:
+                expected_undeclared.add(at)
+            if row.request_id in seen:
+                expected_repeats.add(at)
+            seen.add(row.request_id)
+        if type(row.replay_id) is str:
+            if row.replay_id in seen_replay_ids:
+                expected_replay_repeats.add(at)
+            seen_replay_ids.add(row.replay_id)
+    assert undeclared(run, run.replays) == expected_undeclared
+    assert repeated(run, run.replays) == expected_repeats
+    assert repeated(run, run.replays, "replay_id") == expected_replay_repeats
+    if aligned:
+        assert run.joined.takes_whole(run.replays)

@@ -49,7 +49,7 @@ def check(run: RunInputs) -> LayerResult:
         result.ran = False
         return result
     below = rows_below_floor(run.requests.rows)
-    repeating = repeated(list(map(attrgetter("request_id"), run.requests)))
+    repeating = repeated(run, run.requests)
     for position, request in enumerate(run.requests):
         if position in below:
             problems = floor_problems(request)

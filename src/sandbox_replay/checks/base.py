@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import is_
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, is_
 from typing import Any, TypeVar
 
 from sandbox_replay.load.run import RunInputs
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
-from sandbox_replay.model.rows import UNSET, InputRow
+from sandbox_replay.model.rows import UNSET, InputRow, Table
 
 T = TypeVar("T")
 
@@ -66,29 +66,40 @@ def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
     return value if isinstance(value, str) and value else f"{file}#row{position}"
 
 
-def undeclared(run: RunInputs, request_ids: Sequence[Any]) -> set[int]:
-    """Return the positions of the request ids (a list file's, in file order) that are
-    strings no action request declares; any other value is the floor's finding.
+def undeclared(run: RunInputs, table: Table[Any]) -> set[int]:
+    """Return the positions of the rows of ``table`` whose request id is a string no
+    action request declares; any other value is the floor's finding.
 
-    Told with sets, a file at a time: only a file that names such a request is walked.
+    Told in C from the ids the table indexes (or, where it indexes another field, the
+    distinct request ids): only a file that names such a request is walked.
     """
-    unknown = _strings(request_ids).difference(run.requests.by_key)
+    if run.joined.takes_whole(table):
+        return set()
+    read = attrgetter("request_id")
+    named = table.by_key if table.key == "request_id" else _strings(list(map(read, table)))
+    unknown = set(filterfalse(run.requests.by_key.__contains__, named))
     if not unknown:
         return set()
-    return {at for at, value in enumerate(request_ids) if type(value) is str and value in unknown}
+    return {at for at, row in enumerate(table) if type(read(row)) is str and read(row) in unknown}
 
 
-def repeated(ids: Sequence[Any]) -> set[int]:
-    """Return the positions of the ids (in file order) that are strings an earlier id
-    already is; only the first row of an id is joined.
+def repeated(run: RunInputs, table: Table[Any], field: str | None = None) -> set[int]:
+    """Return the positions of the rows whose ``field`` (the table's key unless given) is
+    a string an earlier row holds already; only the first row of a key is joined.
 
-    Where the strings are as many as the ids, none repeats and nothing is walked.
+    Where the join takes the whole file, or the distinct strings are as many as the rows
+    (the table's index tells it for its key), none repeats and nothing is walked.
     """
-    if len(_strings(ids)) == len(ids):
+    if field is None and run.joined.takes_whole(table):
+        return set()
+    read = attrgetter(field or table.key)
+    distinct = table.by_key if field in (None, table.key) else _strings(list(map(read, table)))
+    if len(distinct) == len(table):
         return set()
     seen: set[str] = set()
     found = set()
-    for at, value in enumerate(ids):
+    for at, row in enumerate(table):
+        value = read(row)
         if type(value) is str:
             if value in seen:
                 found.add(at)

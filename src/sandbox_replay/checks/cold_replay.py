@@ -43,9 +43,8 @@ def check(run: RunInputs) -> LayerResult:
     below = rows_below_floor(run.replays.rows)
     failing_verdicts = shared(run, failing_request_set)
     unmatched = shared(run, unmatched_requests)
-    request_ids = list(map(attrgetter("request_id"), run.replays))
-    naming_undeclared, repeating = undeclared(run, request_ids), repeated(request_ids)
-    repeated_replay_ids = repeated(list(map(attrgetter("replay_id"), run.replays)))
+    naming_undeclared, repeating = undeclared(run, run.replays), repeated(run, run.replays)
+    repeated_replay_ids = repeated(run, run.replays, "replay_id")
     failing = 0
     for position, replay in enumerate(run.replays):
         problems = floor_problems(replay) if position in below else []

@@ -247,7 +247,6 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
         if config.detail is not None:
             took = time.perf_counter() - layer_started
             config.detail(f"  {layers[-1].layer.label}: {took:.2f}s")
-    forget_shared(run)  # the joins the layers shared; the trace and records need none
     say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
     started = time.perf_counter()
     if config.mode is InputMode.BUNDLE:
@@ -257,6 +256,7 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
         protocol_id = protocol.get("protocol_id")
         bundle_id = f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
     trace = build_trace(run, bundle_id)
+    forget_shared(run)  # what the layers and the trace shared; the records need none
     layers.append(trace.audit)
     say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
     negative = None

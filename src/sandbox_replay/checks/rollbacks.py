@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from operator import attrgetter
-
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
     floor_breaks,
     repeated,
+    shared,
     subject_of,
     undeclared,
 )
@@ -20,7 +19,7 @@ from sandbox_replay.load.run import (
 )
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.model.rows import Rollback, rows_below_floor
+from sandbox_replay.model.rows import Rollback, SideEffect, rows_below_floor
 
 FLOOR = "rollback_floor"
 MIN_ROLLBACKS = 2
@@ -44,8 +43,7 @@ def check(run: RunInputs) -> LayerResult:
         return result
     below = rows_below_floor(run.rollbacks.rows)
     # A request may have many rollbacks; a rollback id names one row.
-    naming_undeclared = undeclared(run, list(map(attrgetter("request_id"), run.rollbacks)))
-    repeating = repeated(list(map(attrgetter("rollback_id"), run.rollbacks)))
+    naming_undeclared, repeating = undeclared(run, run.rollbacks), repeated(run, run.rollbacks)
     for position, rollback in enumerate(run.rollbacks):
         problems = floor_problems(rollback) if position in below else []
         if position in naming_undeclared:
@@ -74,20 +72,16 @@ def check(run: RunInputs) -> LayerResult:
             ROLLBACK_RECEIPTS,
             1,
         )
-    for request_id, effect in zip(run.joined.ids, run.joined.effects, strict=True):
-        if effect is None or effect.execution_attempted is not True:
-            continue
-        if not rollback_covers(run, request_id, effect.rollback_receipt_ref):
-            result.add_for_row(
-                codes.ROLLBACK_RECEIPT_MISSING,
-                f"{request_id} executed but its rollback ref names no verified rollback "
-                "receipt for it",
-                FLOOR,
-                SIDE_EFFECT_RECEIPTS,
-                effect,
-                request_id,
-                "side_effect_receipt",
-            )
+    for request_id, effect in shared(run, uncovered_executions):
+        result.add_for_row(
+            codes.ROLLBACK_RECEIPT_MISSING,
+            f"{request_id} executed but its rollback ref names no verified rollback receipt for it",
+            FLOOR,
+            SIDE_EFFECT_RECEIPTS,
+            effect,
+            request_id,
+            "side_effect_receipt",
+        )
     harness.add_rollback_gap(run, result)
     result.counts = {
         "rollback_receipt_count": len(run.rollbacks),
@@ -104,6 +98,23 @@ def rollback_of(run: RunInputs, rollback_ref: object) -> Rollback | None:
     if not isinstance(rollback_ref, str):
         return None
     return run.rollbacks.get(rollback_id_of(rollback_ref, run.rollbacks.by_key))
+
+
+def uncovered_executions(run: RunInputs) -> list[tuple[str, SideEffect]]:
+    """Return each executed request whose rollback ref names no verified rollback receipt
+    for it, with its receipt, in request order."""
+    return [
+        (request_id, effect)
+        for request_id, effect in zip(run.joined.ids, run.joined.effects, strict=True)
+        if effect is not None
+        and effect.execution_attempted is True
+        and not rollback_covers(run, request_id, effect.rollback_receipt_ref)
+    ]
+
+
+def uncovered_requests(run: RunInputs) -> set[str]:
+    """Return ``uncovered_executions``' requests, to look them up in."""
+    return {request_id for request_id, _ in shared(run, uncovered_executions)}
 
 
 def rollback_covers(run: RunInputs, request_id: str, rollback_ref: object) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 from sandbox_replay.checks.base import (
@@ -159,8 +158,7 @@ def check(run: RunInputs) -> LayerResult:
         result.ran = False
         return result
     below = rows_below_floor(run.effects.rows)
-    request_ids = list(map(attrgetter("request_id"), run.effects))
-    naming_undeclared, repeating = undeclared(run, request_ids), repeated(request_ids)
+    naming_undeclared, repeating = undeclared(run, run.effects), repeated(run, run.effects)
     for position, effect in enumerate(run.effects):
         clean = position not in below and effect_is_typed(effect)
         problems = [] if clean else floor_problems(effect)
@@ -180,8 +178,13 @@ def check(run: RunInputs) -> LayerResult:
                 KIND,
             )
     outcomes = shared(run, receipt_outcomes)
-    for request_id, derivation, joined, outcome in zip(
-        run.joined.ids, run.derivations.values(), run.joined.effects, outcomes, strict=True
+    for request_id, derivation, verdict, joined, outcome in zip(
+        run.joined.ids,
+        run.derivations.values(),
+        run.joined.verdicts,
+        run.joined.effects,
+        outcomes,
+        strict=True,
     ):
         if joined is None:
             result.add_for_request(
@@ -196,7 +199,6 @@ def check(run: RunInputs) -> LayerResult:
             if code == codes.SIDE_EFFECT_SEMANTIC_MISMATCH:
                 message = f"{request_id} derives to {derivation.verdict} but its receipt shows"
             else:
-                verdict = run.verdicts.get(request_id)
                 declared = verdict.verdict if verdict is not None else None
                 message = f"{request_id} was declared {declared} but its receipt shows"
             result.add_for_row(

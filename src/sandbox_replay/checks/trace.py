@@ -17,8 +17,8 @@ import msgspec
 import orjson
 
 from sandbox_replay.atomic import struct_fields
-from sandbox_replay.checks.base import LayerResult
-from sandbox_replay.checks.rollbacks import rollback_covers
+from sandbox_replay.checks.base import LayerResult, shared
+from sandbox_replay.checks.rollbacks import uncovered_requests
 from sandbox_replay.load.run import RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
@@ -159,7 +159,7 @@ _SPANS_PER_PIECE = 4096
 
 
 def _gaps(
-    run: RunInputs,
+    uncovered: set[str],
     request_id: str,
     verdict: PolicyVerdict | None,
     effect: SideEffect | None,
@@ -185,11 +185,7 @@ def _gaps(
         gaps.append(
             (codes.TRACE_ALLOWED_ACTION_NOT_EXECUTED, f"{declared} verdict but no execution")
         )
-    if (
-        effect is not None
-        and executed
-        and not rollback_covers(run, request_id, effect.rollback_receipt_ref)
-    ):
+    if executed and request_id in uncovered:
         gaps.append((codes.TRACE_ROLLBACK_REF_MISSING, "executed with no rollback receipt"))
     if replay is None:
         gaps.append((codes.TRACE_COLD_REPLAY_REF_MISSING, "no cold-replay row"))
@@ -205,6 +201,7 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     """
     audit = LayerResult(Layer.PUBLIC_TRACE)
     joined = run.joined
+    uncovered = shared(run, uncovered_requests)
     episodes = list(map(_text, map(_episode, joined.requests)))  # not text: ""
     # Sorted on the episode and the request id alone: request ids differ.
     ordered = sorted(
@@ -222,7 +219,9 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         replay = joined.replays[at]
         declared = value_of(verdict.verdict) if verdict is not None else None
         executed = effect is not None and effect.execution_attempted is True
-        for code, message in _gaps(run, request_id, verdict, effect, declared, executed, replay):
+        for code, message in _gaps(
+            uncovered, request_id, verdict, effect, declared, executed, replay
+        ):
             audit.add(
                 code,
                 f"{span_id}: {message}",

@@ -100,6 +100,14 @@ class Joined:
     effects: Sequence[SideEffect | None]
     replays: Sequence[ColdReplay | None]
 
+    def takes_whole(self, table: Table[Any]) -> bool:
+        """Say whether the join takes every row of ``table`` as its request's own: the
+        file names each declared request once, in request order, and nothing else."""
+        return any(
+            rows is table.rows
+            for rows in (self.requests, self.verdicts, self.effects, self.replays)
+        )
+
 
 def joined_rows(table: Table[R], ids: list[str]) -> Sequence[R | None]:
     """Return the first row of ``table`` naming each of ``ids``, None where none does.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -244,17 +245,17 @@ class Table(Generic[R]):
     """The rows of one list file, in file order, and the first row of each string key.
 
     A key that repeats, or is not a string, indexes nothing past its first row: the
-    layers report the repeats; the join uses the first.
+    layers report the repeats; the join uses the first. The index is made when first
+    asked for: a file that lists the requests' ids in their order is joined without it.
     """
 
     file: str
     rows: list[R] = field(default_factory=list)
-    by_key: dict[str, R] = field(default_factory=dict)
     key: str = "request_id"  # the field ``by_key`` indexes
 
     @classmethod
     def of(cls, file: str, rows: list[R], key: str) -> Table[R]:
-        return cls(file, rows, first_of_each(list(map(attrgetter(key), rows)), rows), key)
+        return cls(file, rows, key)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -262,9 +263,14 @@ class Table(Generic[R]):
     def __iter__(self) -> Iterator[R]:
         return iter(self.rows)
 
-    def __post_init__(self) -> None:
-        # ``get(key)``: the first row of a string key, None where none; read in C.
-        self.get: Callable[[str], R | None] = self.by_key.get
+    @cached_property
+    def by_key(self) -> dict[str, R]:
+        return first_of_each(list(map(attrgetter(self.key), self.rows)), self.rows)
+
+    @cached_property
+    def get(self) -> Callable[[str], R | None]:
+        """``get(key)``: the first row of a string key, None where none; read in C."""
+        return self.by_key.get
 
 
 def first_of_each(keys: list[Any], rows: Sequence[T]) -> dict[str, T]:
