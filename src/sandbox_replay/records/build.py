@@ -186,13 +186,19 @@ def _as_recorded(
 ) -> list[S]:
     """Return ``rows`` as the record lists them: ``project`` of each, or the row itself
     wherever projecting would change nothing (``_kept_as_is`` of the values ``project``
-    reads, ``projected`` of each row), as in nearly every file."""
-    recorded: list[S] = []
+    reads, ``projected`` of each row), as in nearly every file. Where no row changes,
+    that is ``rows`` itself, not a copy (nothing changes a record's lists)."""
+    recorded: list[S] | None = None  # a list of its own from the first step that changes
     for start in range(0, len(rows), _ROWS_PER_STEP):
         step = rows[start : start + _ROWS_PER_STEP]
         values = list(chain.from_iterable(map(projected, step)))
-        recorded += step if _kept_as_is(values, absent) else map(project, step)
-    return recorded
+        if not _kept_as_is(values, absent):
+            if recorded is None:
+                recorded = rows[:start]
+            recorded += map(project, step)
+        elif recorded is not None:
+            recorded += step
+    return rows if recorded is None else recorded
 
 
 def _projected(row: R) -> R:
@@ -265,6 +271,9 @@ def derived_rows(run: RunInputs) -> list[DerivedRow]:
     """Return one row per derived request, in request order, as the record lists them."""
     rows = []
     joined = run.joined
+    # Requests of one shape share a derivation; their rows share one list of its fields.
+    shapes = {derivation.mismatched_fields for derivation in run.derivations.values()}
+    mismatched = {fields: list(fields) for fields in shapes}
     for request_id, derivation, request, verdict in zip(
         joined.ids, run.derivations.values(), joined.requests, joined.verdicts, strict=True
     ):
@@ -277,7 +286,7 @@ def derived_rows(run: RunInputs) -> list[DerivedRow]:
                 derivation.verdict,
                 derivation.rule_ref,
                 derivation.fail_closed,
-                list(derivation.mismatched_fields),
+                mismatched[derivation.mismatched_fields],
                 verdict.verdict if verdict is not None else None,
                 verdict.rule_refs if verdict is not None else None,
                 derivation_passes(derivation, verdict),
