@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -62,15 +62,16 @@ class Derivation:
     mismatched_fields: tuple[str, ...] = ()
     rule_refs: tuple[str, ...] = ()
     error_policy_ids: tuple[str, ...] = ()
+    # Every rule ref that determined this verdict (a verdict row must cite one): made
+    # once, since requests of one shape share a derivation and each row is held to it.
+    determining: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "determining", self.rule_refs or (self.rule_ref,))
 
     @property
     def fail_closed(self) -> bool:
         return not self.recognized or bool(self.mismatched_fields)
-
-    @property
-    def determining(self) -> tuple[str, ...]:
-        """Every rule ref that determined this verdict (a verdict row must cite one)."""
-        return self.rule_refs or (self.rule_ref,)
 
 
 @dataclass(frozen=True, slots=True)
