@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 import shutil
 from pathlib import Path
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from conftest import SCENARIOS
 from sandbox_replay.report.build import BuildConfig, build_site
 from sandbox_replay.report.highlight import MAX_ROW_LINES, highlight_json, row_end
+from sandbox_replay.report.views.input_files import read_lines
 
 LIST = """{
   "rows": [
@@ -76,3 +82,30 @@ def test_the_run_page_marks_each_request_row_it_links(tmp_path: Path) -> None:
         # The marked extent ends on the line that closes the row, as the file reads.
         assert source[int(line) - 1].strip() == "{"
         assert source[int(mark.group(1)) - 1].strip().startswith("}")
+
+
+_LINE_BYTES = st.sampled_from([b"a", b"bc", b"\r", b"{", b'"x"', b"\xc3\xa9", b"z" * 9])
+
+
+@settings(max_examples=300, deadline=None)
+@example([b"a"], True, {2}, 4)  # the empty line after the last line end is no line
+@example([b"ab", b"cd"], False, {1, 2}, 3)  # a line end at a chunk's end
+@given(
+    st.lists(st.lists(_LINE_BYTES, max_size=4).map(b"".join), max_size=12),
+    st.booleans(),
+    st.sets(st.integers(0, 14), max_size=6),
+    st.integers(1, 16),
+)
+def test_read_lines_finds_the_wanted_lines_and_the_digest_chunk_by_chunk(
+    lines: list[bytes], ends_with_newline: bool, wanted: set[int], chunk_size: int
+) -> None:
+    """Reading a chunk at a time finds what reading line by line does: each wanted line
+    without its line end (a last line with none, if not empty), and the whole digest."""
+    data = b"\n".join(lines) + (b"\n" if ends_with_newline and lines else b"")
+    expected = {}
+    for number, raw in enumerate(io.BytesIO(data), 1):
+        if number in wanted:
+            expected[number] = raw.rstrip(b"\n")
+    found, digest = read_lines(io.BytesIO(data), wanted, chunk_size)
+    assert found == expected
+    assert digest == hashlib.sha256(data).hexdigest()

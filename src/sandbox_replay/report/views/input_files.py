@@ -4,8 +4,9 @@ and the copied source modules: path, digest, class and anchors, never their bodi
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_left
 from dataclasses import replace
-from typing import Any
+from typing import Any, BinaryIO
 
 from markupsafe import Markup
 
@@ -24,12 +25,56 @@ from sandbox_replay.report.views.common import (
 )
 from sandbox_replay.report.views.models import InputView, ModuleView
 
+# Bytes read at a time when a large input is read again for excerpts.
+READ_CHUNK = 8 * 1024 * 1024
+
+
+def read_lines(
+    handle: BinaryIO, wanted: set[int], chunk_size: int = READ_CHUNK
+) -> tuple[dict[int, bytes], str]:
+    """Return the lines of ``handle`` numbered in ``wanted`` (from 1, without their line
+    end) and the sha256 hex digest of all of its bytes.
+
+    Read ``chunk_size`` bytes at a time, each hashed and its line ends counted in C; a
+    chunk is split into lines only as far as the last wanted line ending in it, and only
+    the pieces of a wanted line are kept across chunks. A last line with no line end is a
+    line if it is not empty.
+    """
+    digest = hashlib.sha256()
+    found: dict[int, bytes] = {}
+    ordered = sorted(wanted)
+    number = 1  # the line the next byte read belongs to
+    partial: list[bytes] = []  # what was read of line ``number``, kept where it is wanted
+    while chunk := handle.read(chunk_size):
+        digest.update(chunk)
+        if not ordered or number > ordered[-1]:
+            continue  # every wanted line found: the rest is only hashed
+        ends = chunk.count(b"\n")
+        ending = ordered[bisect_left(ordered, number) : bisect_left(ordered, number + ends)]
+        if ending:  # wanted lines that end in this chunk
+            pieces = chunk.split(b"\n", ending[-1] - number + 1)
+            pieces[0] = b"".join([*partial, pieces[0]])
+            for n in ending:
+                found[n] = pieces[n - number]
+            start = pieces[-1]  # after the last of them: the next line starts after its last end
+            start = start[start.rfind(b"\n") + 1 :]
+        else:
+            start = chunk[chunk.rfind(b"\n") + 1 :] if ends else chunk
+        if ends:
+            partial = []
+        number += ends
+        if number in wanted:
+            partial.append(start)
+    if any(partial):
+        found[number] = b"".join(partial)
+    return found, digest.hexdigest()
+
 
 class InputFiles(RunBase):
     def shown_inputs(self) -> tuple[InputView, ...]:
         """Return the input views, a large file's with the excerpts of its cited rows.
 
-        Read here, for the run page alone: a large file is read once more, line by line,
+        Read here, for the run page alone: a large file is read once more (``read_lines``)
         and its digest checked, so an excerpt shows the bytes that were replayed and
         scanned. Where it cannot be (changed, unreadable, not UTF-8) the notice says so,
         and the cited lines keep an anchor each, at the file's entry.
@@ -51,21 +96,18 @@ class InputFiles(RunBase):
         for line in cited:
             wanted.update(range(max(1, line - EXCERPT_BEFORE), line + EXCERPT_LINES))
         lines: dict[int, str] = {}
-        digest = hashlib.sha256()
         problem = ""
         try:
             with open_same_file(self.run.path / path, None, info["size"]) as handle:
-                for number, raw in enumerate(handle, 1):
-                    digest.update(raw)
-                    if number in wanted:
-                        lines[number] = raw.decode("utf-8").rstrip("\r\n")
+                found, digest = read_lines(handle, wanted)
+            lines = {n: raw.decode("utf-8").rstrip("\r\n") for n, raw in found.items()}
         except FileChangedError:
             problem = "the file changed after it was replayed"
         except UnicodeDecodeError:
             problem = "the file is not valid UTF-8 (see Strict load)"
         except OSError:
             problem = "the file could not be read again"
-        if not problem and "sha256:" + digest.hexdigest() != info["sha256"]:
+        if not problem and "sha256:" + digest != info["sha256"]:
             problem = "the file changed after it was replayed"
         if problem:
             anchors = "".join(f'<span id="{line_id(slug, n)}"></span>' for n in cited)
