@@ -6,8 +6,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sandbox_replay.load.run import rollback_id_of
+from sandbox_replay.load.run import ROLLBACK_REF_PREFIX, rollback_id_of
 from sandbox_replay.model.codes import REGISTRY, Severity
+from sandbox_replay.records.build import column_of
 from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.cells import (
     _declared,
@@ -74,7 +75,8 @@ class JoinTable(RunBase):
             else file_href
         )
         partners = self._partners_of(index, request)
-        hits = self._row_findings(request, partners)
+        # Only a row with a gap has findings: most rows of a large run are looked up no further.
+        hits = self._row_findings(request, partners) if index in self.gap_severity else []
         links = self._finding_links(hits, from_page)
         severity = self._worst_severity(hits)
         if partners is None:
@@ -204,10 +206,13 @@ class JoinTable(RunBase):
         A row has a gap when it joins nothing or a finding is about it (the rows the join
         table marks). Worst first: by the worst severity of its findings, then by how many
         it has, then in request order; a row that joins nothing and has no finding last.
+        Only the rows that may have one (``_gap_candidates``) are looked at.
         """
+        request_rows = self.result["request_rows"]
         ranked = []
         severity: dict[int, str] = {}
-        for index, request in enumerate(self.result["request_rows"]):
+        for index in sorted(self._gap_candidates()):
+            request = request_rows[index]
             partners = self._partners_of(index, request)
             hits = self._row_findings(request, partners)
             if hits:
@@ -219,6 +224,52 @@ class JoinTable(RunBase):
                 ranked.append((len(SEVERITY_RANK), 0, index))
         ranked.sort()
         return tuple(index for _, _, index in ranked), severity
+
+    def _gap_candidates(self) -> set[int]:
+        """Return the positions of the request rows that may have a gap: at least those that
+        do, found from what the findings cite rather than by joining every request.
+
+        A row's findings are about its ids and its rows' lines (``_row_findings``), so a row
+        with one holds a cited id or line, or names a row of another file that does: by its
+        request id (a verdict, receipt or cold-replay row) or through its receipt's rollback
+        ref (a rollback row). A row that joins nothing has an id that is not text or that an
+        earlier row holds: there is one only where fewer ids are indexed than there are rows.
+        """
+        r = self.result
+        request_rows = r["request_rows"]
+        cited_ids = _texts(list(self.by_subject))
+        cited_lines = self.finding_lines
+        named = cited_ids | {s.removeprefix("span:") for s in cited_ids}
+        for path, rows, own_id in (
+            ("policy_verdicts.json", r["policy_verdict_rows"], None),
+            ("side_effect_receipts.json", r["side_effect_rows"], None),
+            ("cold_replay.json", r["cold_replay_rows"], "replay_id"),
+        ):
+            cited = _cited(rows, cited_lines.get(path, set()), own_id, cited_ids)
+            named.update(_texts(column_of([rows[i] for i in cited], "request_id")))
+        rollbacks = r["rollback_rows"]
+        cited = _cited(
+            rollbacks, cited_lines.get("rollback_receipts.json", set()), "rollback_id", cited_ids
+        )
+        rollback_ids = _texts(column_of([rollbacks[i] for i in cited], "rollback_id"))
+        if rollback_ids:  # the receipts whose ref may name one of them
+            refs = rollback_ids | {ROLLBACK_REF_PREFIX + i for i in rollback_ids}
+            effects = r["side_effect_rows"]
+            naming = _positions_in(column_of(effects, "rollback_receipt_ref"), refs)
+            named.update(_texts(column_of([effects[i] for i in naming], "request_id")))
+        index = self.request_index
+        candidates = {index[rid] for rid in named if rid in index}
+        candidates.update(
+            _positions_in(column_of(request_rows, "line"), cited_lines.get(ACTIONS_FILE, set()))
+        )
+        if len(index) < len(request_rows):  # some rows join nothing
+            rids = column_of(request_rows, "request_id")
+            candidates.update(
+                position
+                for position, rid in enumerate(rids)
+                if type(rid) is not str or index[rid] != position
+            )
+        return candidates
 
     @property
     def gap_order(self) -> tuple[int, ...]:
@@ -303,3 +354,29 @@ class JoinTable(RunBase):
         if span is None:
             return Cell(GAP, "", "gap")
         return _trace(text(span.get("outcome")), flagged)
+
+
+def _positions_in(values: Sequence[Any], wanted: set[Any]) -> list[int]:
+    """Return the positions of the ``values`` in ``wanted`` (a set of strings or numbers;
+    a value of another type, which may not hash, is in it only if it is one of them)."""
+    if not wanted:
+        return []
+    return [i for i, value in enumerate(values) if type(value) in _KEYS and value in wanted]
+
+
+_KEYS = frozenset({str, int})
+
+
+def _texts(values: Sequence[Any]) -> set[str]:
+    return {value for value in values if type(value) is str}
+
+
+def _cited(
+    rows: Sequence[Any], lines: set[Any], own_id: str | None, cited_ids: set[str]
+) -> list[int]:
+    """Return the positions of the rows a finding cites: by their line, or by their
+    ``own_id`` (a field holding the row's own id, where it has one)."""
+    cited = set(_positions_in(column_of(rows, "line"), lines))
+    if own_id is not None:
+        cited.update(_positions_in(column_of(rows, own_id), cited_ids))
+    return sorted(cited)

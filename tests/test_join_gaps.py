@@ -1,0 +1,196 @@
+"""The gaps listing: the rows found from what the findings cite are the rows a walk of every
+request finds with a gap (a finding about it, or nothing joined)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import EXPORTED_BUNDLE, copy_fixture, replay_dir
+from sandbox_replay.checks.pipeline import ReplayConfig, replay
+from sandbox_replay.model import codes
+from sandbox_replay.model.policy import read_policy
+from sandbox_replay.records.build import build_records
+from sandbox_replay.report import views
+from sandbox_replay.report.discover import discover_runs
+from test_perturbations import PASSING_NAMES, TRIGGERS
+
+FILES = (
+    "action_requests.json",
+    "policy_verdicts.json",
+    "side_effect_receipts.json",
+    "rollback_receipts.json",
+    "cold_replay.json",
+)
+
+
+def _table(folder: Path, policy_text: str | None = None) -> views._RunBuilder:
+    run = discover_runs([folder], folder.parent)[0]
+    if policy_text is None:
+        outcome, records = replay_dir(folder, run.mode)
+    else:
+        (folder.parent / "policy.cedar").write_text(policy_text, "utf-8")
+        policy = read_policy(folder.parent / "policy.cedar")
+        outcome = replay(ReplayConfig(folder, run.mode, policy=policy))
+        records = build_records(outcome)
+    return views._RunBuilder(run, outcome, records, "now", "0")
+
+
+def _walked(table: views._RunBuilder) -> set[int]:
+    """The rows with a gap, found by joining every request row."""
+    gaps = set()
+    for index, request in enumerate(table.result["request_rows"]):
+        partners = table._partners_of(index, request)
+        if partners is None or table._row_findings(request, partners):
+            gaps.add(index)
+    return gaps
+
+
+def _assert_gaps_are_walked(table: views._RunBuilder) -> None:
+    walked = _walked(table)
+    assert set(table.gap_order) == walked
+    assert len(table.gap_order) == len(walked)
+    assert set(table.gap_severity) == walked
+
+
+@pytest.mark.parametrize("code", sorted(TRIGGERS))
+def test_the_gaps_of_each_codes_trigger_are_those_a_walk_finds(code: str, tmp_path: Path) -> None:
+    trigger = TRIGGERS[code]
+    folder = copy_fixture(tmp_path, PASSING_NAMES[trigger.mode])
+    if trigger.edit is not None:
+        trigger.edit(folder)
+    _assert_gaps_are_walked(_table(folder, trigger.cedar))
+
+
+# Edits that cross the joins: a row given another row's id, a rollback ref naming another
+# request's rollback (bare or as ``rollback/<id>``), an id that is not text, a row removed.
+_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(FILES),
+        st.integers(min_value=0, max_value=40),
+        st.sampled_from(
+            ["request_id", "replay_id", "rollback_id", "rollback_receipt_ref", "line", "drop"]
+        ),
+        st.integers(min_value=0, max_value=40),
+        st.sampled_from(["bare", "prefixed", "number", "list"]),
+    ),
+    max_size=6,
+)
+
+
+def _edit(folder: Path, edits: list[tuple[str, int, str, int, str]], prefixed: bool) -> None:
+    """Make ``edits``; with ``prefixed``, each receipt first names its rollback as
+    ``rollback/<id>``."""
+    data = {name: json.loads((folder / name).read_text("utf-8")) for name in FILES}
+    lists = {name: data[name][name.removesuffix(".json")] for name in FILES}
+    rollback_ids = [row.get("rollback_id") for row in lists["rollback_receipts.json"]]
+    for effect in lists["side_effect_receipts.json"] if prefixed else []:
+        if effect.get("rollback_receipt_ref") in rollback_ids:
+            effect["rollback_receipt_ref"] = "rollback/" + effect["rollback_receipt_ref"]
+    request_ids = [row.get("request_id") for row in lists["action_requests.json"]]
+    for name, at, field, source, shape in edits:
+        rows = lists[name]
+        if not rows:
+            continue
+        row = rows[at % len(rows)]
+        if field == "drop":
+            rows.remove(row)
+            continue
+        if field not in row and field != "line":
+            continue
+        ids = rollback_ids if field in ("rollback_id", "rollback_receipt_ref") else request_ids
+        value: Any = ids[source % len(ids)] if ids else "x"
+        if shape == "prefixed":
+            value = f"rollback/{value}"
+        elif shape == "number":
+            value = source
+        elif shape == "list":
+            value = [value]
+        row[field] = value
+    for name in FILES:
+        (folder / name).write_text(json.dumps(data[name], indent=2), "utf-8")
+
+
+# What a finding may cite: a request id, a span id, a replay id, a rollback id, or the
+# line of a row in one of the files.
+_CITES = ("request", "span", "replay", "rollback", *FILES)
+
+
+def _cite(table: views._RunBuilder, picks: list[tuple[str, int]]) -> None:
+    """Make the table's findings cite only what ``picks`` choose (a kind of citation and
+    which of them), so that each kind of citation is the only one a row has."""
+    r = table.result
+    rows = dict(
+        zip(
+            FILES,
+            [
+                r["request_rows"],
+                r["policy_verdict_rows"],
+                r["side_effect_rows"],
+                r["rollback_rows"],
+                r["cold_replay_rows"],
+            ],
+            strict=True,
+        )
+    )
+    choices: dict[str, list[Any]] = {
+        "request": [row.get("request_id") for row in r["request_rows"]],
+        "span": ["span:" + str(row.get("request_id")) for row in r["request_rows"]],
+        "replay": [row.get("replay_id") for row in r["cold_replay_rows"]],
+        "rollback": [row.get("rollback_id") for row in r["rollback_rows"]],
+    }
+    for path, found in rows.items():
+        choices[path] = [(path, row.get("line")) for row in found]
+    cited = [choices[kind][i % len(choices[kind])] for kind, i in picks if choices[kind]]
+    table.by_subject = {s: [0] for s in cited if not isinstance(s, tuple | list)}
+    table.by_line = {line: [0] for line in cited if isinstance(line, tuple)}
+    table.finding_lines = {}
+    for path, line in table.by_line:
+        table.finding_lines.setdefault(path, set()).add(line)
+    if not table.findings:
+        table.findings = [{"error_code": codes.ALLOWED_ACTION_MISSING_DIFF}]
+    table.__dict__.pop("_gaps", None)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    edits=_EDITS,
+    prefixed=st.booleans(),
+    picks=st.lists(st.tuples(st.sampled_from(_CITES), st.integers(0, 40)), max_size=3),
+)
+def test_the_gaps_of_crossed_joins_are_those_a_walk_finds(
+    tmp_path: Path,
+    edits: list[tuple[str, int, str, int, str]],
+    prefixed: bool,
+    picks: list[tuple[str, int]],
+) -> None:
+    folder = tmp_path / "bundle"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(EXPORTED_BUNDLE, folder)
+    _edit(folder, edits, prefixed)
+    table = _table(folder)
+    _assert_gaps_are_walked(table)
+    _cite(table, picks)
+    _assert_gaps_are_walked(table)
+
+
+@pytest.mark.parametrize("prefixed", [False, True])
+def test_the_gaps_of_each_single_citation_are_those_a_walk_finds(
+    tmp_path: Path, prefixed: bool
+) -> None:
+    folder = tmp_path / "bundle"
+    shutil.copytree(EXPORTED_BUNDLE, folder)
+    _edit(folder, [], prefixed)
+    table = _table(folder)
+    for kind in _CITES:
+        for i in range(6):
+            _cite(table, [(kind, i)])
+            _assert_gaps_are_walked(table)
