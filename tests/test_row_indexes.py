@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from sandbox_replay.checks.base import repeated, undeclared
 from sandbox_replay.load.run import InputMode, RunInputs, joined_rows
 from sandbox_replay.model.policy import default_table
 from sandbox_replay.model.rows import ActionRequest, ColdReplay, Rollback, Table
+from sandbox_replay.records.build import column_of
 
 ABSENT = object()
 
@@ -137,3 +139,21 @@ def test_strays_are_the_rows_a_walk_finds_undeclared_or_repeated(
     assert repeated(run, run.replays, "replay_id") == expected_replay_repeats
     if aligned:
         assert run.joined.takes_whole(run.replays)
+
+
+@given(
+    st.lists(_KEYS, max_size=8),
+    st.sampled_from(["typed", "dicts", "mixed"]),
+    st.sampled_from(["rollback_id", "request_id", "replay_id"]),
+)
+def test_a_column_is_each_rows_get_whatever_the_rows_are(
+    values: list[Any], rows_are: str, name: str
+) -> None:
+    """``column_of`` reads typed rows in C: it gives what each row's ``get`` gives, None
+    for a field a row does not hold or its kind does not declare."""
+    rows: list[Any] = _rows(values)
+    if rows_are == "dicts":
+        rows = [msgspec.to_builtins(row) for row in rows]
+    elif rows_are == "mixed":
+        rows = [*rows, ColdReplay(replay_id="x", line=0)]
+    assert column_of(rows, name) == [row.get(name) for row in rows]

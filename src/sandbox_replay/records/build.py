@@ -258,12 +258,19 @@ def _shown(row: DerivedRow) -> DerivedRow:
     return msgspec.structs.replace(row, **changes)
 
 
-def column_of(rows: Iterable[Any], name: str) -> list[Any]:
+def column_of(rows: Sequence[Any], name: str) -> list[Any]:
     """Return ``[row.get(name) for row in rows]`` of a record's row list.
 
     A record built in this process holds typed rows, one read from a file holds dicts;
-    both answer ``get`` alike (None for a field the row does not hold).
+    both answer ``get`` alike (None for a field the row does not hold). Where every row
+    is typed and declares the field, it is read by ``attrgetter``, in C, and a field the
+    row does not hold (``UNSET``) then read as None.
     """
+    if all(name in getattr(kind, "__struct_fields__", ()) for kind in set(map(type, rows))):
+        column = list(map(attrgetter(name), rows))
+        return (
+            [None if value is UNSET else value for value in column] if UNSET in column else column
+        )
     return [row.get(name) for row in rows]
 
 
