@@ -86,14 +86,17 @@ def _sort_key(entry: SearchEntry) -> tuple[bytes, str, str]:
     return (entry.key.lower().encode("utf-16-be", "surrogatepass"), entry.kind, entry.key)
 
 
-def _entry(entry: SearchEntry) -> str:
+def _entry(entry: SearchEntry, quoted: dict[str, str]) -> str:
+    """Return ``entry`` as its index file holds it; ``quoted`` keeps the literals of the
+    kinds, pages and notes already written (most entries share them)."""
     page, _, anchor = entry.href.partition("#")
     if anchor == DEFAULT_ANCHORS.get(entry.kind, "#") + entry.key:
         anchor = ""
-    fields = [entry.key, entry.kind, page, entry.note, anchor]
-    while fields[-1] == "" and len(fields) > 3:
+    fields = [entry.kind, page, entry.note, anchor]
+    while fields[-1] == "" and len(fields) > 2:
         fields.pop()
-    return "[" + ",".join(map(js_string, fields)) + "]"
+    shared = [quoted.get(value) or quoted.setdefault(value, js_string(value)) for value in fields]
+    return "[" + js_string(entry.key) + "," + ",".join(shared) + "]"
 
 
 def search_files(entries: Iterable[SearchEntry]) -> list[tuple[str, bytes]]:
@@ -102,8 +105,9 @@ def search_files(entries: Iterable[SearchEntry]) -> list[tuple[str, bytes]]:
     parts: list[list[str]] = []
     firsts: list[str] = []
     size = 0
+    quoted: dict[str, str] = {}
     for entry in ordered:
-        printed = _entry(entry)
+        printed = _entry(entry, quoted)
         if not parts or len(parts[-1]) >= PART_ENTRIES or size + len(printed) > PART_BYTES:
             parts.append([])
             firsts.append(entry.key.lower())

@@ -33,8 +33,10 @@ class SearchEntries(JoinTable, Findings):
         to it names.
         """
         gap_severity = self.gap_severity
-        for rid, index in self.request_index.items():
-            href = _from_run_page(self.request_href(rid, MAIN_PAGE))
+        hrefs = self.request_hrefs(self.request_index, MAIN_PAGE)
+        for (rid, index), href in zip(
+            self.request_index.items(), map(_from_run_page, hrefs), strict=True
+        ):
             # Only a row with a gap gets a note: most rows have none, and the index of a
             # large run stays small.
             note = f"gap: {gap_severity[index]}" if index in gap_severity else ""
