@@ -6,6 +6,7 @@ from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
+from itertools import repeat
 from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from sandbox_replay.load.decode import (
 from sandbox_replay.load.files import LoadLimits, sha256_of
 from sandbox_replay.model.policy import Derivation, Policy
 from sandbox_replay.model.rows import (
+    UNSET,
     ActionRequest,
     ColdReplay,
     InputRow,
@@ -203,6 +205,7 @@ def _load(
     limits: LoadLimits,
     on_bytes: BytesHook,
     on_decoded: DecodedHook,
+    pool: dict[Any, Any],
 ) -> LoadedFile:
     """Read one file; hand its bytes to ``on_bytes`` while parsing them
     (``_digest_and_hand_on``), then hand the parsed value to ``on_decoded``.
@@ -225,7 +228,29 @@ def _load(
         note_forbidden_keys(loaded)
         if kind is not None:
             type_rows(loaded, kind)
+            share_strings(loaded.rows, kind.SHARED, pool)
     return loaded
+
+
+# The types of the values one string may stand for: a string, or no value at all.
+_SHAREABLE = frozenset({str, type(UNSET), type(None)})
+
+
+def share_strings(rows: Sequence[InputRow], fields: tuple[str, ...], pool: dict[Any, Any]) -> None:
+    """Make the rows' equal strings under ``fields`` one string object each: the one
+    ``pool`` holds, or else the first one seen, which ``pool`` then keeps.
+
+    A decoder makes a new string for every value it reads, so a risk class or a verdict
+    is held once per row: a fifth of the rows' memory (290 MiB at 600,000 requests). The
+    values are read and written in C, a field at a time. Ids, each held by one row of a
+    file, are left alone: sharing them across files saves as much again but measured a
+    quarter of the load's time. A field holding anything but strings (and no value) is
+    left as it is: sharing goes by equality, and ``True == 1``.
+    """
+    for name in fields:
+        column = list(map(attrgetter(name), rows))
+        if set(map(type, column)) <= _SHAREABLE:
+            list(map(setattr, rows, repeat(name), map(pool.setdefault, column, column)))
 
 
 def _digest_and_hand_on(loaded: LoadedFile, raw: bytes, on_bytes: BytesHook) -> None:
@@ -260,7 +285,10 @@ def _load_largest_first(
             return 0
 
     order = sorted(names, key=lambda name: -size(name))  # stable: ties keep their order
-    loaded = {name: _load(root, name, names[name], limits, on_bytes, on_decoded) for name in order}
+    pool: dict[Any, Any] = {}  # the strings shared so far (``share_strings``)
+    loaded = {
+        name: _load(root, name, names[name], limits, on_bytes, on_decoded, pool) for name in order
+    }
     return {name: loaded[name] for name in names}
 
 

@@ -50,6 +50,9 @@ class InputRow(msgspec.Struct, gc=False, kw_only=True, forbid_unknown_fields=Tru
     TEXT: ClassVar[tuple[str, ...]] = ()
     # The fields that, in a row meeting its floor, hold text that is not blank.
     PLAIN: ClassVar[tuple[str, ...]] = ()
+    # The fields that hold one of a few values, row after row (categories, not ids): the
+    # loader makes equal strings there one object (``load.run.share_strings``).
+    SHARED: ClassVar[tuple[str, ...]] = ()
     if TYPE_CHECKING:  # each kind declares it last, so that it is written last
         line: Any
 
@@ -81,6 +84,13 @@ class ActionRequest(InputRow, gc=False, kw_only=True):
         "live_network_target": False,
     }
     PLAIN = REQUIRED[:-1]  # all but body_redacted, a flag
+    SHARED = (
+        "episode_id",
+        "action_kind",
+        "source_trust_label",
+        "requested_capability",
+        "risk_class",
+    )
 
     request_id: Any = UNSET
     episode_id: Any = UNSET
@@ -114,6 +124,7 @@ class PolicyVerdict(InputRow, gc=False, kw_only=True):
     TEXT = ("request_id", "policy_version", "decision_reason_ref")
     FLAGS = {"pre_execution": True, "body_redacted": True}
     PLAIN = (*TEXT, "verdict")
+    SHARED = ("policy_version", "verdict")
 
     request_id: Any = UNSET
     policy_version: Any = UNSET
@@ -148,6 +159,7 @@ class SideEffect(InputRow, gc=False, kw_only=True):
     )
     FLAGS = {"body_redacted": True}
     PLAIN = TEXT
+    SHARED = ("network_diff_ref",)
 
     request_id: Any = UNSET
     execution_attempted: Any = UNSET
