@@ -16,7 +16,8 @@ from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.files import FileChangedError, read_same_file
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.records.build import RunRecords
+from sandbox_replay.model.rows import first_of_each
+from sandbox_replay.records.build import RunRecords, column_of
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, highlight_json, line_id
 from sandbox_replay.report.views.cells import _expected_alarm, _layer_status
@@ -62,7 +63,7 @@ class RunBase:
         for finding in self.result["findings"]:
             self.linked_rows.setdefault(finding["path"], set()).add(finding["line"])
         requests = self.linked_rows.setdefault(ACTIONS_FILE, set())
-        requests.update(request.get("line") for request in self.result["request_rows"])
+        requests.update(column_of(self.result["request_rows"], "line"))
         # Highlight first: a finding links to a line only where that line is on the page.
         self.input_views = self._input_views()
         self.highlighted = {v.path for v in self.input_views if v.html is not None}
@@ -76,11 +77,10 @@ class RunBase:
             layer["layer"]: _layer_status(layer, self.result) for layer in self.result["layers"]
         }
         # The position of each request id's first row.
-        self.request_index: dict[str, int] = {}
-        for position, request in enumerate(self.result["request_rows"]):
-            rid = request.get("request_id")
-            if isinstance(rid, str) and rid not in self.request_index:
-                self.request_index[rid] = position
+        request_rows = self.result["request_rows"]
+        self.request_index: dict[str, int] = first_of_each(
+            column_of(request_rows, "request_id"), range(len(request_rows))
+        )
         # Findings are shown grouped by layer; a finding's page follows that order.
         self.layer_groups: list[tuple[Layer, list[int]]] = []
         for layer in Layer:
