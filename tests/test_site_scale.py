@@ -14,7 +14,7 @@ from markupsafe import escape
 
 from conftest import REPO
 from sandbox_replay.exports.text import visible
-from sandbox_replay.report import parallel
+from sandbox_replay.report import parallel, render
 from sandbox_replay.report.build import BuildConfig, BuildError, BuildResult, build_site
 from sandbox_replay.report.render import Renderer, _printed, _wbr, print_join_rows, print_span_rows
 from sandbox_replay.report.views import (
@@ -295,3 +295,5 @@ def test_no_hidden_character_is_printable_ascii() -> None:
     hidden = [chr(c) for c in range(0x110000) if visible(chr(c)) != chr(c)]
     assert hidden and not any(c.isascii() and c.isprintable() for c in hidden)
     assert any(c.isprintable() for c in hidden)
+    # Nor the placeholders' dash, which it skips too.
+    assert render._PLACEHOLDER not in hidden

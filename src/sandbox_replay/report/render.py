@@ -128,6 +128,8 @@ _SPAN_TEXTS = operator.attrgetter(
 _NO_LINKS = '<span class="muted">none</span>'
 _SEVERITY_BADGES = {s.value: f'<span class="sev sev-{s.value}">{s.value}</span>' for s in Severity}
 _ESCAPED = "&<>'\""
+# The dash the pages print where a value is missing ("— missing", "—"): printable, not hidden.
+_PLACEHOLDER = "\u2014"
 
 
 def _print_as_is(values: Iterable[str]) -> bool:
@@ -138,7 +140,8 @@ def _print_as_is(values: Iterable[str]) -> bool:
     check of the joined text instead of a call per value. ``visible`` and the escapes
     replace single characters, so the joined text passes exactly when each value does.
 
-    ``visible`` replaces no printable ASCII character, so such a text is left as it is
+    ``visible`` replaces no printable ASCII character, nor the dash of the pages' own
+    placeholders (``—`` where a span has no ref), so such a text is left as it is
     without running its pattern; any other text (a tab, a line break, a letter outside
     ASCII, which may be a variation selector or another invisible one) is checked by
     running it. Each escaped character is looked for with ``in``, several times faster
@@ -150,7 +153,8 @@ def _print_as_is(values: Iterable[str]) -> bool:
         return False
     if any(character in joined for character in _ESCAPED):
         return False
-    return (joined.isascii() and joined.isprintable()) or visible(joined) == joined
+    plain = joined.replace(_PLACEHOLDER, "")
+    return (plain.isascii() and plain.isprintable()) or visible(joined) == joined
 
 
 @functools.lru_cache(maxsize=8192)
