@@ -42,8 +42,9 @@ class JoinTable(RunBase):
         """Return the join rows of requests ``[start, end)`` as seen from ``from_page``."""
         request_rows = self.result["request_rows"]
         file_href = self._request_file_href(from_page)
+        gaps = self.gap_severity
         return tuple(
-            self._join_row(index, request_rows[index], from_page, file_href)
+            self._join_row(index, request_rows[index], from_page, file_href, gaps)
             for index in range(start, min(end, len(request_rows)))
         )
 
@@ -58,9 +59,15 @@ class JoinTable(RunBase):
         return self.line_href(ACTIONS_FILE, None, from_page)
 
     def _join_row(
-        self, index: int, request: Mapping[str, Any], from_page: str, file_href: str | None
+        self,
+        index: int,
+        request: Mapping[str, Any],
+        from_page: str,
+        file_href: str | None,
+        gaps: Mapping[int, str],
     ) -> JoinRow:
-        """Return the join row of request ``index`` (``file_href`` as ``_request_file_href``)."""
+        """Return the join row of request ``index`` (``file_href`` as ``_request_file_href``,
+        ``gaps`` as ``gap_severity``)."""
         rid = request.get("request_id")
         shape = " · ".join(
             [
@@ -76,7 +83,7 @@ class JoinTable(RunBase):
         )
         partners = self._partners_of(index, request)
         # Only a row with a gap has findings: most rows of a large run are looked up no further.
-        hits = self._row_findings(request, partners) if index in self.gap_severity else []
+        hits = self._row_findings(request, partners) if index in gaps else []
         links = self._finding_links(hits, from_page)
         severity = self._worst_severity(hits)
         if partners is None:
@@ -284,8 +291,9 @@ class JoinTable(RunBase):
         """Return the join rows of the gaps at positions ``[start, end)`` of ``gap_order``."""
         request_rows = self.result["request_rows"]
         file_href = self._request_file_href(from_page)
+        gaps = self.gap_severity
         return tuple(
-            self._join_row(index, request_rows[index], from_page, file_href)
+            self._join_row(index, request_rows[index], from_page, file_href, gaps)
             for index in self.gap_order[start:end]
         )
 
