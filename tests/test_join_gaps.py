@@ -12,14 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import EXPORTED_BUNDLE, copy_fixture, replay_dir
-from sandbox_replay.checks.pipeline import ReplayConfig, replay
+from conftest import EXPORTED_BUNDLE, replay_dir
 from sandbox_replay.model import codes
-from sandbox_replay.model.policy import read_policy
-from sandbox_replay.records.build import build_records
 from sandbox_replay.report import views
 from sandbox_replay.report.discover import discover_runs
-from test_perturbations import PASSING_NAMES, TRIGGERS
+from test_perturbations import TRIGGERS, replay_trigger
 
 FILES = (
     "action_requests.json",
@@ -30,15 +27,9 @@ FILES = (
 )
 
 
-def _table(folder: Path, policy_text: str | None = None) -> views._RunBuilder:
+def _table(folder: Path) -> views._RunBuilder:
     run = discover_runs([folder], folder.parent)[0]
-    if policy_text is None:
-        outcome, records = replay_dir(folder, run.mode)
-    else:
-        (folder.parent / "policy.cedar").write_text(policy_text, "utf-8")
-        policy = read_policy(folder.parent / "policy.cedar")
-        outcome = replay(ReplayConfig(folder, run.mode, policy=policy))
-        records = build_records(outcome)
+    outcome, records = replay_dir(folder, run.mode)
     return views._RunBuilder(run, outcome, records, "now", "0")
 
 
@@ -61,11 +52,9 @@ def _assert_gaps_are_walked(table: views._RunBuilder) -> None:
 
 @pytest.mark.parametrize("code", sorted(TRIGGERS))
 def test_the_gaps_of_each_codes_trigger_are_those_a_walk_finds(code: str, tmp_path: Path) -> None:
-    trigger = TRIGGERS[code]
-    folder = copy_fixture(tmp_path, PASSING_NAMES[trigger.mode])
-    if trigger.edit is not None:
-        trigger.edit(folder)
-    _assert_gaps_are_walked(_table(folder, trigger.cedar))
+    folder, outcome, records = replay_trigger(code, tmp_path)
+    run = discover_runs([folder], folder.parent)[0]
+    _assert_gaps_are_walked(views._RunBuilder(run, outcome, records, "now", "0"))
 
 
 # Edits that cross the joins: a row given another row's id, a rollback ref naming another

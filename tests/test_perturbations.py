@@ -29,10 +29,12 @@ from conftest import (
 )
 from sandbox_replay import InputMode, ReplayConfig, build_records, replay
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
+from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.scan import load_forbidden_classes
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.model.policy import read_policy
+from sandbox_replay.records.build import RunRecords
 
 FAIL_CLOSED_RULE = "rule:sandbox_policy_fail_closed_unrecognized_action"
 NEGATIVE_CASE_CODES = sorted(case.code for case in NEGATIVE_CASES)
@@ -652,8 +654,9 @@ def test_every_registered_code_has_a_trigger() -> None:
     assert sorted(TRIGGERS) == sorted(entry.code for entry in REGISTRY)
 
 
-@pytest.mark.parametrize("code", sorted(TRIGGERS))
-def test_trigger_raises_its_code_and_blocks(code: str, tmp_path: Path) -> None:
+def replay_trigger(code: str, tmp_path: Path) -> tuple[Path, Replay, RunRecords]:
+    """Copy the passing input, make the edit of ``code``'s trigger, and replay it (with the
+    trigger's Cedar policy where it has one); return the folder, replay and records."""
     trigger = TRIGGERS[code]
     folder = copy_fixture(tmp_path, PASSING_NAMES[trigger.mode])
     if trigger.edit is not None:
@@ -665,6 +668,12 @@ def test_trigger_raises_its_code_and_blocks(code: str, tmp_path: Path) -> None:
         policy = read_policy(tmp_path / "policy.cedar")
         outcome = replay(ReplayConfig(folder, trigger.mode, policy=policy))
         records = build_records(outcome)
+    return folder, outcome, records
+
+
+@pytest.mark.parametrize("code", sorted(TRIGGERS))
+def test_trigger_raises_its_code_and_blocks(code: str, tmp_path: Path) -> None:
+    _, outcome, records = replay_trigger(code, tmp_path)
     assert code in codes_of(outcome)
     assert records.result["error_codes"] == codes_of(outcome)
     if code not in NEGATIVE_CASE_CODES:
