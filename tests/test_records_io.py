@@ -23,7 +23,10 @@ from sandbox_replay.atomic import (
     write_chunks_atomic,
 )
 from sandbox_replay.checks.trace import canonical_digest, spans_digest
+from sandbox_replay.load.decode import LoadedFile, parse_input, type_rows
+from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.load.run import InputMode, RunInputs
+from sandbox_replay.model.census import NO_VALUES, ValueShape, census
 from sandbox_replay.model.policy import default_table
 from sandbox_replay.model.rows import UNSET, ActionRequest, PolicyVerdict, Rollback, Table
 from sandbox_replay.records.build import (
@@ -139,6 +142,69 @@ def test_record_rows_show_each_held_field_as_a_scalar_then_the_line(
     floats = _holds_float(expected)
     written = iter_json_chunks({"rows": shown}, may_hold_floats=floats, items_per_chunk=per_chunk)
     assert b"".join(written) == _standard({"rows": expected})
+
+
+# Values at the edges of the rule as well: lists of 64 and 65 strings, a list holding a
+# string of MAX_TEXT characters or one more.
+edge_values = st.one_of(
+    row_values,
+    st.integers(min_value=64, max_value=65).map(lambda n: ["s"] * n),
+    st.integers(min_value=MAX_TEXT, max_value=MAX_TEXT + 1).map(lambda n: ["a", "t" * n]),
+)
+edge_rows = st.fixed_dictionaries(
+    {},
+    optional={name: edge_values for name in Rollback.__struct_fields__ if name != "line"},
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(edge_rows, max_size=12), st.booleans(), st.booleans())
+def test_rows_the_loader_measured_are_recorded_as_the_rule_says(
+    given_rows: list[dict[str, Any]], other_key: bool, compact: bool
+) -> None:
+    # The loader measures the rows' values as it proves the file (``row_shape``); where
+    # that shape says no value changes, the records list the rows without walking them.
+    # Held to the rule spelled out, for rows decoded typed and (with a key the kind does
+    # not name, or an object in a row) decoded as any JSON and typed after.
+    rows_given = [{**row, "note": 1} if other_key else row for row in given_rows]
+    raw = json.dumps({"rollback_receipts": rows_given}, indent=None if compact else 2)
+    loaded = LoadedFile("rollback_receipts.json")
+    parse_input(raw.encode(), loaded, "rollback_receipts", LoadLimits(), Rollback)
+    assert loaded.ok and loaded.row_shape is not None
+    # The shape is that of the rows' values: an object among them only if a row holds one.
+    held = [value for row in rows_given for value in row.values()]
+    assert (dict in loaded.row_shape.kinds) == any(isinstance(v, dict) for v in held)
+    type_rows(loaded, Rollback)
+    table = Table.of(loaded.name, loaded.rows, "rollback_id", loaded.row_shape)
+    shown = record_rows(table)
+    expected = [
+        {
+            **{
+                name: _scalar_of(row[name])
+                for name in Rollback.__struct_fields__
+                if name in row and name != "line"
+            },
+            "line": typed.line,
+        }
+        for row, typed in zip(given_rows, loaded.rows, strict=True)
+    ]
+    assert [struct_fields(row) for row in shown] == expected
+
+
+def test_a_shape_counts_kinds_and_lengths_one_level_and_the_next() -> None:
+    values: list[Any] = ["abc", 7, None, ["x" * 9, "y"], UNSET, {"k": "v" * 4, "j": 2.5}]
+    found = census(values)
+    assert found.shape == ValueShape(
+        kinds=frozenset({str, int, type(None), list, type(UNSET), dict}),
+        longest=3,  # "abc" (and the list's two items, the object's two)
+        widest=2,
+        item_kinds=frozenset({str, float}),
+        longest_item=9,
+    )
+    # Strings with the object's keys: "abc", "x...", "y", "vvvv", "k", "j".
+    assert (found.strings, found.floats) == (6, True)
+    assert census([[values]], shape_at=2).shape == found.shape
+    assert census([]).shape == census([[]], shape_at=1).shape == NO_VALUES
 
 
 # Request and verdict rows of one request each: each shape field held or not, any value.

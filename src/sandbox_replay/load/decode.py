@@ -24,9 +24,8 @@ import re
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, repeat
+from itertools import accumulate, chain
 from json.decoder import scanstring  # type: ignore[attr-defined]
-from operator import is_
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,6 +40,7 @@ from sandbox_replay.load.files import (
     sha256_of,
 )
 from sandbox_replay.model import codes
+from sandbox_replay.model.census import ValueShape, census
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.rows import KINDS, UNSET, InputRow
 
@@ -64,6 +64,9 @@ class LoadedFile:
     findings: list[Finding] = field(default_factory=list)
     # False only when parsing proved the file holds no float (records then serialise fast).
     may_hold_floats: bool = True
+    # What the rows' values hold, where parsing measured it (``census``): enough for the
+    # records to tell that the values stand in the result as they are, or else None.
+    row_shape: ValueShape | None = None
     # Every key a row can hold, where parsing proved that no row nests an object (so keys
     # occur only at row level): the keys the rows hold, or where the file was decoded into
     # typed rows the fields of their kind; None where it did not.
@@ -184,7 +187,7 @@ def parse_input(
     out of range and lone surrogate escapes, and what the JSON grammar leaves open is proved
     on the bytes and the decoded value: the nesting depth (``Layout.depth``), that no key
     was dropped as a duplicate (the strings spelled in the text, ``Layout.strings``, are as
-    many as the decoded value holds, keys included: ``_tally``), string lengths (only where
+    many as the decoded value holds, keys included: ``census``), string lengths (only where
     one may exceed the limit), the file's shape and the row count. A file refused at any
     step is read again key by key and row by row (``_describe_refusal``) to word the
     finding and name its line.
@@ -230,7 +233,8 @@ def parse_input(
     flat = rows is not None and layout.objects == 1 + len(rows)
     if data is None or rows is None:
         return _describe_refusal(raw, loaded, rows_key, limits)
-    tally = _tally([data])
+    # The rows' values stand three levels down: the top object, its list, each row.
+    tally = census([data], shape_at=3)
     if tally.strings != layout.strings:
         return _describe_refusal(raw, loaded, rows_key, limits)
     loaded.data = data
@@ -241,6 +245,7 @@ def parse_input(
         loaded.key_lines = {key: lines[key] for key in data if key in lines}
     loaded.may_hold_floats = tally.floats
     if rows_key is not None:
+        loaded.row_shape = tally.shape
         loaded.rows = rows
         ahead = list(data.values())[: list(data).index(rows_key)]
         loaded.row_lines = layout.row_lines(len(rows), sum(type(v) in _CONTAINERS for v in ahead))
@@ -302,35 +307,6 @@ class Layout(NamedTuple):
             else:
                 depth -= 1
         return lines
-
-
-class _Tally(NamedTuple):
-    strings: int  # each string, and each key of each object, at any depth
-    floats: bool  # whether any value is a float
-
-
-def _tally(values: list[Any]) -> _Tally:
-    """Count the strings that decoded JSON ``values`` hold, and say whether any is a float.
-
-    A key dropped as a duplicate takes its spelling (and any string value it had) out of
-    the count, which is how the caller tells that none was. One nesting level at a time,
-    each in a few C passes over all of its values.
-    """
-    strings, floats = 0, False
-    while values:
-        types = list(map(type, values))
-        kinds = set(types)
-        strings += types.count(str)
-        floats = floats or float in kinds
-        nested: list[Any] = []
-        if dict in kinds:
-            objects = list(compress(values, map(is_, types, repeat(dict))))
-            strings += sum(map(len, objects))
-            nested.extend(chain.from_iterable(map(dict.values, objects)))
-        if list in kinds:
-            nested.extend(chain.from_iterable(compress(values, map(is_, types, repeat(list)))))
-        values = nested
-    return _Tally(strings, floats)
 
 
 def _strings_may_exceed(raw: bytes, limit: int) -> bool:
@@ -444,7 +420,7 @@ def _decode_typed_rows(
     values = list(chain.from_iterable(map(msgspec.structs.astuple, rows)))
     # Every row holds its ``line`` (None until set), counted out with the fields not held.
     keys = 1 + len(values) - values.count(UNSET) - len(rows)
-    tally = _tally(values)
+    tally = census(values)
     if layout.strings != keys + tally.strings:
         return False
     if _strings_may_exceed(raw, limits.max_string_chars) and _has_long_string(
@@ -457,6 +433,7 @@ def _decode_typed_rows(
     loaded.data = {rows_key: rows}
     loaded.key_lines = {rows_key: _KeyLines(raw)[rows_key]}
     loaded.may_hold_floats = tally.floats
+    loaded.row_shape = tally.shape
     loaded.rows = rows
     loaded.row_lines = lines
     loaded.row_keys = frozenset(kind.__struct_fields__) - {"line"}

@@ -184,7 +184,7 @@ def _table(loaded: LoadedFile, key: str) -> Table[Any]:
     rows, loaded.rows, loaded.row_lines = loaded.rows, [], []
     if loaded.data is not None:
         loaded.data = {name: value for name, value in loaded.data.items() if value is not rows}
-    return Table.of(loaded.name, rows, key)
+    return Table.of(loaded.name, rows, key, loaded.row_shape)
 
 
 def _derive_all(policy: Policy, requests: Table[ActionRequest]) -> dict[str, Derivation]:

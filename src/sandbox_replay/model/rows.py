@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import msgspec
 from msgspec import UNSET
 
+from sandbox_replay.model.census import ValueShape
+
 __all__ = [
     "KINDS",
     "UNSET",
@@ -264,10 +266,12 @@ class Table(Generic[R]):
     file: str
     rows: list[R] = field(default_factory=list)
     key: str = "request_id"  # the field ``by_key`` indexes
+    # What the rows' values hold, where the loader measured it (``model.census``).
+    shape: ValueShape | None = None
 
     @classmethod
-    def of(cls, file: str, rows: list[R], key: str) -> Table[R]:
-        return cls(file, rows, key)
+    def of(cls, file: str, rows: list[R], key: str, shape: ValueShape | None = None) -> Table[R]:
+        return cls(file, rows, key, shape)
 
     def __len__(self) -> int:
         return len(self.rows)

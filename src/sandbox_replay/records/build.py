@@ -22,8 +22,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain, compress, repeat
-from operator import attrgetter, is_, length_hint
+from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.checks.verdicts import derivation_passes
 from sandbox_replay.load.run import InputMode, RunInputs
+from sandbox_replay.model.census import ValueShape, census
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.policy import coverage
 from sandbox_replay.model.rows import UNSET, InputRow, Table
@@ -47,6 +48,7 @@ from sandbox_replay.version import TOOL_NAME, __version__
 
 SCHEMA_VERSION = "sandbox-replay.result/1"
 MAX_TEXT = 512
+MAX_LIST = 64  # the most strings a row's list may hold to be recorded as a list
 REDACTED = "[redacted: forbidden material]"
 
 RESULT_FILE = "agent_sandbox_policy_escape_replay_result.json"
@@ -141,7 +143,11 @@ def _scalar(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value) and len(value) <= 64:
+    if (
+        isinstance(value, list)
+        and all(isinstance(v, str) for v in value)
+        and len(value) <= MAX_LIST
+    ):
         return [_scalar(v) for v in value]
     return f"<{type(value).__name__}>"
 
@@ -154,27 +160,20 @@ R = TypeVar("R", bound=InputRow)
 S = TypeVar("S", bound=msgspec.Struct)
 
 
-def _kept_as_is(values: Sequence[Any], absent: frozenset[type]) -> bool:
-    """Say whether ``_scalar`` returns every one of ``values`` unchanged (or an equal copy).
+def _kept_as_is(shape: ValueShape, absent: frozenset[type]) -> bool:
+    """Say whether ``_scalar`` returns every value of that ``shape`` unchanged (or an equal
+    copy).
 
     True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float, None,
     a value of a type in ``absent`` (``UNSET``, where the record leaves a field out) or a
-    list of at most 64 strings of that length. Read off the values' types and lengths
-    (``length_hint`` is a str's length, 0 for the others).
+    list of at most ``MAX_LIST`` strings of that length.
     """
-    kinds = set(map(type, values))
-    if not kinds <= _KEPT_AS_IS | absent | {str, list}:
-        return False
-    if max(map(length_hint, values), default=0) > MAX_TEXT:
-        return False
-    if list not in kinds:
-        return True
-    lists = list(compress(values, map(is_, map(type, values), repeat(list))))
-    items = list(chain.from_iterable(lists))
     return (
-        max(map(len, lists)) <= 64
-        and set(map(type, items)) <= _STR_ONLY
-        and max(map(len, items), default=0) <= MAX_TEXT
+        shape.kinds <= _KEPT_AS_IS | absent | {str, list}
+        and shape.longest <= MAX_TEXT
+        and shape.widest <= MAX_LIST
+        and shape.item_kinds <= _STR_ONLY
+        and shape.longest_item <= MAX_TEXT
     )
 
 
@@ -183,16 +182,23 @@ def _as_recorded(
     project: Callable[[S], S],
     projected: Callable[[S], tuple[Any, ...]],
     absent: frozenset[type],
+    shape: ValueShape | None = None,
 ) -> list[S]:
     """Return ``rows`` as the record lists them: ``project`` of each, or the row itself
     wherever projecting would change nothing (``_kept_as_is`` of the values ``project``
     reads, ``projected`` of each row), as in nearly every file. Where no row changes,
-    that is ``rows`` itself, not a copy (nothing changes a record's lists)."""
+    that is ``rows`` itself, not a copy (nothing changes a record's lists).
+
+    Where the loader measured the values' ``shape`` and it tells that none changes, the
+    rows are not walked again; otherwise they are measured a step at a time.
+    """
+    if shape is not None and _kept_as_is(shape, absent):
+        return rows
     recorded: list[S] | None = None  # a list of its own from the first step that changes
     for start in range(0, len(rows), _ROWS_PER_STEP):
         step = rows[start : start + _ROWS_PER_STEP]
         values = list(chain.from_iterable(map(projected, step)))
-        if not _kept_as_is(values, absent):
+        if not _kept_as_is(census(values).shape, absent):
             if recorded is None:
                 recorded = rows[:start]
             recorded += map(project, step)
@@ -214,7 +220,9 @@ def _projected(row: R) -> R:
 def record_rows(table: Table[R]) -> list[R]:
     """Return a list file's rows as the result record lists them (``_projected``); a field
     the row does not hold is left out."""
-    return _as_recorded(table.rows, _projected, msgspec.structs.astuple, frozenset({type(UNSET)}))
+    return _as_recorded(
+        table.rows, _projected, msgspec.structs.astuple, frozenset({type(UNSET)}), table.shape
+    )
 
 
 class DerivedRow(msgspec.Struct, gc=False):
