@@ -25,7 +25,7 @@ from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, replay_dir
-from sandbox_replay.checks.confusables import skeleton, skeletons
+from sandbox_replay.checks.confusables import _HIDDEN, skeleton, skeletons
 from sandbox_replay.cli import app
 from sandbox_replay.exports import ExportFacts, ExportRun
 from sandbox_replay.exports.markdown import build_markdown
@@ -100,6 +100,10 @@ def test_every_control_format_and_separator_character_is_marked() -> None:
             assert visible(char) == f"<U+{code:04X}>"
         elif char.isascii() and char.isprintable():
             assert visible(char) == char
+    # ``visible`` returns printable ASCII without running its pattern: the pattern would
+    # mark none of it.
+    printable_ascii = "".join(map(chr, range(0x20, 0x7F)))
+    assert _HIDDEN.search(printable_ascii) is None
 
 
 def test_the_ascii_skeletons_are_icus() -> None:

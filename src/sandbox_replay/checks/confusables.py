@@ -84,8 +84,11 @@ _BREAKS = re.compile("\r\n|[\r\n\t\u2028\u2029\x85]")
 def visible(text: str) -> str:
     """Return ``text`` with invisible, format and control characters shown as ``<U+XXXX>``.
 
-    Tab, line feed and carriage return are kept.
+    Tab, line feed and carriage return are kept. Printable ASCII holds none of them, so
+    such text (nearly all of it: ids, refs, codes) is returned without running the pattern.
     """
+    if text.isascii() and text.isprintable():
+        return text
     return _HIDDEN.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
 
 

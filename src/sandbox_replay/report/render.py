@@ -52,9 +52,7 @@ def _shown(value: Any) -> Any:
     if type(value) is int:
         return count(value)
     if isinstance(value, str) and not isinstance(value, Markup):
-        # Printable ASCII holds no character ``visible`` marks: skip the substitution (a
-        # large run prints tens of millions of values).
-        return value if value.isascii() and value.isprintable() else visible(value)
+        return visible(value)
     return value
 
 
@@ -97,7 +95,7 @@ def _printed(value: Any) -> str:
     replaced in the order ``markupsafe`` replaces them.
     """
     if type(value) is str:
-        text = value if value.isascii() and value.isprintable() else visible(value)
+        text = visible(value)
     elif hasattr(value, "__html__"):
         return str(value.__html__())
     else:
@@ -140,12 +138,12 @@ def _print_as_is(values: Iterable[str]) -> bool:
     check of the joined text instead of a call per value. ``visible`` and the escapes
     replace single characters, so the joined text passes exactly when each value does.
 
-    ``visible`` replaces no printable ASCII character, nor the dash of the pages' own
-    placeholders (``—`` where a span has no ref), so such a text is left as it is
-    without running its pattern; any other text (a tab, a line break, a letter outside
-    ASCII, which may be a variation selector or another invisible one) is checked by
-    running it. Each escaped character is looked for with ``in``, several times faster
-    than one pattern over the text.
+    The dash of the pages' own placeholders (``—`` where a span has no ref) is not hidden,
+    so it is dropped before ``visible`` looks: the rest of such a text is printable ASCII,
+    which ``visible`` returns without running its pattern. Any other text (a tab, a line
+    break, a letter outside ASCII, which may be a variation selector or another invisible
+    one) is checked by running it. Each escaped character is looked for with ``in``,
+    several times faster than one pattern over the text.
     """
     try:
         joined = "".join(values)
@@ -154,7 +152,7 @@ def _print_as_is(values: Iterable[str]) -> bool:
     if any(character in joined for character in _ESCAPED):
         return False
     plain = joined.replace(_PLACEHOLDER, "")
-    return (plain.isascii() and plain.isprintable()) or visible(joined) == joined
+    return visible(plain) == plain
 
 
 @functools.lru_cache(maxsize=8192)
