@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from markupsafe import escape
+from markupsafe import Markup, escape
 
 from conftest import REPO
 from sandbox_replay.exports.text import visible
@@ -270,6 +270,39 @@ def test_an_overridden_partial_frames_the_printed_rows(tmp_path: Path) -> None:
     renderer = Renderer(tmp_path)
     page = renderer.render_listing(_listing("join", join_rows=_join_rows(PLAIN_TEXTS)[:2])).decode()
     assert '<table class=mine><tr id="request-12"' in page
+
+
+@pytest.mark.parametrize("texts", [ODD_TEXTS, PLAIN_TEXTS], ids=["odd", "plain"])
+@pytest.mark.parametrize("kind", ["join", "gaps", "trace"])
+def test_a_listing_page_is_the_page_its_templates_render(kind: str, texts: tuple[str, ...]) -> None:
+    """``render_listing`` prints the rows itself and puts them where the partial's filter
+    would have: the bytes are those of the templates rendered with the rows."""
+    renderer = Renderer()
+    view = (
+        _listing(kind, spans=_span_rows(texts))
+        if kind == "trace"
+        else _listing(kind, join_rows=_join_rows(texts))
+    )
+    partial = renderer.env.get_template("_spans.html" if kind == "trace" else "_joins.html")
+    table = partial.render(
+        rows=view.join_rows, first_position=view.first_position, spans=view.spans
+    )
+    expected = renderer.render("listing.html", view=view, table=Markup(table))
+    assert renderer.render_listing(view) == expected
+    assert expected.count(b"<tr") == len(view.spans or view.join_rows) + 1  # and the head
+
+
+def test_an_overridden_partial_sees_the_rows_and_prints_them_where_it_asks(
+    tmp_path: Path,
+) -> None:
+    frame = "<p>{{ rows|length }}</p>{% for row in rows %}<i>{{ row.anchor }}</i>{% endfor %}"
+    rows = _join_rows(PLAIN_TEXTS)[:2]
+    for body, printed in (("", 0), ("{{ rows|join_rows }}", 1), ("{{ rows|join_rows }}" * 2, 2)):
+        (tmp_path / "_joins.html").write_text(frame + body)
+        page = Renderer(tmp_path).render_listing(_listing("join", join_rows=rows)).decode()
+        assert "<p>2</p><i>request-12</i><i>" in page
+        assert page.count('<tr id="request-12"') == printed
+        assert "\x00" not in page
 
 
 def test_a_result_record_written_beside_a_page_helper_is_still_refused(
