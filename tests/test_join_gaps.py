@@ -4,6 +4,7 @@ request finds with a gap (a finding about it, or nothing joined)."""
 from __future__ import annotations
 
 import json
+import operator
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import EXPORTED_BUNDLE, replay_dir
+from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model import codes
 from sandbox_replay.report import views
 from sandbox_replay.report.discover import discover_runs
@@ -58,7 +60,8 @@ def test_the_gaps_of_each_codes_trigger_are_those_a_walk_finds(code: str, tmp_pa
 
 
 # Edits that cross the joins: a row given another row's id, a rollback ref naming another
-# request's rollback (bare or as ``rollback/<id>``), an id that is not text, a row removed.
+# request's rollback (bare or as ``rollback/<id>``), an id that is not text, one the record
+# cuts, a row removed.
 _EDITS = st.lists(
     st.tuples(
         st.sampled_from(FILES),
@@ -67,7 +70,7 @@ _EDITS = st.lists(
             ["request_id", "replay_id", "rollback_id", "rollback_receipt_ref", "line", "drop"]
         ),
         st.integers(min_value=0, max_value=40),
-        st.sampled_from(["bare", "prefixed", "number", "list"]),
+        st.sampled_from(["bare", "prefixed", "number", "list", "object", "long"]),
     ),
     max_size=6,
 )
@@ -101,6 +104,10 @@ def _edit(folder: Path, edits: list[tuple[str, int, str, int, str]], prefixed: b
             value = source
         elif shape == "list":
             value = [value]
+        elif shape == "object":  # the record shows "<dict>"
+            value = {"id": value}
+        elif shape == "long":  # the record cuts it: every such id there is the same
+            value = "x" * 600 + str(value)
         row[field] = value
     for name in FILES:
         (folder / name).write_text(json.dumps(data[name], indent=2), "utf-8")
@@ -183,3 +190,113 @@ def test_the_gaps_of_each_single_citation_are_those_a_walk_finds(
         for i in range(6):
             _cite(table, [(kind, i)])
             _assert_gaps_are_walked(table)
+
+
+def _partners_by_id(table: views._RunBuilder, folder: Path) -> list[Any]:
+    """Each request row's partners, found by id in the files as written: a row whose id is
+    text and held by no earlier request row, as written and as the record shows it, joins
+    the first row of each file naming it (the record lists a file's rows in its order),
+    its derived row and its span; its receipt's rollback is the first rollback row
+    holding the id the ref names."""
+    r = table.result
+    written = {
+        name: json.loads((folder / name).read_text("utf-8"))[name.removesuffix(".json")]
+        for name in FILES
+    }
+
+    def first(name: str, record_rows: list[Any], rid: str) -> Any:
+        for position, row in enumerate(written[name]):
+            if row.get("request_id") == rid:
+                return record_rows[position]
+        return None
+
+    rollback_ids = [row.get("rollback_id") for row in r["rollback_rows"]]
+    found: list[Any] = []
+    seen: set[str] = set()
+    shown_seen: set[str] = set()
+    for request, shown_row in zip(written["action_requests.json"], r["request_rows"], strict=True):
+        rid, shown = request.get("request_id"), shown_row.get("request_id")
+        joins = type(rid) is str and rid not in seen
+        joins = joins and type(shown) is str and shown not in shown_seen
+        seen.update([rid] if type(rid) is str else [])
+        shown_seen.update([shown] if type(shown) is str else [])
+        if not joins:
+            found.append(None)
+            continue
+        effect = first("side_effect_receipts.json", r["side_effect_rows"], rid)
+        rollback = None
+        ref = effect.get("rollback_receipt_ref") if effect is not None else None
+        if isinstance(ref, str):
+            named = rollback_id_of(ref, {i for i in rollback_ids if type(i) is str})
+            if named in rollback_ids:
+                rollback = r["rollback_rows"][rollback_ids.index(named)]
+        found.append(
+            (
+                next(d for d in r["derived_policy_verdict_rows"] if d.request_id == rid),
+                first("policy_verdicts.json", r["policy_verdict_rows"], rid),
+                effect,
+                rollback,
+                first("cold_replay.json", r["cold_replay_rows"], rid),
+                next(s for s in table.spans if s.span_id == "span:" + rid),
+            )
+        )
+    return found
+
+
+def _assert_joined_by_id(
+    tmp_path: Path, edits: list[tuple[str, int, str, int, str]], prefixed: bool
+) -> None:
+    """The pages join the record's rows where the replay's join put them: the same rows,
+    row for row, as looking each request's id up in the files as written."""
+    folder = tmp_path / "bundle"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(EXPORTED_BUNDLE, folder)
+    _edit(folder, edits, prefixed)
+    table = _table(folder)
+    joined = [
+        table._partners_of(index, request)
+        for index, request in enumerate(table.result["request_rows"])
+    ]
+    expected = _partners_by_id(table, folder)
+    assert len(joined) == len(expected)
+    for partners, wanted in zip(joined, expected, strict=True):
+        if wanted is None:
+            assert partners is None
+        else:
+            assert partners is not None
+            assert all(map(operator.is_, partners, wanted)), (partners, wanted)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(edits=_EDITS, prefixed=st.booleans())
+def test_join_rows_of_crossed_joins_join_the_rows_their_ids_name(
+    tmp_path: Path, edits: list[tuple[str, int, str, int, str]], prefixed: bool
+) -> None:
+    _assert_joined_by_id(tmp_path, edits, prefixed)
+
+
+REQUESTS = "action_requests.json"
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [],
+        [(REQUESTS, 1, "request_id", 0, "bare")],  # a repeated id: the second row joins nothing
+        [(REQUESTS, 1, "request_id", 0, "number")],
+        [(REQUESTS, 1, "request_id", 0, "list")],  # the record shows the list
+        [(REQUESTS, 1, "request_id", 0, "object")],  # the record shows "<dict>": text
+        [(REQUESTS, 3, "request_id", 0, "object"), (REQUESTS, 1, "request_id", 1, "object")],
+        # Ids the record cuts to one text: only the first of them joins on the pages.
+        [(REQUESTS, 1, "request_id", 1, "long"), (REQUESTS, 2, "request_id", 2, "long")],
+        [("policy_verdicts.json", 0, "drop", 0, "bare")],  # the files no longer in step
+        [("cold_replay.json", 0, "request_id", 2, "bare")],
+        [("side_effect_receipts.json", 2, "rollback_receipt_ref", 0, "prefixed")],
+    ],
+)
+def test_join_rows_join_the_rows_their_ids_name(
+    tmp_path: Path, edits: list[tuple[str, int, str, int, str]]
+) -> None:
+    _assert_joined_by_id(tmp_path, edits, prefixed=False)

@@ -82,14 +82,16 @@ def test_joined_rows_are_each_ids_first_row_whether_the_file_is_in_request_order
     ids: list[str], keys: list[Any], aligned: bool
 ) -> None:
     """A file listing exactly the ids in their order is read in order; any other is looked
-    up: both give each id's first row, None where none names it."""
+    up: both give each id's first row and its position, None where none names it."""
     if aligned:
         keys = list(ids)
     rows = [ColdReplay(request_id=key, line=n) for n, key in enumerate(keys)]
     table = Table.of("cold_replay.json", rows, "request_id")
-    joined = joined_rows(table, ids)
-    assert len(joined) == len(ids)
+    joined, at = joined_rows(table, ids)
+    assert len(joined) == len(at) == len(ids)
     assert all(row is table.by_key.get(rid) for rid, row in zip(ids, joined, strict=True))
+    first = {rid: keys.index(rid) for rid in ids if rid in keys}
+    assert list(at) == [first.get(rid) for rid in ids]
 
 
 def _run_with_replays(ids: list[str], keys: list[Any], replay_ids: list[Any]) -> RunInputs:

@@ -40,6 +40,9 @@ class Trace:
     spans: list[Span]
     summary: dict[str, Any]
     audit: LayerResult
+    # Where each joined request's span stands in ``spans``, by the request's position in
+    # ``Joined.ids``: the pages join the record's spans by it.
+    span_at: list[int]
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -213,7 +216,9 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         )
     )
     spans = []
+    span_at = [0] * len(ordered)
     for sequence_index, (_, request_id, at) in enumerate(ordered):
+        span_at[at] = sequence_index
         span_id = f"span:{request_id}"
         request, verdict, effect = joined.requests[at], joined.verdicts[at], joined.effects[at]
         replay = joined.replays[at]
@@ -260,4 +265,4 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
         ),
     }
     audit.counts = {"span_count": len(spans), "audit_finding_count": len(audit.findings)}
-    return Trace(spans, summary, audit)
+    return Trace(spans, summary, audit, span_at)

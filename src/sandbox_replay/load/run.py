@@ -29,6 +29,7 @@ from sandbox_replay.model.rows import (
     Rollback,
     SideEffect,
     Table,
+    first_of_each,
 )
 from sandbox_replay.threads import OnThread
 
@@ -93,7 +94,9 @@ class Joined:
 
     Position ``i`` of each list is about request ``ids[i]``, the ``i``-th key of
     ``RunInputs.derivations``: its request row, and the first verdict row, receipt and
-    cold-replay row naming it (None where none does).
+    cold-replay row naming it (None where none does). Each ``*_at`` list gives where
+    that row stands in its file's rows, which is also where the result record lists it:
+    the pages join the record's rows by these positions.
     """
 
     ids: list[str]
@@ -101,6 +104,10 @@ class Joined:
     verdicts: Sequence[PolicyVerdict | None]
     effects: Sequence[SideEffect | None]
     replays: Sequence[ColdReplay | None]
+    request_at: Sequence[int]  # ascending: the first row of each id, in file order
+    verdict_at: Sequence[int | None]
+    effect_at: Sequence[int | None]
+    replay_at: Sequence[int | None]
 
     def takes_whole(self, table: Table[Any]) -> bool:
         """Say whether the join takes every row of ``table`` as its request's own: the
@@ -111,18 +118,25 @@ class Joined:
         )
 
 
-def joined_rows(table: Table[R], ids: list[str]) -> Sequence[R | None]:
-    """Return the first row of ``table`` naming each of ``ids``, None where none does.
+def joined_rows(table: Table[R], ids: list[str]) -> tuple[Sequence[R | None], Sequence[int | None]]:
+    """Return the first row of ``table`` naming each of ``ids`` (None where none does), and
+    where each stands in the table's rows.
 
     A file that lists exactly these ids in this order, as exporters write them, is its
-    own answer (its row list, not a copy); that is told in C, a row at a time, and saves
-    a lookup per request in a table as large as the run. Any other file is looked up id
-    by id.
+    own answer (its row list, not a copy, and its positions in order); that is told in C,
+    a row at a time, and saves a lookup per request in a table as large as the run. Any
+    other file is looked up id by id.
     """
     rows = table.rows
     if len(rows) == len(ids) and all(map(eq, ids, map(attrgetter(table.key), rows))):
-        return rows
-    return list(map(table.get, ids))
+        return rows, range(len(rows))
+    at = list(map(first_positions(table).get, ids))
+    return [None if position is None else rows[position] for position in at], at
+
+
+def first_positions(table: Table[Any]) -> dict[str, int]:
+    """Return where the first row of each string key of ``table`` stands in its rows."""
+    return first_of_each(list(map(attrgetter(table.key), table.rows)), range(len(table)))
 
 
 @dataclass
@@ -168,13 +182,23 @@ class RunInputs:
         the tables and derivations are in place)."""
         ids = list(self.derivations)
         requests = self.requests
+        # Where no id repeats or is unusable, the first rows are all the rows.
+        request_at: Sequence[int] = range(len(requests))
+        if len(requests.by_key) < len(requests):
+            request_at = list(first_positions(requests).values())
+        verdicts, verdict_at = joined_rows(self.verdicts, ids)
+        effects, effect_at = joined_rows(self.effects, ids)
+        replays, replay_at = joined_rows(self.replays, ids)
         return Joined(
             ids,
-            # Where no id repeats or is unusable, the first rows are all the rows.
-            requests.rows if len(requests.by_key) == len(requests) else [*requests.by_key.values()],
-            joined_rows(self.verdicts, ids),
-            joined_rows(self.effects, ids),
-            joined_rows(self.replays, ids),
+            requests.rows if len(request_at) == len(requests) else [*requests.by_key.values()],
+            verdicts,
+            effects,
+            replays,
+            request_at,
+            verdict_at,
+            effect_at,
+            replay_at,
         )
 
 

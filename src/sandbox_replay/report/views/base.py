@@ -123,18 +123,13 @@ class RunBase:
                 if cited:
                     self.excerpted[path] = frozenset(cited[:MAX_EXCERPTS])
         self.spans = self.result["public_agent_execution_trace"]["spans"]
-        r = self.result
-        # The first row of each id in each list a join row joins: built once per process
-        # (each process sharing out the pages builds its own once forked,
-        # ``parallel._render_shared``).
-        self.join_index = (
-            first_rows(r["derived_policy_verdict_rows"], "request_id"),
-            first_rows(r["policy_verdict_rows"], "request_id"),
-            first_rows(r["side_effect_rows"], "request_id"),
-            first_rows(r["rollback_rows"], "rollback_id"),
-            first_rows(r["cold_replay_rows"], "request_id"),
-            first_rows(self.spans, "span_id"),
-        )
+        # The rows a join row joins are the record's, where the replay's own join put them
+        # (``Joined``; the record lists a file's rows in its order, and the derived rows and
+        # spans one per joined request): the pages show the join the checks judged, and
+        # index no list again. A receipt's rollback is found by the id its ref names.
+        self.joined = replay.run.joined
+        self.span_at = replay.trace.span_at
+        self.rollback_index = first_rows(self.result["rollback_rows"], "rollback_id")
         self.join_pager, self.findings_pager, self.trace_pager = _pagers(self.result)
 
     # -- helpers

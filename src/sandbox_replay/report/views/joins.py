@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -126,28 +127,45 @@ class JoinTable(RunBase):
         )
 
     def _partners_of(self, index: int, request: Mapping[str, Any]) -> _Partners | None:
-        """Return the rows request ``index`` joins, or None when it joins nothing.
-
-        A request id seen on an earlier row is a duplicate: only its first row joins.
-        """
-        rid = request.get("request_id")
-        if not (isinstance(rid, str) and self.request_index[rid] == index):
+        """Return the rows request ``index`` joins, or None when it joins nothing
+        (``_join_position``)."""
+        at = self._join_position(index, request.get("request_id"))
+        if at is None:
             return None
-        derived, verdicts, effects, rollbacks, replays, spans = self.join_index
-        effect = effects.get(rid)
+        joined, r = self.joined, self.result
+        effect = _row_at(r["side_effect_rows"], joined.effect_at[at])
         rollback = None
         if effect is not None:
             ref = effect.get("rollback_receipt_ref")
             if isinstance(ref, str):
+                rollbacks = self.rollback_index
                 rollback = rollbacks.get(rollback_id_of(ref, rollbacks))
         return (
-            derived.get(rid),
-            verdicts.get(rid),
+            r["derived_policy_verdict_rows"][at],
+            _row_at(r["policy_verdict_rows"], joined.verdict_at[at]),
             effect,
             rollback,
-            replays.get(rid),
-            spans.get("span:" + rid),
+            _row_at(r["cold_replay_rows"], joined.replay_at[at]),
+            self.spans[self.span_at[at]],
         )
+
+    def _join_position(self, index: int, rid: Any) -> int | None:
+        """Return where request row ``index`` stands in the replay's join, None where it
+        joins nothing.
+
+        It joins nothing where the replay found its id unusable (not text) or held by an
+        earlier row (a duplicate: only the first row joins), and where its id as the
+        record shows it (cut to length, or a value's type standing for a value that is not
+        text) is not text or an earlier row's too, so that each joined row's anchor is its
+        own.
+        """
+        request_at = self.joined.request_at
+        at = bisect_left(request_at, index)
+        if at == len(request_at) or request_at[at] != index:
+            return None
+        if not (isinstance(rid, str) and self.request_index[rid] == index):
+            return None
+        return at
 
     def _row_findings(self, request: Mapping[str, Any], partners: _Partners | None) -> list[int]:
         """Return the findings about a request row (expected alarms aside), in record order.
@@ -239,8 +257,9 @@ class JoinTable(RunBase):
         A row's findings are about its ids and its rows' lines (``_row_findings``), so a row
         with one holds a cited id or line, or names a row of another file that does: by its
         request id (a verdict, receipt or cold-replay row) or through its receipt's rollback
-        ref (a rollback row). A row that joins nothing has an id that is not text or that an
-        earlier row holds: there is one only where fewer ids are indexed than there are rows.
+        ref (a rollback row). A row that joins nothing (``_join_position``) has an id that is
+        not text or that an earlier row holds: there is one only where fewer ids are
+        indexed or joined than there are rows.
         """
         r = self.result
         request_rows = r["request_rows"]
@@ -269,12 +288,13 @@ class JoinTable(RunBase):
         candidates.update(
             _positions_in(column_of(request_rows, "line"), cited_lines.get(ACTIONS_FILE, set()))
         )
-        if len(index) < len(request_rows):  # some rows join nothing
+        rows = len(request_rows)
+        if len(index) < rows or len(self.joined.request_at) < rows:  # some rows join nothing
             rids = column_of(request_rows, "request_id")
             candidates.update(
                 position
                 for position, rid in enumerate(rids)
-                if type(rid) is not str or index[rid] != position
+                if self._join_position(position, rid) is None
             )
         return candidates
 
@@ -362,6 +382,10 @@ class JoinTable(RunBase):
         if span is None:
             return Cell(GAP, "", "gap")
         return _trace(text(span.get("outcome")), flagged)
+
+
+def _row_at(rows: Sequence[Any], position: int | None) -> Any:
+    return None if position is None else rows[position]
 
 
 def _positions_in(values: Sequence[Any], wanted: set[Any]) -> list[int]:
