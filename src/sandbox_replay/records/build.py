@@ -104,9 +104,9 @@ class RunRecords:
     The result record's bytes are not kept: for a large run they are as big as its
     inputs. ``result_chunks()`` yields them piece by piece (as ``write_records`` writes
     them); ``result_bytes`` joins them on first use. The receipt, which holds their
-    digest, is built on first use too (bundle mode never writes it). Nor are its row
-    lists and trace spans: they are ``LazyRows``, built a chunk at a time when read
-    (indexing, slicing, iterating); the record as written holds plain lists.
+    digest, is built on first use too (bundle mode never writes it). Its row lists are
+    the loaded rows themselves wherever the record shows them as they are
+    (``record_rows``), not copies.
     """
 
     result: dict[str, Any]

@@ -211,8 +211,8 @@ class _Ids:
 class _Effects:
     """What the side-effect rows say each request executed, read when first asked.
 
-    Read a column at a time (a large run's rows are built only when read, see
-    ``LazyRows``), once, and only by a run with a gap that names what its actions left.
+    Read a column at a time, once, and only by a run with a gap that names what its
+    actions left.
     """
 
     def __init__(self, result: Mapping[str, Any]) -> None:
