@@ -182,16 +182,17 @@ class RunInputs:
         the tables and derivations are in place)."""
         ids = list(self.derivations)
         requests = self.requests
-        # Where no id repeats or is unusable, the first rows are all the rows.
+        first_requests: Sequence[ActionRequest] = requests.rows
         request_at: Sequence[int] = range(len(requests))
-        if len(requests.by_key) < len(requests):
+        if len(requests.by_key) < len(requests):  # else the first rows are all the rows
+            first_requests = [*requests.by_key.values()]
             request_at = list(first_positions(requests).values())
         verdicts, verdict_at = joined_rows(self.verdicts, ids)
         effects, effect_at = joined_rows(self.effects, ids)
         replays, replay_at = joined_rows(self.replays, ids)
         return Joined(
             ids,
-            requests.rows if len(request_at) == len(requests) else [*requests.by_key.values()],
+            first_requests,
             verdicts,
             effects,
             replays,

@@ -288,8 +288,8 @@ class JoinTable(RunBase):
         candidates.update(
             _positions_in(column_of(request_rows, "line"), cited_lines.get(ACTIONS_FILE, set()))
         )
-        rows = len(request_rows)
-        if len(index) < rows or len(self.joined.request_at) < rows:  # some rows join nothing
+        count = len(request_rows)
+        if len(index) < count or len(self.joined.request_at) < count:  # some rows join nothing
             rids = column_of(request_rows, "request_id")
             candidates.update(
                 position
