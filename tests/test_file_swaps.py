@@ -27,6 +27,7 @@ from sandbox_replay.records.build import build_records
 from sandbox_replay.report import incremental, views
 from sandbox_replay.report.discover import discover_runs
 from sandbox_replay.report.incremental import inputs_digests
+from sandbox_replay.report.views.input_files import highlighted
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "fixtures" / "bundles" / "exported_bundle"
@@ -182,9 +183,9 @@ def shown(bundle: Path) -> Callable[[str], tuple[object, str]]:
     run = discover_runs([bundle], bundle.parent)[0]
     outcome = replay(ReplayConfig(run.path, run.mode))
     records = build_records(outcome)
-    builder = views._RunBuilder(run, outcome, records, "now", "0")
-    infos = {info["path"]: info for info in records.result["input_files"]}
-    return lambda path: builder._highlighted(path, infos[path])
+    slugs = views.index_run(run, outcome, records, "now", "0").slugs
+    infos = {info.path: info for info in outcome.inputs}
+    return lambda path: highlighted(run.path, infos[path], slugs[path], set())
 
 
 def test_the_run_page_shows_an_input_file_unchanged_since_its_replay(

@@ -3,6 +3,7 @@ request finds with a gap (a finding about it, or nothing joined)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 import shutil
@@ -16,8 +17,10 @@ from hypothesis import strategies as st
 from conftest import EXPORTED_BUNDLE, replay_dir
 from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model import codes
-from sandbox_replay.report import views
+from sandbox_replay.model.findings import Finding
 from sandbox_replay.report.discover import discover_runs
+from sandbox_replay.report.views import RunIndex, index_run
+from sandbox_replay.report.views.joins import find_gaps, partners_of, row_findings
 from test_perturbations import TRIGGERS, replay_trigger
 
 FILES = (
@@ -29,34 +32,35 @@ FILES = (
 )
 
 
-def _table(folder: Path) -> views._RunBuilder:
+def _table(folder: Path) -> RunIndex:
     run = discover_runs([folder], folder.parent)[0]
     outcome, records = replay_dir(folder, run.mode)
-    return views._RunBuilder(run, outcome, records, "now", "0")
+    return index_run(run, outcome, records, "now", "0")
 
 
-def _walked(table: views._RunBuilder) -> set[int]:
+def _walked(table: RunIndex) -> set[int]:
     """The rows with a gap, found by joining every request row."""
     gaps = set()
-    for index, request in enumerate(table.result["request_rows"]):
-        partners = table._partners_of(index, request)
-        if partners is None or table._row_findings(request, partners):
+    for index, request in enumerate(table.requests):
+        partners = partners_of(table, index, request)
+        if partners is None or row_findings(table, request, partners):
             gaps.add(index)
     return gaps
 
 
-def _assert_gaps_are_walked(table: views._RunBuilder) -> None:
+def _assert_gaps_are_walked(table: RunIndex) -> None:
     walked = _walked(table)
-    assert set(table.gap_order) == walked
-    assert len(table.gap_order) == len(walked)
-    assert set(table.gap_severity) == walked
+    gaps = find_gaps(table)
+    assert set(gaps.order) == walked
+    assert len(gaps.order) == len(walked)
+    assert set(gaps.severity) == walked
 
 
 @pytest.mark.parametrize("code", sorted(TRIGGERS))
 def test_the_gaps_of_each_codes_trigger_are_those_a_walk_finds(code: str, tmp_path: Path) -> None:
     folder, outcome, records = replay_trigger(code, tmp_path)
     run = discover_runs([folder], folder.parent)[0]
-    _assert_gaps_are_walked(views._RunBuilder(run, outcome, records, "now", "0"))
+    _assert_gaps_are_walked(index_run(run, outcome, records, "now", "0"))
 
 
 # Edits that cross the joins: a row given another row's id, a rollback ref naming another
@@ -118,10 +122,10 @@ def _edit(folder: Path, edits: list[tuple[str, int, str, int, str]], prefixed: b
 _CITES = ("request", "span", "replay", "rollback", *FILES)
 
 
-def _cite(table: views._RunBuilder, picks: list[tuple[str, int]]) -> None:
-    """Make the table's findings cite only what ``picks`` choose (a kind of citation and
-    which of them), so that each kind of citation is the only one a row has."""
-    r = table.result
+def _cite(table: RunIndex, picks: list[tuple[str, int]]) -> RunIndex:
+    """Return the index with its findings citing only what ``picks`` choose (a kind of
+    citation and which of them), so that each kind of citation is the only one a row has."""
+    r = table.records.result
     rows = dict(
         zip(
             FILES,
@@ -144,14 +148,21 @@ def _cite(table: views._RunBuilder, picks: list[tuple[str, int]]) -> None:
     for path, found in rows.items():
         choices[path] = [(path, row.get("line")) for row in found]
     cited = [choices[kind][i % len(choices[kind])] for kind, i in picks if choices[kind]]
-    table.by_subject = {s: [0] for s in cited if not isinstance(s, tuple | list)}
-    table.by_line = {line: [0] for line in cited if isinstance(line, tuple)}
-    table.finding_lines = {}
-    for path, line in table.by_line:
-        table.finding_lines.setdefault(path, set()).add(line)
-    if not table.findings:
-        table.findings = [{"error_code": codes.ALLOWED_ACTION_MISSING_DIFF}]
-    table.__dict__.pop("_gaps", None)
+    by_subject = {s: [0] for s in cited if not isinstance(s, tuple | list)}
+    by_line: dict[tuple[Any, Any], list[int]] = {
+        line: [0] for line in cited if isinstance(line, tuple)
+    }
+    finding_lines: dict[Any, set[Any]] = {}
+    for path, line in by_line:
+        finding_lines.setdefault(path, set()).add(line)
+    findings = table.findings or (Finding(codes.ALLOWED_ACTION_MISSING_DIFF, "", "", "", ""),)
+    return dataclasses.replace(
+        table,
+        by_subject=by_subject,
+        by_line=by_line,
+        finding_lines=finding_lines,
+        findings=findings,
+    )
 
 
 @settings(
@@ -174,8 +185,7 @@ def test_the_gaps_of_crossed_joins_are_those_a_walk_finds(
     _edit(folder, edits, prefixed)
     table = _table(folder)
     _assert_gaps_are_walked(table)
-    _cite(table, picks)
-    _assert_gaps_are_walked(table)
+    _assert_gaps_are_walked(_cite(table, picks))
 
 
 @pytest.mark.parametrize("prefixed", [False, True])
@@ -188,17 +198,16 @@ def test_the_gaps_of_each_single_citation_are_those_a_walk_finds(
     table = _table(folder)
     for kind in _CITES:
         for i in range(6):
-            _cite(table, [(kind, i)])
-            _assert_gaps_are_walked(table)
+            _assert_gaps_are_walked(_cite(table, [(kind, i)]))
 
 
-def _partners_by_id(table: views._RunBuilder, folder: Path) -> list[Any]:
+def _partners_by_id(table: RunIndex, folder: Path) -> list[Any]:
     """Each request row's partners, found by id in the files as written: a row whose id is
     text and held by no earlier request row, as written and as the record shows it, joins
     the first row of each file naming it (the record lists a file's rows in its order),
     its derived row and its span; its receipt's rollback is the first rollback row
     holding the id the ref names."""
-    r = table.result
+    r = table.records.result
     written = {
         name: json.loads((folder / name).read_text("utf-8"))[name.removesuffix(".json")]
         for name in FILES
@@ -253,10 +262,7 @@ def _assert_joined_by_id(
     shutil.copytree(EXPORTED_BUNDLE, folder)
     _edit(folder, edits, prefixed)
     table = _table(folder)
-    joined = [
-        table._partners_of(index, request)
-        for index, request in enumerate(table.result["request_rows"])
-    ]
+    joined = [partners_of(table, index, request) for index, request in enumerate(table.requests)]
     expected = _partners_by_id(table, folder)
     assert len(joined) == len(expected)
     for partners, wanted in zip(joined, expected, strict=True):

@@ -243,7 +243,7 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("single-large")
     generate(root / "runs" / "large", 1200, seed=3, failing_fraction=0.05)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(views.run, "SINGLE_FILE_ROWS", 40)
+        patch.setattr(views.single, "SINGLE_FILE_ROWS", 40)
         return build(root, "site", single=True)
 
 

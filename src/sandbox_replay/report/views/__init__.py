@@ -1,20 +1,17 @@
 """View-models of a run's pages: everything a template shows, decided here.
 
-The site-wide pages (the index and the finding-code catalog) are ``site_views``.
-
+The site-wide pages (the index, the catalog, the policy page) are ``site_views``.
 Templates only loop, branch and escape; every URL, CSS class, sort key, percentage and
-sentence is computed in this package. Figures come from each run's result record, which
-is already redacted (see ``records``), so a page can only show what the record shows;
-the few values taken from the replay itself (module anchors, input bytes) are redacted
-or scan-checked here too.
+sentence is computed in this package.
 
-One module per part of the run page, each a part of the builder (``base.RunBase``
-holds what they share: the record, its indexes, the links between pages):
-``summary`` (headline, facts, flowchart), ``joins`` (the join table), ``findings``,
-``calibration``, ``layer_tables`` (layers and the scan), ``trace_table``, ``input_files``
-(inputs and source modules), and ``run``, which puts them together with the provenance
-and the listing sub-pages. ``models`` holds the view-models the templates read,
-``cells`` the join table's cells, ``common`` what the site pages share with them.
+``index.RunIndex`` is made once per run (``index_run``): the typed replay, the result
+record's rows and the indexes over them. Each part of the run page is built by functions
+that take it: ``summary`` (headline, facts, flowchart), ``joins`` (the join table and the
+gaps), ``findings``, ``calibration`` (verdict matrix, negative cases, policy coverage),
+``layer_tables`` (layers and the scan), ``trace_table``, ``input_files`` (inputs and
+source modules) and ``search``. ``run`` puts them together into the run page and its
+listing sub-pages, ``single`` into the single file. ``models`` holds the view-models the
+templates read, ``cells`` the join table's cells, ``common`` what the site pages share.
 """
 
 from sandbox_replay.report.views.common import (
@@ -29,6 +26,7 @@ from sandbox_replay.report.views.common import (
     chrome,
     plural,
 )
+from sandbox_replay.report.views.index import RunIndex, index_run
 from sandbox_replay.report.views.models import (
     FindingLink,
     JoinRow,
@@ -39,7 +37,6 @@ from sandbox_replay.report.views.models import (
 )
 from sandbox_replay.report.views.run import (
     RunPages,
-    _RunBuilder,
     build_run_pages,
     build_run_view,
     subpage_paths,
@@ -56,15 +53,16 @@ __all__ = [
     "ListingPageView",
     "PageNav",
     "RunCounts",
+    "RunIndex",
     "RunPages",
     "RunView",
     "SpanRow",
-    "_RunBuilder",
     "badge",
     "breakable",
     "build_run_pages",
     "build_run_view",
     "chrome",
+    "index_run",
     "plural",
     "subpage_paths",
 ]

@@ -9,10 +9,8 @@ from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.model.policy import VERDICTS
-from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.build import column_of
 from sandbox_replay.report import charts
-from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.common import (
     CORE_VERDICTS,
     MAIN_PAGE,
@@ -23,6 +21,7 @@ from sandbox_replay.report.views.common import (
     rule_anchor,
     verdict_css,
 )
+from sandbox_replay.report.views.index import RunIndex, location
 from sandbox_replay.report.views.models import (
     CoverageRow,
     CoverageView,
@@ -34,111 +33,112 @@ from sandbox_replay.report.views.models import (
 )
 
 
-class Calibration(RunBase):
-    def matrix(self) -> MatrixView:
-        rows = self.result["derived_policy_verdict_rows"]
-        # A policy verdict: a string.
-        derived_values: list[str] = column_of(rows, "derived_verdict")
-        derived_seen = set(derived_values)
-        derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
-        declared_values: list[str] = []
-        for value in column_of(rows, "declared_verdict"):
-            label = (
-                value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
+def matrix(ix: RunIndex) -> MatrixView:
+    """Return the declared verdicts against the derived ones, request by request."""
+    rows = ix.derived
+    # A policy verdict: a string.
+    derived_values: list[str] = column_of(rows, "derived_verdict")
+    derived_seen = set(derived_values)
+    derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
+    declared_values: list[str] = []
+    for value in column_of(rows, "declared_verdict"):
+        label = value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
+        declared_values.append(label)
+    declared_seen = set(declared_values)
+    declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_seen]
+    declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_seen]
+    counts = Counter(zip(declared_values, derived_values, strict=True))
+    maximum = max(counts.values(), default=0)
+    matrix_rows = []
+    agree = disagree = 0
+    for declared in declared_axis:
+        cells = []
+        for derived in derived_axis:
+            value = counts.get((declared, derived), 0)
+            diagonal = declared == derived
+            level = charts.heat_level(value, maximum)
+            kind = "agree" if diagonal else "disagree"
+            if diagonal:
+                agree += value
+            else:
+                disagree += value
+            label = f"{plural(value, 'request')} declared {declared}, derived {derived}" + (
+                " (agree)" if diagonal else " (disagree)" if value else ""
             )
-            declared_values.append(label)
-        declared_seen = set(declared_values)
-        declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_seen]
-        declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_seen]
-        counts = Counter(zip(declared_values, derived_values, strict=True))
-        maximum = max(counts.values(), default=0)
-        matrix_rows = []
-        agree = disagree = 0
-        for declared in declared_axis:
-            cells = []
-            for derived in derived_axis:
-                value = counts.get((declared, derived), 0)
-                diagonal = declared == derived
-                level = charts.heat_level(value, maximum)
-                kind = "agree" if diagonal else "disagree"
-                if diagonal:
-                    agree += value
-                else:
-                    disagree += value
-                label = f"{plural(value, 'request')} declared {declared}, derived {derived}" + (
-                    " (agree)" if diagonal else " (disagree)" if value else ""
-                )
-                cells.append(MatrixCell(value, f"heat-{level} {kind}", label))
-            matrix_rows.append(
-                MatrixRow(
-                    declared, tuple(cells), sum(counts.get((declared, d), 0) for d in derived_axis)
-                )
+            cells.append(MatrixCell(value, f"heat-{level} {kind}", label))
+        matrix_rows.append(
+            MatrixRow(
+                declared, tuple(cells), sum(counts.get((declared, d), 0) for d in derived_axis)
             )
-        summary = (
-            f"{agree:,} of {len(rows):,} declared verdicts agree with the derived verdict"
-            + (f"; {disagree:,} disagree" if disagree else "")
-            + "."
         )
-        return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
+    summary = (
+        f"{agree:,} of {len(rows):,} declared verdicts agree with the derived verdict"
+        + (f"; {disagree:,} disagree" if disagree else "")
+        + "."
+    )
+    return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
 
-    def negative_rows(self) -> tuple[NegativeRow, ...] | None:
-        if self.run.mode is not InputMode.FIXTURE:
-            return None
-        observed = self.result["observed_negative_cases"]
-        rows = []
-        for case in NEGATIVE_CASES:
-            seen = observed.get(case.case_id, [])
-            finding = next(
-                (
-                    f
-                    for f in self.findings
-                    if f["layer"] == Layer.NEGATIVE_CASES.value and f["subject_id"] == case.case_id
+
+def negative_rows(ix: RunIndex) -> tuple[NegativeRow, ...] | None:
+    """Return each planted negative case and whether it raised its code (fixtures only)."""
+    if ix.run.mode is not InputMode.FIXTURE:
+        return None
+    observed = ix.replay.negative.observed if ix.replay.negative is not None else {}
+    rows = []
+    for case in NEGATIVE_CASES:
+        seen = observed.get(case.case_id, [])
+        finding = next(
+            (
+                f
+                for f in ix.findings
+                if f.layer is Layer.NEGATIVE_CASES and f.subject_id == case.case_id
+            ),
+            None,
+        )
+        path = finding.path if finding else case.file_name
+        line = finding.line if finding else None
+        fired = case.code in seen
+        rows.append(
+            NegativeRow(
+                case_id=case.case_id,
+                expected_code=case.code,
+                expected_href=code_href(case.code, "../../"),
+                observed=tuple(
+                    FindingLink(c, code_href(c, "../../")) for c in seen if c in REGISTRY
                 ),
-                None,
+                outcome=Badge("fired", "badge status-pass")
+                if fired
+                else Badge("missing", "badge status-blocked"),
+                location=location(path, line),
+                location_href=ix.line_href(path, line, MAIN_PAGE),
             )
-            path = finding["path"] if finding else case.file_name
-            line = finding["line"] if finding else None
-            fired = case.code in seen
-            rows.append(
-                NegativeRow(
-                    case_id=case.case_id,
-                    expected_code=case.code,
-                    expected_href=code_href(case.code, "../../"),
-                    observed=tuple(
-                        FindingLink(c, code_href(c, "../../")) for c in seen if c in REGISTRY
-                    ),
-                    outcome=Badge("fired", "badge status-pass")
-                    if fired
-                    else Badge("missing", "badge status-blocked"),
-                    location=self.location(path, line),
-                    location_href=self.line_href(path, line, MAIN_PAGE),
-                )
-            )
-        return tuple(rows)
+        )
+    return tuple(rows)
 
-    def coverage(self) -> CoverageView:
-        """Every rule of the policy in force with the requests it determined, zero marked."""
-        policy = PolicyCoverage.of_record(self.result)
-        rows = tuple(
-            CoverageRow(
-                rule_ref=rule.rule_ref,
-                verdict=rule.verdict,
-                verdict_css=verdict_css(rule.verdict),
-                request_count=rule.request_count,
-                never=not rule.request_count,
-                css="" if rule.request_count else "row-never",
-                anchor=rule_anchor(rule.rule_ref),
-            )
-            for rule in policy.rules
+
+def coverage(ix: RunIndex) -> CoverageView:
+    """Return every rule of the policy in force with the requests it determined."""
+    policy = ix.policy
+    rows = tuple(
+        CoverageRow(
+            rule_ref=rule.rule_ref,
+            verdict=rule.verdict,
+            verdict_css=verdict_css(rule.verdict),
+            request_count=rule.request_count,
+            never=not rule.request_count,
+            css="" if rule.request_count else "row-never",
+            anchor=rule_anchor(rule.rule_ref),
         )
-        never = len(policy.unexercised)
-        summary = (
-            f"{plural(len(rows), 'rule')} in force under the {policy_kind_label(policy.kind)} "
-            f"{policy.policy_id}; "
-            + (
-                f"{never:,} never exercised by this run's requests."
-                if never
-                else "each determined at least one of this run's requests."
-            )
+        for rule in policy.rules
+    )
+    never = len(policy.unexercised)
+    summary = (
+        f"{plural(len(rows), 'rule')} in force under the {policy_kind_label(policy.kind)} "
+        f"{policy.policy_id}; "
+        + (
+            f"{never:,} never exercised by this run's requests."
+            if never
+            else "each determined at least one of this run's requests."
         )
-        return CoverageView(summary, rows, f"{self.root_of(MAIN_PAGE)}policy/index.html")
+    )
+    return CoverageView(summary, rows, f"{ix.root_of(MAIN_PAGE)}policy/index.html")

@@ -9,21 +9,12 @@ from typing import Any
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.model.policy import VERDICTS
-from sandbox_replay.report.views.common import GAP, TRACE_OUTCOMES, Cell, _is_count, plural
+from sandbox_replay.report.views.common import GAP, TRACE_OUTCOMES, Cell, is_count, plural
 
 
-def _layer_status(layer: Mapping[str, Any], result: Mapping[str, Any]) -> str:
-    """Return the status a reader should see: fired negative-case alarms are a pass."""
-    if layer["layer"] == Layer.NEGATIVE_CASES.value and layer["status"] == "blocked":
-        return "blocked" if result["missing_negative_cases"] else "pass"
-    return str(layer["status"])
-
-
-def _expected_alarm(finding: Mapping[str, Any]) -> bool:
-    return (
-        REGISTRY[finding["error_code"]].layer is Layer.NEGATIVE_CASES
-        and finding["error_code"] != codes.NEGATIVE_CASE_MISSING
-    )
+def expected_alarm(code: str) -> bool:
+    """Say whether a finding of ``code`` is a planted negative case's alarm, as expected."""
+    return REGISTRY[code].layer is Layer.NEGATIVE_CASES and code != codes.NEGATIVE_CASE_MISSING
 
 
 # The join table's cells, each a function of the few values it shows. Most cells of a large
@@ -32,7 +23,7 @@ def _expected_alarm(finding: Mapping[str, Any]) -> bool:
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
-def _declared(declared: str, agrees: bool, note: str, pre_execution: bool) -> Cell:
+def declared_cell(declared: str, agrees: bool, note: str, pre_execution: bool) -> Cell:
     """The declared-verdict cell: the verdict, and whether the derivation agrees."""
     declared = declared or "(none)"
     css = f"verdict v-{declared}" if declared in VERDICTS else "verdict"
@@ -45,24 +36,24 @@ def _declared(declared: str, agrees: bool, note: str, pre_execution: bool) -> Ce
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
-def _derived(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
+def derived_cell(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
     """The derived-verdict cell: the verdict and the rule that gave it."""
     note = rule_ref + " · fail-closed" if fail_closed else rule_ref
     return Cell(verdict, note, f"verdict v-{verdict}")
 
 
-def _effect(derived_verdict: Any, executed: bool, count: Any, refs: str = "") -> Cell:
+def effect_cell(derived_verdict: Any, executed: bool, count: Any, refs: str = "") -> Cell:
     """The side-effect cell: whether it ran and its diff count, held to the verdict.
 
     ``refs`` names the diffs the receipt points to (``diff_refs``), shown after the count.
     """
-    diffs = plural(count, "diff") if _is_count(count) else "diff count unusable"
+    diffs = plural(count, "diff") if is_count(count) else "diff count unusable"
     if refs:
         diffs += " · " + refs
     if derived_verdict == "block":
         ok = not executed and count == 0
     elif derived_verdict in ("allow", "review"):
-        ok = executed and _is_count(count) and count >= 1
+        ok = executed and is_count(count) and count >= 1
     else:
         ok = True
     return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
@@ -88,7 +79,9 @@ def diff_refs(effect: Mapping[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
-def _rollback(ref: str, executed: bool, found: bool, verified: bool, rollback_id: str = "") -> Cell:
+def rollback_cell(
+    ref: str, executed: bool, found: bool, verified: bool, rollback_id: str = ""
+) -> Cell:
     """The rollback cell: whether a rollback was due, found, and verified for this request.
 
     Its note is the receipt's ref, and the id of the rollback row it resolved to where
@@ -101,7 +94,7 @@ def _rollback(ref: str, executed: bool, found: bool, verified: bool, rollback_id
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
-def _replay(flagged: bool, claims: bool) -> Cell:
+def replay_cell(flagged: bool, claims: bool) -> Cell:
     """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
     label = "reproduced" if claims else "not reproduced"
     if flagged:
@@ -110,7 +103,7 @@ def _replay(flagged: bool, claims: bool) -> Cell:
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
-def _trace(outcome: str, flagged: bool) -> Cell:
+def trace_cell(outcome: str, flagged: bool) -> Cell:
     """The trace cell: the span's outcome, and whether its audit found something."""
     # Any other outcome is a recorded verdict label, input text: never a class name.
     css = f"outcome o-{outcome if outcome in TRACE_OUTCOMES else 'other'}"

@@ -7,8 +7,6 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import is_
 from typing import Any, NamedTuple, TypeGuard
 
 from sandbox_replay import figures
@@ -138,30 +136,6 @@ def text(value: Any) -> str:
     return str(value)
 
 
-def _texts(values: list[Any]) -> list[str]:
-    """Return ``[text(v) for v in values]``, in C for the common columns.
-
-    ``text`` returns a string itself, ``str`` of an int (not of a bool, whose type is not
-    ``int``) and ``", ".join`` of a list of strings.
-    """
-    kinds = set(map(type, values))
-    if kinds <= {str}:
-        return values
-    if kinds == {int}:
-        return list(map(str, values))
-    if kinds == {list}:
-        try:
-            return list(map(", ".join, values))
-        except TypeError:  # not a list of strings: ``text`` each
-            pass
-    return [text(v) for v in values]
-
-
-def _are_true(values: list[Any]) -> list[bool]:
-    """Return ``[v is True for v in values]``."""
-    return list(map(is_, values, repeat(True)))
-
-
 def policy_kind_label(kind: str) -> str:
     return POLICY_KINDS.get(kind, kind)
 
@@ -257,7 +231,7 @@ def finding_anchors(findings: Iterable[Any]) -> list[str]:
     return anchors
 
 
-def _is_count(value: Any) -> TypeGuard[int]:
+def is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -1,32 +1,43 @@
 """The inputs as the run page shows them (whole, or excerpts of the rows findings cite),
-and the copied source modules: path, digest, class and anchors, never their bodies."""
+and the copied source modules: path, digest, class and anchors, never their bodies.
+
+The input files are highlighted as the run is indexed: a finding links to a line only
+where that line is on the page.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from markupsafe import Markup
 
-from sandbox_replay.load.files import FileChangedError, open_same_file
-from sandbox_replay.records.build import redact
+from sandbox_replay.checks.pipeline import InputFileInfo
+from sandbox_replay.load.files import FileChangedError, open_same_file, read_same_file
+from sandbox_replay.load.scan import ScanReport
 from sandbox_replay.report.highlight import highlight_json, line_id, row_end
-from sandbox_replay.report.views.base import RunBase
 from sandbox_replay.report.views.common import (
     EXCERPT_BEFORE,
     EXCERPT_LINES,
     MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
     Badge,
+    is_count,
     plural,
     text,
 )
 from sandbox_replay.report.views.models import InputView, ModuleView
 
+if TYPE_CHECKING:
+    from sandbox_replay.report.views.index import RunIndex
+
 # Bytes read at a time when a large input is read again for excerpts.
 READ_CHUNK = 8 * 1024 * 1024
+_LARGER = f"larger than {MAX_SHOWN_BYTES // 1024} KB"
 
 
 def read_lines(
@@ -35,10 +46,8 @@ def read_lines(
     """Return the lines of ``handle`` numbered in ``wanted`` (from 1, without their line
     end) and the sha256 hex digest of all of its bytes.
 
-    Read ``chunk_size`` bytes at a time, each hashed and its line ends counted in C; a
-    chunk is split into lines only as far as the last wanted line ending in it, and only
-    the pieces of a wanted line are kept across chunks. A last line with no line end is a
-    line if it is not empty.
+    A chunk is split into lines only as far as the last wanted line ending in it. A last
+    line with no line end is a line if it is not empty.
     """
     digest = hashlib.sha256()
     found: dict[int, bytes] = {}
@@ -70,88 +79,146 @@ def read_lines(
     return found, digest.hexdigest()
 
 
-class InputFiles(RunBase):
-    def shown_inputs(self) -> tuple[InputView, ...]:
-        """Return the input views, a large file's with the excerpts of its cited rows.
+def input_views(
+    folder: Path,
+    inputs: Sequence[InputFileInfo],
+    slugs: Mapping[str, str],
+    linked: Mapping[Any, set[Any]],
+    scan: ScanReport,
+) -> tuple[InputView, ...]:
+    """Return the view of each input file, highlighted whole where it may be shown.
 
-        Read here, for the run page alone: a large file is read once more (``read_lines``)
-        and its digest checked, so an excerpt shows the bytes that were replayed and
-        scanned. Where it cannot be (changed, unreadable, not UTF-8) the notice says so,
-        and the cited lines keep an anchor each, at the file's entry.
-        """
-        views = []
-        for view in self.input_views:
-            cited = self.excerpted.get(view.path)
-            if cited is None:
-                views.append(view)
-                continue
-            info = next(f for f in self.result["input_files"] if f["path"] == view.path)
-            html, notice = self._excerpts(view.path, info, sorted(cited))
-            views.append(replace(view, html=html, notice=notice))
-        return tuple(views)
-
-    def _excerpts(self, path: str, info: dict[str, Any], cited: list[int]) -> tuple[Markup, str]:
-        slug = self.slugs[path]
-        wanted: set[int] = set()
-        for line in cited:
-            wanted.update(range(max(1, line - EXCERPT_BEFORE), line + EXCERPT_LINES))
-        lines: dict[int, str] = {}
-        problem = ""
-        try:
-            with open_same_file(self.run.path / path, None, info["size"]) as handle:
-                found, digest = read_lines(handle, wanted)
-            lines = {n: raw.decode("utf-8").rstrip("\r\n") for n, raw in found.items()}
-        except FileChangedError:
-            problem = "the file changed after it was replayed"
-        except UnicodeDecodeError:
-            problem = "the file is not valid UTF-8 (see Strict load)"
-        except OSError:
-            problem = "the file could not be read again"
-        if not problem and "sha256:" + digest != info["sha256"]:
-            problem = "the file changed after it was replayed"
-        if problem:
-            anchors = "".join(f'<span id="{line_id(slug, n)}"></span>' for n in cited)
-            return Markup(
-                anchors
-            ), f"Not shown: larger than {MAX_SHOWN_BYTES // 1024} KB, and {problem}."
-        blocks: list[tuple[int, int]] = []
-        for line in cited:
-            start = max(1, line - EXCERPT_BEFORE)
-            end = row_end(lines, line, line + EXCERPT_LINES - 1)
-            if blocks and start <= blocks[-1][1] + 1:
-                blocks[-1] = (blocks[-1][0], max(blocks[-1][1], end))
-            else:
-                blocks.append((start, end))
-        html = "".join(
-            highlight_json("\n".join(lines[n] for n in range(a, b + 1)) + "\n", slug, a, cited)
-            for a, b in blocks
-        )
-        more = len(self.finding_lines.get(path, ())) - len(cited)
-        notice = (
-            f"Larger than {MAX_SHOWN_BYTES // 1024} KB: shown as the {plural(len(cited), 'row')} findings cite, "
-            "each from just before its opening line to its closing bracket."
-        )
-        if more > 0:
-            notice += f" {more:,} more cited rows are not shown (at most {MAX_EXCERPTS})."
-        return Markup(html), notice
-
-    def modules(self) -> tuple[ModuleView, ...]:
-        anchors: dict[str, tuple[str, ...]] = {}
-        if self.replay.modules is not None:
-            for body in self.replay.modules.bodies:
-                shown = redact(list(body.anchors), self.replay.scan.matched_texts)
-                anchors[body.module_id] = tuple(shown)
-        return tuple(
-            ModuleView(
-                module_id=text(m["module_id"]),
-                path=text(m["path"]),
-                material_class=text(m["material_class"]),
-                sha256=text(m["sha256"]),
-                size=plural(m["size"], "byte"),
-                anchors=anchors.get(m["module_id"], ()),
-                verified=Badge("verified", "badge status-pass")
-                if m["verified"]
-                else Badge("not verified", "badge status-blocked"),
+    ``linked`` holds the opening lines of the rows the pages link to, by file.
+    """
+    flagged_classes: dict[str, list[str]] = {}
+    for hit in scan.hits:
+        flagged_classes.setdefault(hit.path, []).append(hit.class_id)
+    views = []
+    for info in inputs:
+        html: Markup | None = None
+        if info.withheld:
+            notice = (
+                "Withheld: the forbidden-material scan matched this file ("
+                + ", ".join(flagged_classes.get(info.path, []))
+                + "), so its text is not reproduced here. Its digest is in Provenance."
             )
-            for m in self.result["source_modules"]
+        else:
+            rows = {n for n in linked.get(info.path, ()) if is_count(n)}
+            html, notice = highlighted(folder, info, slugs[info.path], rows)
+        views.append(
+            InputView(
+                anchor="file-" + slugs[info.path],
+                path=info.path,
+                kind=info.kind,
+                size=plural(info.size, "byte"),
+                sha256=info.sha256,
+                html=html,
+                notice=notice,
+            )
         )
+    return tuple(views)
+
+
+def highlighted(
+    folder: Path, info: InputFileInfo, slug: str, rows: set[int]
+) -> tuple[Markup | None, str]:
+    """Return the file highlighted, if its bytes are still the ones replayed and scanned."""
+    if info.size > MAX_SHOWN_BYTES:
+        return None, f"Not shown whole: larger than {MAX_SHOWN_BYTES // 1024} KB; see its digest."
+    try:  # no symlink followed, no FIFO waited on, nothing read past the limit
+        raw = read_same_file(folder / info.path, None, MAX_SHOWN_BYTES)
+    except FileChangedError:
+        return None, "Not shown: the file changed after it was replayed."
+    except OSError:
+        return None, "Not shown: the file could not be read again."
+    if "sha256:" + hashlib.sha256(raw).hexdigest() != info.sha256:
+        return None, "Not shown: the file changed after it was replayed."
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "Not shown: the file is not valid UTF-8 (see Strict load)."
+    notice = "" if info.loaded else "This file did not load; see its strict-load finding."
+    return highlight_json(body, slug, 1, rows), notice
+
+
+def shown_inputs(ix: RunIndex) -> tuple[InputView, ...]:
+    """Return the input views, a large file's with the excerpts of its cited rows.
+
+    A large file is read once more (``read_lines``) and its digest checked, so an excerpt
+    shows the bytes that were replayed and scanned. Where it cannot be (changed,
+    unreadable, not UTF-8) the notice says so, and the cited lines keep an anchor each.
+    """
+    sizes = {info.path: info for info in ix.replay.inputs if info.kind == "input"}
+    views = []
+    for view in ix.inputs:
+        cited = ix.excerpted.get(view.path)
+        if cited is not None:
+            html, notice = _excerpts(ix, sizes[view.path], sorted(cited))
+            view = replace(view, html=html, notice=notice)
+        views.append(view)
+    return tuple(views)
+
+
+def _excerpts(ix: RunIndex, info: InputFileInfo, cited: list[int]) -> tuple[Markup, str]:
+    slug = ix.slugs[info.path]
+    wanted: set[int] = set()
+    for line in cited:
+        wanted.update(range(max(1, line - EXCERPT_BEFORE), line + EXCERPT_LINES))
+    lines: dict[int, str] = {}
+    problem = ""
+    try:
+        with open_same_file(ix.run.path / info.path, None, info.size) as handle:
+            found, digest = read_lines(handle, wanted)
+        lines = {n: raw.decode("utf-8").rstrip("\r\n") for n, raw in found.items()}
+    except FileChangedError:
+        problem = "the file changed after it was replayed"
+    except UnicodeDecodeError:
+        problem = "the file is not valid UTF-8 (see Strict load)"
+    except OSError:
+        problem = "the file could not be read again"
+    if not problem and "sha256:" + digest != info.sha256:
+        problem = "the file changed after it was replayed"
+    if problem:
+        anchors = "".join(f'<span id="{line_id(slug, n)}"></span>' for n in cited)
+        return Markup(anchors), f"Not shown: {_LARGER}, and {problem}."
+    blocks: list[tuple[int, int]] = []
+    for line in cited:
+        start = max(1, line - EXCERPT_BEFORE)
+        end = row_end(lines, line, line + EXCERPT_LINES - 1)
+        if blocks and start <= blocks[-1][1] + 1:
+            blocks[-1] = (blocks[-1][0], max(blocks[-1][1], end))
+        else:
+            blocks.append((start, end))
+    html = "".join(
+        highlight_json("\n".join(lines[n] for n in range(a, b + 1)) + "\n", slug, a, cited)
+        for a, b in blocks
+    )
+    notice = (
+        f"Larger than {MAX_SHOWN_BYTES // 1024} KB: shown as the {plural(len(cited), 'row')} findings cite, "
+        "each from just before its opening line to its closing bracket."
+    )
+    more = len(ix.finding_lines.get(info.path, ())) - len(cited)
+    if more > 0:
+        notice += f" {more:,} more cited rows are not shown (at most {MAX_EXCERPTS})."
+    return Markup(html), notice
+
+
+def modules(ix: RunIndex) -> tuple[ModuleView, ...]:
+    """Return the copied source modules as the record shows them (never their bodies)."""
+    bodies = ix.replay.modules.bodies if ix.replay.modules is not None else []
+    # Looked up by the id the record shows: a redacted id shows no anchors.
+    anchors = {body.module_id: tuple(ix.shown(list(body.anchors))) for body in bodies}
+    return tuple(
+        ModuleView(
+            module_id=text(ix.shown(body.module_id)),
+            path=text(ix.shown(body.path)),
+            material_class=text(ix.shown(body.material_class)),
+            sha256=body.sha256,
+            size=plural(body.size, "byte"),
+            anchors=anchors.get(ix.shown(body.module_id), ()),
+            verified=Badge("verified", "badge status-pass")
+            if body.verified
+            else Badge("not verified", "badge status-blocked"),
+        )
+        for body in bodies
+    )

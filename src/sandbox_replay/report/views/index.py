@@ -1,0 +1,310 @@
+"""The one typed index of a run that every part of its pages is built from.
+
+``index_run`` makes it once per run. Figures the tool worked out (counts, statuses,
+sizes, digests, codes) are read from the typed replay; text copied from the inputs
+(ids, messages, the rows of the list files) is shown as the result record holds it,
+that is redacted (``records.build``), so a page shows only what the record shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sandbox_replay.checks.pipeline import Replay
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import Layer
+from sandbox_replay.model.findings import Finding
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.model.rows import first_of_each
+from sandbox_replay.records.build import COUNT_KEYS, RunRecords, column_of, redact
+from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.highlight import file_slug, line_id
+from sandbox_replay.report.views.cells import expected_alarm
+from sandbox_replay.report.views.common import (
+    ACTIONS_FILE,
+    MAIN_PAGE,
+    MAX_EXCERPTS,
+    MAX_SHOWN_BYTES,
+    Pager,
+    finding_anchors,
+    first_rows,
+    is_count,
+    relative_href,
+    request_anchor,
+)
+from sandbox_replay.report.views.input_files import input_views
+from sandbox_replay.report.views.models import InputView
+
+
+@dataclass(frozen=True)
+class RunIndex:
+    """One run's replay, its record's rows and the indexes the page parts share."""
+
+    run: DiscoveredRun
+    replay: Replay
+    records: RunRecords
+    build_time: str
+    version: str
+    status: str
+    # The layers' counts, merged (``records.build.COUNT_KEYS``, 0 where none counts it).
+    counts: Mapping[str, int]
+    # The findings in record order, their text as the record shows it.
+    findings: tuple[Finding, ...]
+    # The status each layer shows: fired negative-case alarms are a pass.
+    layer_status: Mapping[str, str]
+    policy: PolicyCoverage
+    bundle_id: Any
+    # The record's rows (typed rows, or dicts where redaction rewrote them).
+    requests: Sequence[Any]
+    derived: Sequence[Any]
+    verdicts: Sequence[Any]
+    effects: Sequence[Any]
+    rollbacks: Sequence[Any]
+    replays: Sequence[Any]
+    spans: Sequence[Any]
+    trace_summary: Mapping[str, Any]
+    # The position of each request id's first row; the first rollback row of each id.
+    request_index: Mapping[str, int]
+    rollback_index: Mapping[str, Any]
+    # Each input file's fragment-id stem, its view, and which are shown whole or withheld.
+    slugs: Mapping[str, str]
+    inputs: tuple[InputView, ...]
+    highlighted: frozenset[str]
+    withheld: frozenset[str]
+    # A file too large to show whole shows the rows findings cite (the first
+    # ``MAX_EXCERPTS``, by line): their opening lines are linked wherever cited.
+    excerpted: Mapping[str, frozenset[int]]
+    # Findings grouped by layer (positions in ``findings``), the page order, each one's
+    # permalink anchor and its place in the page order.
+    layer_groups: tuple[tuple[Layer, tuple[int, ...]], ...]
+    finding_order: tuple[int, ...]
+    finding_anchor: Sequence[str]
+    finding_position: Mapping[int, int]
+    # Which findings (expected alarms aside) are about each subject and each input line.
+    by_subject: Mapping[Any, list[int]]
+    by_line: Mapping[tuple[Any, Any], list[int]]
+    finding_lines: Mapping[Any, set[Any]]
+    flagged_spans: frozenset[Any]
+    flagged_replays: frozenset[Any]
+    join_pager: Pager
+    findings_pager: Pager
+    trace_pager: Pager
+
+    def on_one_page(self) -> RunIndex:
+        """Return the index with every listing on the run page, as in a single file."""
+        return replace(
+            self,
+            join_pager=_whole(self.join_pager),
+            findings_pager=_whole(self.findings_pager),
+            trace_pager=_whole(self.trace_pager),
+        )
+
+    def shown(self, value: Any) -> Any:
+        """Return ``value`` as the record shows text copied from an input (redacted)."""
+        return redact(value, self.replay.scan.matched_texts)
+
+    # -- links
+
+    @staticmethod
+    def root_of(from_page: str) -> str:
+        """Return the site root seen from a run-relative page."""
+        return "../../../" if "/" in from_page else "../../"
+
+    def line_href(self, path: Any, line: Any, from_page: str) -> str:
+        """Link an input line where it is shown, else the file's entry; "" if withheld."""
+        if not isinstance(path, str) or path not in self.slugs or path in self.withheld:
+            return ""
+        slug = self.slugs[path]
+        if is_count(line) and (
+            (path in self.highlighted and line >= 1) or line in self.excerpted.get(path, ())
+        ):
+            return relative_href(MAIN_PAGE, line_id(slug, line), from_page)
+        return relative_href(MAIN_PAGE, "file-" + slug, from_page)
+
+    def request_hrefs(self, rids: Iterable[str], from_page: str) -> list[str]:
+        """Link each request's join row ("" for an id no row holds), as seen from one page."""
+        pager = self.join_pager
+        prefixes: dict[int, str] = {}  # the link to each page, the anchor left off
+        hrefs = []
+        for rid in rids:
+            index = self.request_index.get(rid)
+            if index is None:
+                hrefs.append("")
+                continue
+            page = index // pager.page_rows
+            prefix = prefixes.get(page)
+            if prefix is None:
+                prefix = prefixes[page] = relative_href(pager.page_of(index), "", from_page)
+            hrefs.append(prefix + request_anchor(rid))
+        return hrefs
+
+    def finding_href(self, index: int, from_page: str) -> str:
+        page = self.findings_pager.page_of(self.finding_position[index])
+        return relative_href(page, self.finding_anchor[index], from_page)
+
+
+def location(path: Any, line: Any) -> str:
+    """Return ``path:line`` as the pages show an input location ("" for no path)."""
+    if not isinstance(path, str):
+        return ""
+    return f"{path}:{line}" if is_count(line) else path
+
+
+def from_run_folder(href: str) -> str:
+    """Return a link made from the run page as one relative to the run's folder."""
+    return MAIN_PAGE + href if href.startswith("#") else href
+
+
+def _whole(pager: Pager) -> Pager:
+    return replace(pager, page_rows=max(pager.total, 1))
+
+
+def pagers(records: RunRecords) -> tuple[Pager, Pager, Pager]:
+    """Return the pagers of a run's join table, findings and trace."""
+    result = records.result
+    return (
+        Pager("join", len(result["request_rows"])),
+        Pager("findings", result["finding_count"]),
+        Pager("trace", len(result["public_agent_execution_trace"]["spans"])),
+    )
+
+
+def index_run(
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+) -> RunIndex:
+    """Return the index of one run (its input files are read and highlighted here)."""
+    result = records.result
+    findings = _shown_findings(replay)
+    requests = result["request_rows"]
+    inputs = [info for info in replay.inputs if info.kind == "input"]
+    slugs = _unique_slugs([info.path for info in inputs])
+    withheld = frozenset(info.path for info in inputs if info.withheld)
+    by_subject, by_line = _finding_lookups(findings)
+    finding_lines: dict[Any, set[Any]] = {}
+    for path, line in by_line:
+        finding_lines.setdefault(path, set()).add(line)
+    # The opening lines of the rows the pages link to, marked in the highlighted files.
+    linked: dict[Any, set[Any]] = {ACTIONS_FILE: set(column_of(requests, "line"))}
+    for finding in findings:
+        linked.setdefault(finding.path, set()).add(finding.line)
+    views = input_views(run.path, inputs, slugs, linked, replay.scan)
+    highlighted = frozenset(v.path for v in views if v.html is not None)
+    excerpted = {}
+    for info in inputs:
+        path = info.path
+        if info.size > MAX_SHOWN_BYTES and path not in withheld | highlighted:
+            cited = sorted(n for n in finding_lines.get(path, ()) if is_count(n) and n >= 1)
+            if cited:
+                excerpted[path] = frozenset(cited[:MAX_EXCERPTS])
+    layer_groups = tuple(
+        (layer, members)
+        for layer in Layer
+        if (members := tuple(i for i, f in enumerate(findings) if f.layer is layer))
+    )
+    order = tuple(i for _, members in layer_groups for i in members)
+    join_pager, findings_pager, trace_pager = pagers(records)
+    return RunIndex(
+        run=run,
+        replay=replay,
+        records=records,
+        build_time=build_time,
+        version=version,
+        status=replay.status,
+        counts=_merged_counts(replay),
+        findings=findings,
+        layer_status=_layer_status(replay),
+        policy=PolicyCoverage.of_record(result),
+        bundle_id=result["bundle_id"],
+        requests=requests,
+        derived=result["derived_policy_verdict_rows"],
+        verdicts=result["policy_verdict_rows"],
+        effects=result["side_effect_rows"],
+        rollbacks=result["rollback_rows"],
+        replays=result["cold_replay_rows"],
+        spans=result["public_agent_execution_trace"]["spans"],
+        trace_summary=result["public_agent_execution_trace"]["summary"],
+        request_index=first_of_each(column_of(requests, "request_id"), range(len(requests))),
+        rollback_index=first_rows(result["rollback_rows"], "rollback_id"),
+        slugs=slugs,
+        inputs=views,
+        highlighted=highlighted,
+        withheld=withheld,
+        excerpted=excerpted,
+        layer_groups=layer_groups,
+        finding_order=order,
+        finding_anchor=finding_anchors(f.to_record() for f in findings),
+        finding_position={i: n for n, i in enumerate(order)},
+        by_subject=by_subject,
+        by_line=by_line,
+        finding_lines=finding_lines,
+        flagged_spans=frozenset(f.subject_id for f in findings if f.layer is Layer.PUBLIC_TRACE),
+        flagged_replays=frozenset(
+            f.subject_id for f in findings if f.error_code == codes.COLD_REPLAY_INVALID
+        ),
+        join_pager=join_pager,
+        findings_pager=findings_pager,
+        trace_pager=trace_pager,
+    )
+
+
+def _shown_findings(replay: Replay) -> tuple[Finding, ...]:
+    """Return the replay's findings with their text as the record shows it (redacted)."""
+    findings = replay.findings
+    matched = replay.scan.matched_texts
+    if not matched:
+        return tuple(findings)
+    texts = redact(
+        [[f.message, f.negative_case_id, f.subject_id, f.subject_kind, f.path] for f in findings],
+        matched,
+    )
+    return tuple(
+        replace(f, message=m, negative_case_id=n, subject_id=s, subject_kind=k, path=p)
+        for f, (m, n, s, k, p) in zip(findings, texts, strict=True)
+    )
+
+
+def _finding_lookups(
+    findings: Sequence[Finding],
+) -> tuple[dict[Any, list[int]], dict[tuple[Any, Any], list[int]]]:
+    """Return the findings (expected alarms aside) about each subject and each input line."""
+    by_subject: dict[Any, list[int]] = {}
+    by_line: dict[tuple[Any, Any], list[int]] = {}
+    for i, f in enumerate(findings):
+        if not expected_alarm(f.error_code):
+            by_subject.setdefault(f.subject_id, []).append(i)
+            by_line.setdefault((f.path, f.line), []).append(i)
+    return by_subject, by_line
+
+
+def _merged_counts(replay: Replay) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for layer in replay.layers:
+        merged.update(layer.counts)
+    return {key: merged.get(key, 0) for key in COUNT_KEYS}
+
+
+def _layer_status(replay: Replay) -> dict[str, str]:
+    missing = replay.negative is not None and bool(replay.negative.missing)
+    shown = {}
+    for layer in replay.layers:
+        status = layer.status
+        if layer.layer is Layer.NEGATIVE_CASES and status == "blocked" and not missing:
+            status = "pass"
+        shown[layer.layer.value] = status
+    return shown
+
+
+def _unique_slugs(paths: Sequence[str]) -> dict[str, str]:
+    """Give each input file a fragment-id stem, numbering any that would repeat."""
+    slugs: dict[str, str] = {}
+    used: set[str] = set()
+    for path in sorted(paths):
+        base = file_slug(path)
+        slug, n = base, 2
+        while slug in used:
+            slug, n = f"{base}-{n}", n + 1
+        used.add(slug)
+        slugs[path] = slug
+    return slugs
