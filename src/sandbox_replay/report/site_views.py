@@ -223,11 +223,26 @@ def build_index_view(
     baseline, and regressions come first, then runs with new findings. With at least two
     builds of ``history``, the index shows their trend.
     """
-    since = index_changes(changes) if changes is not None else {}
-    rank = index_order(changes) if changes is not None else {}
+    worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
+    frame = chrome("sandbox-replay report", "", "index", build_time, version)
+    if changes is not None:
+        frame = dataclasses.replace(frame, changes_href=CHANGES_PAGE)
+    return IndexView(
+        chrome=frame,
+        totals=_index_totals(runs),
+        charts=(_status_chart(runs), _severity_chart(worst_first), _layer_chart(runs)),
+        rows=_index_rows(worst_first, changes),
+        statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+        severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
+        compared=changes is not None,
+        trend=trend_view(history),
+    )
+
+
+def _index_totals(runs: Sequence[RunSummary]) -> tuple[TotalFact, ...]:
     passed = sum(1 for r in runs if r.status == "pass")
     blocked = len(runs) - passed
-    totals = (
+    return (
         TotalFact("Runs", count(len(runs))),
         TotalFact("Passed", count(passed), "pass" if passed else ""),
         TotalFact("Blocked", count(blocked), "blocked" if blocked else ""),
@@ -235,92 +250,90 @@ def build_index_view(
         TotalFact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
         TotalFact("Findings", count(sum(r.counts.findings for r in runs))),
     )
-    by_status = [
+
+
+def _status_chart(runs: Sequence[RunSummary]) -> ChartView:
+    passed = sum(1 for r in runs if r.status == "pass")
+    data = [
         charts.BarDatum("pass", passed, "status-pass"),
-        charts.BarDatum("blocked", blocked, "status-blocked"),
+        charts.BarDatum("blocked", len(runs) - passed, "status-blocked"),
     ]
-    worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
+    svg = charts.bar_chart(
+        data,
+        title="Runs by status",
+        id_prefix="chart-status",
+        filters=("status=pass", "status=blocked"),
+    )
+    rows = tuple((d.label, (count(d.value),)) for d in data)
+    return ChartView(
+        "Runs by status", svg, table=ChartTable("Runs by status", ("Status", "Runs"), rows)
+    )
+
+
+def _severity_chart(worst_first: Sequence[RunSummary]) -> ChartView:
+    """Chart each run's findings by severity, worst run first (runs without one left out)."""
+    title = "Findings by severity per run, worst first"
     with_findings = [r for r in worst_first if r.findings_by_severity]
     per_run = [
-        (
-            r.name,
-            [
-                charts.BarDatum(
-                    s.value, dict(r.findings_by_severity).get(s.value, 0), f"sev-{s.value}"
-                )
-                for s in Severity
-            ],
-        )
+        (r.name, [charts.BarDatum(s.value, n, f"sev-{s.value}") for s, n in _by_severity(r)])
         for r in with_findings
     ]
+    svg = charts.stacked_bar_chart(
+        per_run,
+        title=title,
+        id_prefix="chart-severity",
+        filters=tuple(f"run={run_key(r.name)}" for r in with_findings),
+        legend_filters={s.value: f"sev={s.value}" for s in Severity},
+    )
+    rows = tuple(
+        (
+            r.name,
+            (
+                *(count(n) for _, n in _by_severity(r)),
+                count(sum(n for _, n in r.findings_by_severity)),
+            ),
+        )
+        for r in with_findings
+    )
+    columns = ("Run", *(s.value for s in Severity), "Total")
+    return ChartView(
+        "Findings by severity per run", svg, _NO_ALARMS, ChartTable(title, columns, rows)
+    )
+
+
+def _by_severity(run: RunSummary) -> list[tuple[Severity, int]]:
+    counts = dict(run.findings_by_severity)
+    return [(s, counts.get(s.value, 0)) for s in Severity]
+
+
+def _layer_chart(runs: Sequence[RunSummary]) -> ChartView:
     by_layer: dict[str, int] = {}
     for run in runs:
-        for title, count_of_layer in run.findings_by_layer:
-            by_layer[title] = by_layer.get(title, 0) + count_of_layer
-    layer_data = [
+        for title, found in run.findings_by_layer:
+            by_layer[title] = by_layer.get(title, 0) + found
+    data = [
         charts.BarDatum(layer.label, by_layer[layer.label], "finding")
         for layer in Layer
         if layer.label in by_layer
     ]
-    chart_list = (
-        ChartView(
-            "Runs by status",
-            charts.bar_chart(
-                by_status,
-                title="Runs by status",
-                id_prefix="chart-status",
-                filters=("status=pass", "status=blocked"),
-            ),
-            table=ChartTable(
-                "Runs by status",
-                ("Status", "Runs"),
-                tuple((d.label, (count(d.value),)) for d in by_status),
-            ),
-        ),
-        ChartView(
-            "Findings by severity per run",
-            charts.stacked_bar_chart(
-                per_run,
-                title="Findings by severity per run, worst first",
-                id_prefix="chart-severity",
-                filters=tuple(f"run={run_key(r.name)}" for r in with_findings),
-                legend_filters={s.value: f"sev={s.value}" for s in Severity},
-            ),
-            "expected negative-case alarms excluded",
-            ChartTable(
-                "Findings by severity per run, worst first",
-                ("Run", *(s.value for s in Severity), "Total"),
-                tuple(
-                    (
-                        r.name,
-                        (
-                            *(
-                                count(dict(r.findings_by_severity).get(s.value, 0))
-                                for s in Severity
-                            ),
-                            count(sum(n for _, n in r.findings_by_severity)),
-                        ),
-                    )
-                    for r in with_findings
-                ),
-            ),
-        ),
-        ChartView(
-            "Findings by layer",
-            charts.bar_chart(
-                layer_data,
-                title="Findings by layer (expected negative-case alarms excluded)",
-                id_prefix="chart-layers",
-            ),
-            "expected negative-case alarms excluded",
-            ChartTable(
-                "Findings by layer",
-                ("Layer", "Findings"),
-                tuple((d.label, (count(d.value),)) for d in layer_data),
-            ),
-        ),
+    svg = charts.bar_chart(
+        data, title=f"Findings by layer ({_NO_ALARMS})", id_prefix="chart-layers"
     )
-    rows = tuple(
+    rows = tuple((d.label, (count(d.value),)) for d in data)
+    table = ChartTable("Findings by layer", ("Layer", "Findings"), rows)
+    return ChartView("Findings by layer", svg, _NO_ALARMS, table)
+
+
+_NO_ALARMS = "expected negative-case alarms excluded"
+
+
+def _index_rows(worst_first: Sequence[RunSummary], changes: Changes | None) -> tuple[IndexRow, ...]:
+    """Return the index's rows: regressions and runs with new findings first (with a
+    baseline), then worst first."""
+    since = index_changes(changes) if changes is not None else {}
+    rank = index_order(changes) if changes is not None else {}
+    ordered = sorted(worst_first, key=lambda r: rank.get(r.name, 0))
+    return tuple(
         IndexRow(
             name=r.name,
             href=f"runs/{r.name}/index.html",
@@ -340,21 +353,7 @@ def build_index_view(
             run_key=run_key(r.name),
             severities=" ".join(s for s, n in r.findings_by_severity if n),
         )
-        # Regressions and runs with new findings first (with a baseline), then worst first.
-        for position, r in enumerate(sorted(worst_first, key=lambda r: rank.get(r.name, 0)))
-    )
-    frame = chrome("sandbox-replay report", "", "index", build_time, version)
-    if changes is not None:
-        frame = dataclasses.replace(frame, changes_href=CHANGES_PAGE)
-    return IndexView(
-        chrome=frame,
-        totals=totals,
-        charts=chart_list,
-        rows=rows,
-        statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
-        severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
-        compared=changes is not None,
-        trend=trend_view(history),
+        for position, r in enumerate(ordered)
     )
 
 
