@@ -3,12 +3,11 @@
 Each line is ``<span class="line" id="<slug>-L<n>">``, so a finding can link to the exact
 line and the stylesheet can mark it as the target; line numbers are drawn by a CSS
 counter, so copying the code copies no numbers. The opening line of a row the pages link
-to also carries ``data-row-end="<m>"``, the line that closes it (``row_end``), where that is
-a later line: the script marks the whole row from that, and works nothing out itself. The line wrapper is Pygments' documented
-extension point (``HtmlFormatter.wrap``); the token markup and the escaping of every
-input character are Pygments' own. Whitespace and punctuation are left unstyled, which
-keeps a page of highlighted JSON about four times its source size rather than eight.
-Control and bidi characters in the file (raw bidi overrides are valid JSON) are shown as
+to also carries ``data-row-end="<m>"``, the line that closes it (``row_end``), where that
+is a later line: the script marks the whole row from that. The line wrapper is Pygments'
+documented extension point (``HtmlFormatter.wrap``); the token markup and the escaping of
+every input character are Pygments' own. Whitespace and punctuation are left unstyled,
+which keeps a page small. Control and bidi characters in the file are shown as
 ``<U+XXXX>`` before highlighting, so the listing reads in the order the bytes are stored.
 """
 

@@ -12,12 +12,10 @@ its control, format and other invisible characters shown as ``<U+XXXX>``
 right-to-left override from an input can neither break the page's parse nor reorder what
 a reviewer reads, and a zero-width space or a tag character cannot hide in an id.
 
-The rows of the two long listings, the join table and the trace (hundreds of thousands
-at 600,000 requests), are printed by Python, not by a template: the ``join_rows`` and
-``span_rows`` filters, which their partials (``_joins.html``, ``_spans.html``) call inside
-their table frame. They print each value as a template would, finalized and escaped
-(``_printed``). Jinja spends about 5 µs on each value it prints, so a template loop took
-about 30 s for the join table of a 600,000-request run.
+The rows of the two long listings, the join table and the trace, are printed by Python,
+not by a template loop: the ``join_rows`` and ``span_rows`` filters, which their partials
+(``_joins.html``, ``_spans.html``) call inside their table frame. They print each value as
+a template would, finalized and escaped (``_printed``).
 """
 
 from __future__ import annotations
@@ -45,9 +43,9 @@ ASSETS = ("assets/site.css", "assets/site.js")
 def _shown(value: Any) -> Any:
     """Finalize every printed value: plain text gets its hidden characters made visible.
 
-    A count (an ``int``, not a ``bool``) is written as every figure is (``figures.count``:
-    ``1,666``), so a template cannot print one without its separators. Machine values a
-    page carries in attributes (sort keys, anchors, links) are strings built in Python.
+    A count (an ``int``, not a ``bool``) is written as every figure is (``figures.count``),
+    so a template cannot print one without its separators; the machine values a page
+    carries in attributes (sort keys, anchors, links) are strings built in Python.
     """
     if type(value) is int:
         return count(value)
@@ -57,12 +55,8 @@ def _shown(value: Any) -> Any:
 
 
 def _breaks(text: str) -> str:
-    """Return ``text`` with ``<wbr>`` where ``breakable`` splits it.
-
-    That is after each ``_ : / . ·`` but a final one (``breakable`` drops the empty part
-    after it). Five ``str.replace`` calls: twice as fast as one regular-expression pass,
-    and a join table breaks two identifiers of every row.
-    """
+    """Return ``text`` with ``<wbr>`` after each ``_ : / . ·`` but a final one, where
+    ``breakable`` splits it."""
     broken = (
         text.replace("_", "_<wbr>")
         .replace(":", ":<wbr>")
@@ -77,12 +71,9 @@ def _breaks(text: str) -> str:
 def _wbr(value: str) -> Markup:
     """Print an identifier with ``<wbr>`` after each ``_ : / .`` so a narrow cell may wrap it.
 
-    One filter call instead of a template loop over its parts: a 600,000-row join table
-    prints five such identifiers per row, most of them (risk classes, rule refs) repeated,
-    hence the cache. The text is printed as any value is (``_printed``); escaping neither
-    adds nor removes a break character, so the breaks go into the escaped text: the
-    ``<wbr>``-joined parts of ``breakable`` (which drops empty parts: none before the
-    first character, none after the last break character).
+    The text is printed as any value is (``_printed``); escaping neither adds nor removes
+    a break character, so the breaks go into the escaped text. Most identifiers repeat
+    (risk classes, rule refs), hence the cache.
     """
     return Markup(_breaks(_printed(value)))
 
@@ -133,17 +124,10 @@ _PLACEHOLDER = "\u2014"
 def _print_as_is(values: Iterable[str]) -> bool:
     """Say whether every value prints as it is: no hidden character, nothing to escape.
 
-    ``_printed`` leaves such a value unchanged, so a table whose values all pass, nearly
-    every table, prints them with ``str`` (which returns a string itself) instead: one
-    check of the joined text instead of a call per value. ``visible`` and the escapes
-    replace single characters, so the joined text passes exactly when each value does.
-
-    The dash of the pages' own placeholders (``—`` where a span has no ref) is not hidden,
-    so it is dropped before ``visible`` looks: the rest of such a text is printable ASCII,
-    which ``visible`` returns without running its pattern. Any other text (a tab, a line
-    break, a letter outside ASCII, which may be a variation selector or another invisible
-    one) is checked by running it. Each escaped character is looked for with ``in``,
-    several times faster than one pattern over the text.
+    ``_printed`` leaves such a value unchanged, so a table whose values all pass prints
+    them with ``str``. ``visible`` and the escapes replace single characters, so the
+    joined text passes exactly when each value does. The dash of the pages' own
+    placeholders is not hidden, so it is dropped before ``visible`` looks.
     """
     try:
         joined = "".join(values)
@@ -159,8 +143,7 @@ def _print_as_is(values: Iterable[str]) -> bool:
 def _print_cell(cell: Any) -> str:
     """Print one join-table cell: its main text, and its note, which may wrap.
 
-    Most of a large run's 3.6 million cells repeat ("executed · 1 diff", "verified", ...),
-    hence the cache; ``_wbr`` without its own cache, since a cell is printed once.
+    Most cells repeat ("executed · 1 diff", "verified", ...), hence the cache.
     """
     note = f'<span class="note">{_breaks(_printed(cell.note))}</span>' if cell.note else ""
     return (
@@ -193,7 +176,6 @@ def join_rows_html(rows: Iterable[Any]) -> str:
     printed = []
     for row in rows:
         if row.request_href:
-            # ``_wbr`` without its cache and markup: a request id is printed once.
             rid = _breaks(p(row.request_id))
             request = f'<a href="{p(row.request_href)}">{rid}</a>'
         else:
@@ -290,13 +272,9 @@ class Renderer:
         """Render one listing sub-page: its table first, then the page around it.
 
         The table partial is rendered on its own and handed to the page as markup, so its
-        tens of thousands of pieces are joined once instead of being passed up through the
-        include, block and layout generators one at a time. The rows of a join or trace
-        table, nearly all of the page, are printed first (``join_rows_html``,
-        ``span_rows_html``) and the page is rendered around a mark where the filters print
-        them (``_PrintedAfter``): each markup value a template prints is copied once more
-        (``markupsafe.escape``), which for a page of 600 KB cost more than printing its
-        rows.
+        pieces are joined once. The rows of a join or trace table are printed first
+        (``join_rows_html``, ``span_rows_html``) and put where the filters print a mark
+        (``_PrintedAfter``), so those bytes are not copied through the templates again.
         """
         partial = {
             "join": "_joins.html",

@@ -15,15 +15,13 @@ index is JavaScript: each file calls a function ``site.js`` defines. The files l
     page that holds the entry, relative to the run page's folder; ``note`` is a short
     description; ``anchor`` the fragment id on that page. The last two are left out when
     empty, and ``anchor`` when it is ``DEFAULT_ANCHORS[kind]`` followed by the key (a
-    request with a plain id, a finding): a large run's index is mostly those, and this
-    keeps it to about 60 bytes a request. The files are ASCII but for printable
-    characters beyond it.
+    request with a plain id, a finding), which most entries are. The files are ASCII but
+    for printable characters beyond it.
 
-A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes, so no file
-comes near 2 MB, and a search loads the manifest and one or two parts: under 300 ms on a
-600,000-request run. Every string is written as ``js_string`` writes it, which keeps it
-from closing a script or a line: the pages' check for text the forbidden-material scan
-matched looks for that form too (``parallel.needles_of``).
+A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes, so a search
+loads the manifest and one or two small parts. Every string is written as ``js_string``
+writes it, which keeps it from closing a script or a line: the pages' check for text the
+forbidden-material scan matched looks for that form too (``parallel.needles_of``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,19 @@
 """Turn a run's single-file view into one self-contained HTML file (``build --single-file``).
 
 The file is ``single/<run>.html`` at the root of the site: the run page as its single-file
-view shows it (``views.run.single_view``: every finding, the explanation of each code
-they raise, the join table and trace whole or, for a large run, what a reviewer needs of
-them, and what was left out, counted) with the site's stylesheet inlined as ``<style>``
-and its script as ``<script>``, the SVG already being inline. It makes no request of any
-kind and links to nothing outside itself: no ``<link>``, no ``src=``; a link to a code's
-catalog entry becomes a link to its explanation in the page; every other link to another
-file of the site (the index, the catalog, the result record, a large run's sub-pages)
-becomes plain text, and so does a link to an anchor the page does not hold (a request
-row a large run's file leaves out), so every link left resolves within the page. The
-run's search, which reads the index files beside the run page, is left out.
-It holds no ``http://`` or ``https://`` at all: inline SVG drops its ``xmlns``, which HTML
-implies.
+view shows it (``views.single``), with the site's stylesheet inlined as ``<style>`` and its
+script as ``<script>``, the SVG already being inline. It makes no request and links to
+nothing outside itself: a link to a code's catalog entry becomes a link to its
+explanation in the page; every other link to another file of the site, or to an anchor
+the page does not hold, becomes plain text. The run's search, which reads the index files
+beside the run page, is left out. It holds no ``http://`` or ``https://`` at all: inline
+SVG drops its ``xmlns``, which HTML implies.
 
 The rewrite works on the bytes this package's own templates rendered, in which every
 attribute value is double-quoted and autoescaped (a ``"``, ``<`` or ``>`` from an input is
 always an entity), so a tag ends at its first ``>`` and no input can open or close one.
-Inputs never reach the inlined stylesheet or script; those are package (or ``--templates``)
-assets, and one holding ``</style`` or ``</script`` is refused rather than inlined.
+The inlined stylesheet and script are package (or ``--templates``) assets, never inputs;
+one holding ``</style`` or ``</script`` is refused rather than inlined.
 """
 
 from __future__ import annotations
@@ -39,7 +34,7 @@ _ID = re.compile(rb'\sid="([^"]*)"')
 # A link to a code's catalog entry, from a run page or one of its sub-pages.
 _CODE_LINK = re.compile(rb"(?:\.\./)+codes/index\.html#([a-z0-9-]+)")
 # What a code's explanation in a single file is named by: its catalog anchor behind this
-# (``views.run.single_code_anchor``).
+# (``views.single.single_code_anchor``).
 CODE_PREFIX = b"code_"
 
 

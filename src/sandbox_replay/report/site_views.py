@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+import msgspec
 from markupsafe import Markup
 
 from sandbox_replay.figures import count
@@ -148,43 +149,15 @@ class RunSummary:
         return badge(self.status)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "mode": self.mode,
-            "mode_label": self.mode_label,
-            "status": self.status,
-            "headline": self.headline,
-            "counts": vars(self.counts),
-            "findings_by_layer": [list(pair) for pair in self.findings_by_layer],
-            "error_codes": list(self.error_codes),
-            "expected_codes": list(self.expected_codes),
-            "source_path": self.source_path,
-            "result_sha256": self.result_sha256,
-            "input_digests": [list(pair) for pair in self.input_digests],
-            "policy": self.policy.to_json(),
-            "first_findings": [list(pair) for pair in self.first_findings],
-            "findings_by_severity": [list(pair) for pair in self.findings_by_severity],
-        }
+        """Return the summary as JSON values, as the status file keeps it."""
+        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return data | {"counts": vars(self.counts), "policy": self.policy.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
-        return cls(
-            name=str(data["name"]),
-            mode=str(data["mode"]),
-            mode_label=str(data["mode_label"]),
-            status=str(data["status"]),
-            headline=str(data["headline"]),
-            counts=RunCounts(**{k: int(v) for k, v in data["counts"].items()}),
-            findings_by_layer=tuple((str(a), int(b)) for a, b in data["findings_by_layer"]),
-            error_codes=tuple(str(c) for c in data["error_codes"]),
-            expected_codes=tuple(str(c) for c in data["expected_codes"]),
-            source_path=str(data["source_path"]),
-            result_sha256=str(data["result_sha256"]),
-            input_digests=tuple((str(a), str(b)) for a, b in data["input_digests"]),
-            policy=PolicyCoverage.from_json(data["policy"]),
-            first_findings=tuple((str(a), str(b)) for a, b in data["first_findings"]),
-            findings_by_severity=tuple((str(a), int(b)) for a, b in data["findings_by_severity"]),
-        )
+        """Return the summary ``to_json`` gave (``ValueError`` if it is not one)."""
+        policy = PolicyCoverage.from_json(data["policy"])
+        return msgspec.convert({**data, "policy": policy}, cls)
 
 
 def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:

@@ -24,8 +24,7 @@ MAX_EXCERPTS = 50
 EXCERPT_BEFORE = 2
 EXCERPT_LINES = 60
 # Rows per listing page. A run with more join rows, findings or spans than this shows that
-# listing on numbered sub-pages instead (a join row renders to about 1.5 KB, so a page stays
-# near 1 MB); the fixtures' six requests stay on the run page.
+# listing on numbered sub-pages instead.
 PAGE_ROWS = 500
 MAIN_PAGE = "index.html"
 ACTIONS_FILE = "action_requests.json"
@@ -40,10 +39,6 @@ STATUS_LABELS = {
     "not_run": "Not run",
     "not_applicable": "N/A",
 }
-
-
-# ---------------------------------------------------------------------------------------
-# Shared pieces
 
 
 @dataclass(frozen=True)
@@ -98,9 +93,8 @@ def breakable(value: str) -> tuple[str, ...]:
 class Cell(NamedTuple):
     """One table cell: its text, an optional second line, and its CSS class.
 
-    The row types of the listings (``Cell``, ``JoinRow``, ``SpanRow``) are named tuples
-    rather than frozen dataclasses: a 600,000-request run makes millions of them, a named
-    tuple is made and hashed in C, and a cell is looked up by its hash when rendered.
+    The row types of the listings (``Cell``, ``JoinRow``, ``SpanRow``) are named tuples: a
+    large run makes very many, and a cell is looked up by its hash when rendered.
     """
 
     text: str
@@ -122,7 +116,7 @@ def badge(status: str) -> Badge:
 
 def text(value: Any) -> str:
     """Return a record value as display text (``true``/``false`` for booleans, ``""`` for null)."""
-    if type(value) is str:  # the common case first: a join table reads millions of values
+    if type(value) is str:  # the common case first
         return value
     if value is None:
         return ""
@@ -233,10 +227,6 @@ def finding_anchors(findings: Iterable[Any]) -> list[str]:
 
 def is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-# ---------------------------------------------------------------------------------------
-# Listing pages
 
 
 def relative_href(target_page: str, anchor: str, from_page: str) -> str:

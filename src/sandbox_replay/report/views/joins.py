@@ -7,9 +7,8 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from sandbox_replay.load.run import ROLLBACK_REF_PREFIX, rollback_id_of
+from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model.codes import REGISTRY, Severity
-from sandbox_replay.records.build import column_of
 from sandbox_replay.report.views.cells import (
     declared_cell,
     derived_cell,
@@ -206,12 +205,10 @@ def find_gaps(ix: RunIndex) -> Gaps:
     A row has a gap when it joins nothing or a finding is about it (the rows the join
     table marks). Worst first: by the worst severity of its findings, then by how many
     it has, then in request order; a row that joins nothing and has no finding last.
-    Only the rows that may have one (``_gap_candidates``) are looked at.
     """
     ranked = []
     severity: dict[int, str] = {}
-    for index in sorted(_gap_candidates(ix)):
-        request = ix.requests[index]
+    for index, request in enumerate(ix.requests):
         partners = partners_of(ix, index, request)
         hits = row_findings(ix, request, partners)
         if hits:
@@ -223,50 +220,6 @@ def find_gaps(ix: RunIndex) -> Gaps:
             ranked.append((len(SEVERITY_RANK), 0, index))
     ranked.sort()
     return Gaps(tuple(index for _, _, index in ranked), severity)
-
-
-def _gap_candidates(ix: RunIndex) -> set[int]:
-    """Return the positions of the request rows that may have a gap: at least those that
-    do, found from what the findings cite rather than by joining every request.
-
-    A row's findings are about its ids and its rows' lines (``row_findings``), so a row
-    with one holds a cited id or line, or names a row of another file that does: by its
-    request id (a verdict, receipt or cold-replay row) or through its receipt's rollback
-    ref (a rollback row). A row that joins nothing (``_join_position``) has an id that is
-    not text or that an earlier row holds: there is one only where fewer ids are
-    indexed or joined than there are rows.
-    """
-    cited_ids = _texts(list(ix.by_subject))
-    cited_lines = ix.finding_lines
-    named = cited_ids | {s.removeprefix("span:") for s in cited_ids}
-    for path, rows, own_id in (
-        ("policy_verdicts.json", ix.verdicts, None),
-        ("side_effect_receipts.json", ix.effects, None),
-        ("cold_replay.json", ix.replays, "replay_id"),
-    ):
-        cited = _cited(rows, cited_lines.get(path, set()), own_id, cited_ids)
-        named.update(_texts(column_of([rows[i] for i in cited], "request_id")))
-    rollbacks = ix.rollbacks
-    lines = cited_lines.get("rollback_receipts.json", set())
-    cited = _cited(rollbacks, lines, "rollback_id", cited_ids)
-    rollback_ids = _texts(column_of([rollbacks[i] for i in cited], "rollback_id"))
-    if rollback_ids:  # the receipts whose ref may name one of them
-        refs = rollback_ids | {ROLLBACK_REF_PREFIX + i for i in rollback_ids}
-        naming = _positions_in(column_of(ix.effects, "rollback_receipt_ref"), refs)
-        named.update(_texts(column_of([ix.effects[i] for i in naming], "request_id")))
-    index = ix.request_index
-    candidates = {index[rid] for rid in named if rid in index}
-    lines = cited_lines.get(ACTIONS_FILE, set())
-    candidates.update(_positions_in(column_of(ix.requests, "line"), lines))
-    count = len(ix.requests)
-    if len(index) < count or len(ix.replay.run.joined.request_at) < count:
-        rids = column_of(ix.requests, "request_id")  # some rows join nothing
-        candidates.update(
-            position
-            for position, rid in enumerate(rids)
-            if _join_position(ix, position, rid) is None
-        )
-    return candidates
 
 
 def _declared(derived: _Row, verdict: _Row) -> Cell:
@@ -331,29 +284,3 @@ def _replay(ix: RunIndex, replay_row: _Row) -> Cell:
 
 def _row_at(rows: Sequence[Any], position: int | None) -> Any:
     return None if position is None else rows[position]
-
-
-def _positions_in(values: Sequence[Any], wanted: set[Any]) -> list[int]:
-    """Return the positions of the ``values`` in ``wanted`` (a set of strings or numbers;
-    a value of another type, which may not hash, is in it only if it is one of them)."""
-    if not wanted:
-        return []
-    return [i for i, value in enumerate(values) if type(value) in _KEYS and value in wanted]
-
-
-_KEYS = frozenset({str, int})
-
-
-def _texts(values: Sequence[Any]) -> set[str]:
-    return {value for value in values if type(value) is str}
-
-
-def _cited(
-    rows: Sequence[Any], lines: set[Any], own_id: str | None, cited_ids: set[str]
-) -> list[int]:
-    """Return the positions of the rows a finding cites: by their line, or by their
-    ``own_id`` (a field holding the row's own id, where it has one)."""
-    cited = set(_positions_in(column_of(rows, "line"), lines))
-    if own_id is not None:
-        cited.update(_positions_in(column_of(rows, own_id), cited_ids))
-    return sorted(cited)
