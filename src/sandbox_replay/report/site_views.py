@@ -1,8 +1,9 @@
-"""View-models of the site-wide pages: the index, the finding-code catalog and the policy page.
+"""View-models of the site-wide pages: the index and the finding-code catalog.
 
 They read each run only through its ``RunSummary`` (what ``summarize_run`` keeps of a run
 page's view-model), which the status file keeps between builds, so a run reused from the
-previous build is shown without being replayed. The run pages are ``views``.
+previous build is shown without being replayed. The run pages are ``views``, the policy
+page ``policy_page``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sandbox_replay.report.changes_views import (
     index_order,
     trend_view,
 )
+from sandbox_replay.report.policy_page import build_policy_view as build_policy_view
 from sandbox_replay.report.views import (
     Badge,
     Chrome,
@@ -40,7 +42,7 @@ from sandbox_replay.report.views import (
     chrome,
     plural,
 )
-from sandbox_replay.report.views.common import policy_kind_label, verdict_css
+from sandbox_replay.report.views.models import Fact
 
 # ---------------------------------------------------------------------------------------
 # Index page
@@ -79,11 +81,8 @@ class IndexRow:
     severities: str = ""
 
 
-@dataclass(frozen=True)
-class TotalFact:
-    label: str
-    value: str
-    css: str = ""
+# A figure of the index's totals: label, value and CSS class.
+TotalFact = Fact
 
 
 @dataclass(frozen=True)
@@ -409,140 +408,4 @@ def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str
             )
             for s in Severity
         ),
-    )
-
-
-# ---------------------------------------------------------------------------------------
-# Policy page
-
-
-@dataclass(frozen=True)
-class PolicyRunColumn:
-    name: str
-    href: str
-
-
-@dataclass(frozen=True)
-class PolicyCount:
-    """One rule's count in one run; a zero is marked by a sign and words, not colour alone."""
-
-    value: int
-    zero: bool
-    css: str
-
-
-@dataclass(frozen=True)
-class PolicyRuleRow:
-    rule_ref: str
-    verdict: str
-    verdict_css: str
-    counts: tuple[PolicyCount, ...]
-    total: int
-    never: bool
-    css: str
-
-
-@dataclass(frozen=True)
-class PolicyTableView:
-    """One policy in force and the runs replayed with it: a row per rule, a column per run."""
-
-    anchor: str
-    title: str
-    policy_id: str
-    kind_label: str
-    sha256: str
-    rule_count: str
-    caption: str
-    used_by: str
-    runs: tuple[PolicyRunColumn, ...]
-    rows: tuple[PolicyRuleRow, ...]
-    run_totals: tuple[int, ...]
-    total: int
-    never_count: int
-
-
-@dataclass(frozen=True)
-class PolicyPageView:
-    chrome: Chrome
-    totals: tuple[TotalFact, ...]
-    tables: tuple[PolicyTableView, ...]
-
-
-def build_policy_view(runs: Sequence[RunSummary], build_time: str, version: str) -> PolicyPageView:
-    """Return the view-model of the policy page: the coverage of every policy, run by run.
-
-    Runs replayed with the same policy (kind, id and file digest) share one table, the
-    policies in the order their first run is listed. A rule is a row in the policy's
-    order; where runs of one policy list different rules (a status file edited by hand),
-    every rule any of them lists is a row, zero for the others.
-    """
-    grouped: dict[tuple[str, str, str], list[RunSummary]] = {}
-    for run in runs:
-        grouped.setdefault(run.policy.key, []).append(run)
-    tables = []
-    for number, members in enumerate(grouped.values(), start=1):
-        tables.append(_policy_table(number, members))
-    never = sum(table.never_count for table in tables)
-    totals = (
-        TotalFact("Policies", count(len(tables))),
-        TotalFact("Runs", count(len(runs))),
-        TotalFact("Rules in force", count(sum(len(table.rows) for table in tables))),
-        TotalFact("Never exercised in any run", count(never), "gap" if never else ""),
-    )
-    return PolicyPageView(
-        chrome=chrome("Policy coverage — sandbox-replay", "../", "policy", build_time, version),
-        totals=totals,
-        tables=tuple(tables),
-    )
-
-
-def _policy_table(number: int, members: Sequence[RunSummary]) -> PolicyTableView:
-    policy = members[0].policy
-    verdicts: dict[str, str] = {}
-    for run in members:
-        for rule in run.policy.rules:
-            verdicts.setdefault(rule.rule_ref, rule.verdict)
-    per_run = []
-    for run in members:
-        counts: dict[str, int] = {}
-        for rule in run.policy.rules:
-            counts[rule.rule_ref] = counts.get(rule.rule_ref, 0) + rule.request_count
-        per_run.append(counts)
-    rows = []
-    for rule_ref, verdict in verdicts.items():
-        values = [counts.get(rule_ref, 0) for counts in per_run]
-        total = sum(values)
-        rows.append(
-            PolicyRuleRow(
-                rule_ref=rule_ref,
-                verdict=verdict,
-                verdict_css=verdict_css(verdict),
-                counts=tuple(PolicyCount(v, not v, "num zero" if not v else "num") for v in values),
-                total=total,
-                never=not total,
-                css="" if total else "row-never",
-            )
-        )
-    run_totals = tuple(sum(counts.values()) for counts in per_run)
-    kind = policy_kind_label(policy.kind)
-    never = sum(1 for row in rows if row.never)
-    caption = (
-        f"{plural(len(rows), 'rule')} in force × {plural(len(members), 'run')}: how many "
-        "requests each rule determined in each run"
-        + (f"; {count(never)} never exercised in any run." if never else ".")
-    )
-    return PolicyTableView(
-        anchor=f"policy-{number}",
-        title=kind[:1].upper() + kind[1:],
-        policy_id=policy.policy_id or "(no id)",
-        kind_label=kind,
-        sha256=policy.sha256,
-        rule_count=plural(policy.rule_count, "rule"),
-        caption=caption,
-        used_by=f"replayed {plural(len(members), 'run')}",
-        runs=tuple(PolicyRunColumn(r.name, f"../runs/{r.name}/index.html") for r in members),
-        rows=tuple(rows),
-        run_totals=run_totals,
-        total=sum(run_totals),
-        never_count=never,
     )
