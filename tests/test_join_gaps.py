@@ -1,5 +1,5 @@
-"""The gaps listing: the rows found from what the findings cite are the rows a walk of every
-request finds with a gap (a finding about it, or nothing joined)."""
+"""The gaps listing holds the rows with a gap (a finding about it, or nothing joined), each
+once, however the joins cross; and a join row joins the rows its ids name."""
 
 from __future__ import annotations
 

@@ -38,7 +38,6 @@ from sandbox_replay.report.views.models import (
 from sandbox_replay.report.views.run import (
     RunPages,
     build_run_pages,
-    build_run_view,
     subpage_paths,
 )
 
@@ -60,7 +59,6 @@ __all__ = [
     "badge",
     "breakable",
     "build_run_pages",
-    "build_run_view",
     "chrome",
     "index_run",
     "plural",

@@ -142,13 +142,9 @@ def partners_of(ix: RunIndex, index: int, request: Any) -> Partners | None:
 
 def _join_position(ix: RunIndex, index: int, rid: Any) -> int | None:
     """Return where request row ``index`` stands in the replay's join, None where it
-    joins nothing.
-
-    It joins nothing where the replay found its id unusable (not text) or held by an
-    earlier row (a duplicate: only the first row joins), and where its id as the
-    record shows it (cut to length, or a value's type standing for a value that is not
-    text) is not text or an earlier row's too, so that each joined row's anchor is its
-    own.
+    joins nothing: where the replay found its id unusable or a duplicate, and where its id
+    as the record shows it (cut, or a type's name) is not text or an earlier row's too, so
+    that each joined row's anchor is its own.
     """
     request_at = ix.replay.run.joined.request_at
     at = bisect_left(request_at, index)

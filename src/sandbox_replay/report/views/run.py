@@ -98,13 +98,6 @@ def build_run_pages(
     )
 
 
-def build_run_view(
-    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
-) -> RunView:
-    """Return the view-model of one run page."""
-    return build_run_pages(run, replay, records, build_time, version).run_view(None, None)
-
-
 class _RunPages:
     """One run's index, and its gaps, found once when first asked for."""
 
