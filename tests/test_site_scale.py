@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from conftest import REPO
 from sandbox_replay.exports.text import visible
-from sandbox_replay.report import parallel, render
+from sandbox_replay.report import parallel
 from sandbox_replay.report.build import BuildConfig, BuildError, BuildResult, build_site
 from sandbox_replay.report.render import Renderer, _printed, _wbr, print_join_rows, print_span_rows
 from sandbox_replay.report.views import (
@@ -195,7 +195,7 @@ ODD_TEXTS = (
 )
 
 
-# Values a table of a real run carries: each prints as it is (``_print_as_is``).
+# Values a table of a real run carries: each prints as it is.
 PLAIN_TEXTS = (
     "request-12",
     "network_egress",
@@ -320,13 +320,13 @@ def test_a_result_record_written_beside_a_page_helper_is_still_refused(
 
 
 def test_no_hidden_character_is_printable_ascii() -> None:
-    """``render._print_as_is`` skips ``visible`` on printable ASCII: it must change none.
+    """``visible`` returns printable ASCII as it is: it must change none.
 
     Some hidden characters are printable to ``str.isprintable`` (variation selectors,
-    Hangul fillers), so only printable ASCII is skipped.
+    Hangul fillers), so only printable ASCII may be skipped.
     """
     hidden = [chr(c) for c in range(0x110000) if visible(chr(c)) != chr(c)]
     assert hidden and not any(c.isascii() and c.isprintable() for c in hidden)
     assert any(c.isprintable() for c in hidden)
-    # Nor the placeholders' dash, which it skips too.
-    assert render._PLACEHOLDER not in hidden
+    # Nor the dash of the pages' placeholders ("— missing").
+    assert "\u2014" not in hidden

@@ -21,11 +21,9 @@ a template would, finalized and escaped (``_printed``).
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -100,43 +98,8 @@ def _printed(value: Any) -> str:
     )
 
 
-# The plain-text fields of a ``JoinRow`` and a ``SpanRow`` that their partials print.
-_JOIN_TEXTS = operator.attrgetter("anchor", "css", "request_href", "request_id")
-_SPAN_TEXTS = operator.attrgetter(
-    "request_href",
-    "sequence",
-    "span_id",
-    "episode",
-    "action_kind",
-    "verdict_id",
-    "state_ref",
-    "recovery_ref",
-    "input_digest",
-    "input_digest_short",
-)
 _NO_LINKS = '<span class="muted">none</span>'
 _SEVERITY_BADGES = {s.value: f'<span class="sev sev-{s.value}">{s.value}</span>' for s in Severity}
-_ESCAPED = "&<>'\""
-# The dash the pages print where a value is missing ("— missing", "—"): printable, not hidden.
-_PLACEHOLDER = "\u2014"
-
-
-def _print_as_is(values: Iterable[str]) -> bool:
-    """Say whether every value prints as it is: no hidden character, nothing to escape.
-
-    ``_printed`` leaves such a value unchanged, so a table whose values all pass prints
-    them with ``str``. ``visible`` and the escapes replace single characters, so the
-    joined text passes exactly when each value does. The dash of the pages' own
-    placeholders is not hidden, so it is dropped before ``visible`` looks.
-    """
-    try:
-        joined = "".join(values)
-    except TypeError:  # not all strings: print each
-        return False
-    if any(character in joined for character in _ESCAPED):
-        return False
-    plain = joined.replace(_PLACEHOLDER, "")
-    return visible(plain) == plain
 
 
 @functools.lru_cache(maxsize=8192)
@@ -169,10 +132,7 @@ def print_join_rows(rows: Iterable[Any]) -> Markup:
 
 def join_rows_html(rows: Iterable[Any]) -> str:
     """Print the join table's rows (``JoinRow``), one ``<tr>`` each."""
-    rows = list(rows)
-    hrefs = [link.href for row in rows for link in row.finding_links]
-    as_is = _print_as_is(chain(chain.from_iterable(map(_JOIN_TEXTS, rows)), hrefs))
-    p = str if as_is else _printed
+    p = _printed
     printed = []
     for row in rows:
         if row.request_href:
@@ -207,11 +167,7 @@ def print_span_rows(spans: Iterable[Any]) -> Markup:
 
 def span_rows_html(spans: Iterable[Any]) -> str:
     """Print the trace's rows (``SpanRow``), one ``<tr>`` each."""
-    spans = list(spans)
-    outcomes = [s.outcome for s in spans]
-    texts = chain.from_iterable(map(_SPAN_TEXTS, spans))
-    as_is = _print_as_is(chain(texts, chain.from_iterable(outcomes)))
-    p = str if as_is else _printed
+    p = _printed
     printed = []
     for s in spans:
         span = p(s.span_id)

@@ -8,7 +8,6 @@ where that line is on the page.
 from __future__ import annotations
 
 import hashlib
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -35,47 +34,18 @@ from sandbox_replay.report.views.models import InputView, ModuleView
 if TYPE_CHECKING:
     from sandbox_replay.report.views.index import RunIndex
 
-# Bytes read at a time when a large input is read again for excerpts.
-READ_CHUNK = 8 * 1024 * 1024
 _LARGER = f"larger than {MAX_SHOWN_BYTES // 1024} KB"
 
 
-def read_lines(
-    handle: BinaryIO, wanted: set[int], chunk_size: int = READ_CHUNK
-) -> tuple[dict[int, bytes], str]:
+def read_lines(handle: BinaryIO, wanted: set[int]) -> tuple[dict[int, bytes], str]:
     """Return the lines of ``handle`` numbered in ``wanted`` (from 1, without their line
-    end) and the sha256 hex digest of all of its bytes.
-
-    A chunk is split into lines only as far as the last wanted line ending in it. A last
-    line with no line end is a line if it is not empty.
-    """
+    end) and the sha256 hex digest of all of its bytes."""
     digest = hashlib.sha256()
-    found: dict[int, bytes] = {}
-    ordered = sorted(wanted)
-    number = 1  # the line the next byte read belongs to
-    partial: list[bytes] = []  # what was read of line ``number``, kept where it is wanted
-    while chunk := handle.read(chunk_size):
-        digest.update(chunk)
-        if not ordered or number > ordered[-1]:
-            continue  # every wanted line found: the rest is only hashed
-        ends = chunk.count(b"\n")
-        ending = ordered[bisect_left(ordered, number) : bisect_left(ordered, number + ends)]
-        if ending:  # wanted lines that end in this chunk
-            pieces = chunk.split(b"\n", ending[-1] - number + 1)
-            pieces[0] = b"".join([*partial, pieces[0]])
-            for n in ending:
-                found[n] = pieces[n - number]
-            start = pieces[-1]  # after the last of them: the next line starts after its last end
-            start = start[start.rfind(b"\n") + 1 :]
-        else:
-            start = chunk[chunk.rfind(b"\n") + 1 :] if ends else chunk
-        if ends:
-            partial = []
-        number += ends
+    found = {}
+    for number, line in enumerate(handle, 1):
+        digest.update(line)
         if number in wanted:
-            partial.append(start)
-    if any(partial):
-        found[number] = b"".join(partial)
+            found[number] = line.removesuffix(b"\n")
     return found, digest.hexdigest()
 
 
