@@ -115,19 +115,9 @@ def _print_cell(cell: Any) -> str:
     )
 
 
-class _PrintedAfter(tuple):  # type: ignore[type-arg]
-    """A listing page's rows, which ``Renderer.render_listing`` prints itself: a template
-    sees them as it would any rows, and the filters print ``_ROWS_MARK`` for them."""
-
-
-# Where a listing page's printed rows go: no template or printed value holds a NUL
-# (``visible`` marks one in any input text).
-_ROWS_MARK = Markup("\x00rows\x00")
-
-
 def print_join_rows(rows: Iterable[Any]) -> Markup:
-    """The template filter: ``join_rows_html`` as markup (a mark for ``_PrintedAfter``)."""
-    return _ROWS_MARK if isinstance(rows, _PrintedAfter) else Markup(join_rows_html(rows))
+    """The template filter: ``join_rows_html`` as markup."""
+    return Markup(join_rows_html(rows))
 
 
 def join_rows_html(rows: Iterable[Any]) -> str:
@@ -161,8 +151,8 @@ def join_rows_html(rows: Iterable[Any]) -> str:
 
 
 def print_span_rows(spans: Iterable[Any]) -> Markup:
-    """The template filter: ``span_rows_html`` as markup (a mark for ``_PrintedAfter``)."""
-    return _ROWS_MARK if isinstance(spans, _PrintedAfter) else Markup(span_rows_html(spans))
+    """The template filter: ``span_rows_html`` as markup."""
+    return Markup(span_rows_html(spans))
 
 
 def span_rows_html(spans: Iterable[Any]) -> str:
@@ -225,38 +215,21 @@ class Renderer:
         return self.env.get_template(template).render(**context).encode("utf-8")
 
     def render_listing(self, view: Any) -> bytes:
-        """Render one listing sub-page: its table first, then the page around it.
-
-        The table partial is rendered on its own and handed to the page as markup, so its
-        pieces are joined once. The rows of a join or trace table are printed first
-        (``join_rows_html``, ``span_rows_html``) and put where the filters print a mark
-        (``_PrintedAfter``), so those bytes are not copied through the templates again.
-        """
+        """Render one listing sub-page: its table partial first, handed to the page as
+        markup, so that the table's many pieces are joined once."""
         partial = {
             "join": "_joins.html",
             "gaps": "_joins.html",
             "findings": "_findings.html",
             "trace": "_spans.html",
-        }
-        context = {
-            "rows": view.join_rows,
-            "first_position": view.first_position,
-            "groups": view.finding_groups,
-            "spans": view.spans,
-        }
-        printed = None
-        if view.kind == "trace":
-            printed, context["spans"] = span_rows_html(view.spans), _PrintedAfter(view.spans)
-        elif view.kind in ("join", "gaps"):
-            printed = join_rows_html(view.join_rows)
-            context["rows"] = _PrintedAfter(view.join_rows)
-        table = Markup(self.env.get_template(partial[view.kind]).render(**context))
-        page = self.render("listing.html", view=view, table=table)
-        if printed is None:
-            return page
-        # Wherever the partial printed the rows: once in the package's, as often as an
-        # overriding one asks.
-        return printed.encode("utf-8").join(page.split(_ROWS_MARK.encode("ascii")))
+        }[view.kind]
+        table = self.env.get_template(partial).render(
+            rows=view.join_rows,
+            first_position=view.first_position,
+            groups=view.finding_groups,
+            spans=view.spans,
+        )
+        return self.render("listing.html", view=view, table=Markup(table))
 
     def asset(self, name: str) -> bytes:
         """Return an asset's bytes, from the user folder when it has one."""
