@@ -110,7 +110,7 @@ def _failure(parent: ET.Element, case: CheckCase, run: ExportRun) -> None:
 
 
 def _finding_line(finding: Finding, run: ExportRun) -> str:
-    where = f"{run.artifact_path(finding.path)}:{finding.line or 1}" if finding.path else "(run)"
+    where = run.location(finding)
     return one_line(f"{finding.error_code} {finding.subject_id} at {where}: {finding.message}")
 
 
