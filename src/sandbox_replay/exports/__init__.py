@@ -201,28 +201,13 @@ class ExportFacts:
 
 
 def _finding_fields(finding: Finding) -> list[Any]:
-    return [
-        finding.error_code,
-        finding.message,
-        finding.negative_case_id,
-        finding.subject_id,
-        finding.subject_kind,
-        finding.path,
-        finding.line,
-    ]
+    return list(dataclasses.astuple(finding))
 
 
 def _finding(fields: Sequence[Any]) -> Finding:
     code, message, case, subject, kind, path, line = fields
-    return Finding(
-        _text(code),
-        _text(message),
-        _text(case),
-        _text(subject),
-        _text(kind),
-        _optional_text(path),
-        None if line is None else _number(line),
-    )
+    texts = (_text(value) for value in (code, message, case, subject, kind))
+    return Finding(*texts, _optional_text(path), None if line is None else _number(line))
 
 
 def _text(value: Any) -> str:
