@@ -76,8 +76,7 @@ def draw_flowchart(
 ) -> Flowchart:
     """Lay out the DAG in layers and render it as SVG and as Mermaid source.
 
-    ``direction`` is "LR" (left to right, for a wide screen) or "TB" (top to bottom: about
-    three times narrower, so a printed A4 page shows it at full size).
+    ``direction`` is "LR" (left to right, for a screen) or "TB" (top to bottom, for print).
     """
     prefix = check_id_prefix(id_prefix)
     graph = Graph.build(nodes, edges)

@@ -235,8 +235,7 @@ def _assign_layers(graph: Graph) -> list[int]:
 def _measure(node: FlowNode) -> Box:
     """Wrap the label (two lines) and the count (four) and size the box around them.
 
-    A count is broken only at spaces and never cut mid-number: a word wider than the
-    usual line (``59,629/60,000``) widens the box, up to ``COUNT_MAX_WIDTH``.
+    A count is broken only at spaces: a wide number widens the box, up to ``COUNT_MAX_WIDTH``.
     """
     label_lines = wrap_text(name_of(node), LABEL_FONT, LABEL_MAX_WIDTH, 2)
     # No-break spaces keep the glyph on the count's first line when a long count wraps,
@@ -327,8 +326,7 @@ def _order_layers(
 def _by_barycenter(layer: list[int], fixed: list[int], neighbours: list[list[int]]) -> list[int]:
     """Sort the layer by the mean position of each vertex's neighbours in the fixed layer.
 
-    A vertex with no neighbour there keeps its own position as its key; ties keep the
-    current order, so the sort is stable and deterministic.
+    A vertex with no neighbour there keeps its own position as its key; ties keep order.
     """
     position = {vertex: i for i, vertex in enumerate(fixed)}
 

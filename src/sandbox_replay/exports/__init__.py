@@ -206,8 +206,15 @@ def _finding_fields(finding: Finding) -> list[Any]:
 
 def _finding(fields: Sequence[Any]) -> Finding:
     code, message, case, subject, kind, path, line = fields
-    texts = (_text(value) for value in (code, message, case, subject, kind))
-    return Finding(*texts, _optional_text(path), None if line is None else _number(line))
+    return Finding(
+        _text(code),
+        _text(message),
+        _text(case),
+        _text(subject),
+        _text(kind),
+        _optional_text(path),
+        None if line is None else _number(line),
+    )
 
 
 def _text(value: Any) -> str:

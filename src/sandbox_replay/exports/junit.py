@@ -15,13 +15,10 @@ give equal bytes)::
       </testsuite>
     </testsuites>
 
-One testsuite per run, one testcase per validator layer in pipeline order. In fixture
-mode the negative-case layer is split into one testcase per planted case (classname
-``negative_cases``, name = the case id): it passes when the case fired its code and fails
-with ``SANDBOX_POLICY_NEGATIVE_CASE_MISSING`` when it did not. A layer that did not run
-fails with type ``not_run``. Every input-derived value is made visible (control and bidi
-characters shown as ``<U+XXXX>``, which also keeps the XML well-formed) and then escaped
-by the XML serialiser; nothing is put in CDATA.
+One testsuite per run, one testcase per layer in pipeline order; in fixture mode the
+negative-case layer is one testcase per planted case, failing when the case did not fire.
+A layer that did not run fails with type ``not_run``. Every input-derived value is made
+visible (which also keeps the XML well-formed) and escaped by the serialiser; no CDATA.
 """
 
 from __future__ import annotations

@@ -58,9 +58,8 @@ class ImportOptions:
 def find_logs(paths: Sequence[Path]) -> list[Path]:
     """Return the ``.eval`` files among ``paths`` and under its folders, sorted, each once.
 
-    Folders are searched as ``build`` searches for runs (``report.discover``): with a
-    stack, not recursion, never following a symbolic link, leaving out hidden folders,
-    folders that cannot be listed and anything more than ``MAX_DEPTH`` levels down.
+    Folders are searched as ``build`` searches for runs: no symlink followed, no hidden or
+    unlistable folder, nothing more than ``MAX_DEPTH`` levels down.
     """
     found: dict[Path, Path] = {}
     for path in paths:
@@ -118,11 +117,10 @@ def import_logs(logs: Sequence[Path], options: ImportOptions) -> list[Bundle]:
 
 
 def write_bundles(bundles: Iterable[Bundle], out_dir: Path) -> list[Path]:
-    """Write each bundle as a folder of ``out_dir``, whole or not at all; return the folders.
+    """Write each bundle as a new folder of ``out_dir``, whole or not at all; return the folders.
 
-    A bundle is assembled in a hidden temp folder beside its target and renamed into
-    place, so an interrupted import leaves no half-written bundle. An existing folder of
-    the same name is refused (``InspectImportError``), never overwritten.
+    A bundle is assembled in a hidden folder beside its target and renamed into place; an
+    existing folder of the same name is refused, never overwritten.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
