@@ -115,16 +115,7 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
     cases = check_cases(run)
     failures = sum(1 for c in cases if c.failed)
     suite = ET.SubElement(
-        parent,
-        "testsuite",
-        {
-            "name": one_line(run.name),
-            "tests": str(len(cases)),
-            "failures": str(failures),
-            "errors": "0",
-            "skipped": "0",
-            "time": "0",
-        },
+        parent, "testsuite", {"name": one_line(run.name), **_totals(len(cases), failures)}
     )
     props = ET.SubElement(suite, "properties")
     facts = run.facts
@@ -150,12 +141,18 @@ def build_junit(runs: Sequence[ExportRun]) -> ET.Element:
     """Return the ``<testsuites>`` element of ``runs``."""
     root = ET.Element("testsuites", {"name": TOOL_NAME})
     totals = [_suite(root, run) for run in runs]
-    root.set("tests", str(sum(t for t, _ in totals)))
-    root.set("failures", str(sum(f for _, f in totals)))
-    root.set("errors", "0")
-    root.set("skipped", "0")
-    root.set("time", "0")
+    root.attrib.update(_totals(sum(t for t, _ in totals), sum(f for _, f in totals)))
     return root
+
+
+def _totals(tests: int, failures: int) -> dict[str, str]:
+    return {
+        "tests": str(tests),
+        "failures": str(failures),
+        "errors": "0",
+        "skipped": "0",
+        "time": "0",
+    }
 
 
 def junit_bytes(runs: Sequence[ExportRun]) -> bytes:

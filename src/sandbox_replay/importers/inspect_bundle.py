@@ -38,6 +38,8 @@ DECISION_VERDICTS = {
     "terminate": "block",
     "escalate": "review",
 }
+# The files of rows a bundle holds, each a JSON object of one list named as the file.
+ROW_KINDS = ("action_requests", "policy_verdicts", "side_effect_receipts", "rollback_receipts")
 # What the projection protocol says the import left out of the bundle.
 OMITTED = (
     "tool call arguments",
@@ -82,12 +84,7 @@ def build_bundle(
 ) -> Bundle:
     """Return the bundle of ``episodes``; ``prefixed`` puts the episode in each request id."""
     sample = _Sample(task, tool_map, teardown, prefixed)
-    rows: dict[str, list[dict[str, Any]]] = {
-        "action_requests": [],
-        "policy_verdicts": [],
-        "side_effect_receipts": [],
-        "rollback_receipts": [],
-    }
+    rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in ROW_KINDS}
     secret_matches: dict[str, int] = {}
     for episode, calls in episodes:
         for call in calls:
@@ -220,13 +217,7 @@ def _projection(task: str, episodes: Episodes, harness_version: str) -> dict[str
         "source_pattern_ids": ["pattern:inspect_tool_call"],
         "projection_receipt_refs": ["receipt:projection/sandbox-replay_import_inspect"],
         "target_refs": ["target:sandbox_replay/bundle"],
-        "target_symbols": [
-            "action_requests",
-            "policy_verdicts",
-            "side_effect_receipts",
-            "rollback_receipts",
-            "cold_replay",
-        ],
+        "target_symbols": [*ROW_KINDS, "cold_replay"],
         "public_runtime_refs": [f"runtime:inspect_ai/{harness_version}"],
         "omitted_secret_or_live_access_material": list(OMITTED),
         "body_import_status": "metadata_only",

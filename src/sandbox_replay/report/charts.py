@@ -25,23 +25,10 @@ from sandbox_replay.drawing.svg import (
 from sandbox_replay.figures import count
 
 CSS_CLASSES: Final = frozenset(
-    {
-        "",
-        "status-pass",
-        "status-blocked",
-        "status-not_run",
-        "status-not_applicable",
-        "verdict-allow",
-        "verdict-block",
-        "verdict-review",
-        "verdict-missing",
-        "layer",
-        "finding",
-        "sev-critical",
-        "sev-high",
-        "sev-medium",
-        "sev-low",
-    }
+    {"", "layer", "finding"}
+    | {f"status-{s}" for s in ("pass", "blocked", "not_run", "not_applicable")}
+    | {f"verdict-{v}" for v in ("allow", "block", "review", "missing")}
+    | {f"sev-{s}" for s in ("critical", "high", "medium", "low")}
 )
 _FILTER: Final = re.compile(r"[a-z]+=[A-Za-z0-9_.~%-]{1,400}")
 HEATMAP_LEVELS: Final = 5  # heat_level returns 0 .. HEATMAP_LEVELS - 1
