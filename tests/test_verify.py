@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from conftest import FIRST_WAVE, REPO, SCENARIOS, edit_json
 from sandbox_replay.cli import app
 from sandbox_replay.report.build import BuildConfig, build_site
+from sandbox_replay.report.recorded_inputs import under
 from sandbox_replay.report.verify import VerifyConfig, VerifyError, VerifyReport, verify_site
 
 RUN = "first_wave"
@@ -288,3 +289,13 @@ def test_an_input_symlinked_inside_its_run_folder_verifies(tmp_path: Path) -> No
     build(root)
     report = check(root / "site", root)
     assert report.ok, report.differences
+
+
+def test_a_recorded_path_is_opened_only_inside_the_inputs_root(tmp_path: Path) -> None:
+    root = tmp_path / "inputs"
+    (root / "runs").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "runs" / "escape").symlink_to(tmp_path / "outside")
+    assert under(root, "runs") == root / "runs"
+    for recorded in ("/etc", "../outside", "runs/../../outside", "runs\\x", "runs/escape"):
+        assert under(root, recorded) is None, recorded

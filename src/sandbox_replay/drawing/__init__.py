@@ -1,5 +1,5 @@
 """Inline SVG drawing shared by the report site and the Markdown export.
 
-``svg`` holds the text measuring and escaping every drawing uses; ``flowchart`` lays out
-and draws the replay pipeline (with its Mermaid twin). Neither knows of pages or exports.
+``svg`` measures and escapes text; ``layout`` lays out a small DAG; ``flowchart`` draws
+the replay pipeline from it (with its Mermaid twin). None knows of pages or exports.
 """

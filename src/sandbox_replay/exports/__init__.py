@@ -1,18 +1,11 @@
 """Exports for CI: SARIF 2.1.0, JUnit XML and a Markdown summary of one or more runs.
 
-Each exporter takes a list of ``ExportRun`` (what the exports show of a replay, its
-``ExportFacts``, plus the name and repository-relative folder it is reported under) and
-returns the bytes to write; none of them reads or writes files itself, so the CLI writes
-every output only after every run is in memory.
-
-``ExportFacts`` are small next to the replay they come from (the findings and a few
-fields), so ``build`` makes them where it replays a run, in a worker process too, and
-keeps them in its status file: a run it reuses, or built in another process, is exported
-without being replayed again.
-
-``export_run`` (and ``report.discover.exported_runs``) hand the exporters redacted facts: when the
-forbidden-material scan matched anything, every finding message, subject and path and the
-bundle id holding a matched text is replaced (``records.redact``), as in the records.
+Each exporter takes a list of ``ExportRun`` (a run's ``ExportFacts``, the findings and a
+few fields of its replay, plus the name and repository-relative folder it is reported
+under) and returns the bytes to write, so every output is written only after every run
+is in memory. The facts are redacted as the records are (``records.redact``), and small:
+``build`` keeps them in its status file, so a run it reuses is exported without being
+replayed again.
 """
 
 from __future__ import annotations
@@ -46,14 +39,10 @@ STATUSES = ("pass", "blocked")
 class ExportFacts:
     """What the exports show of one replayed run, already redacted.
 
-    ``layers`` are the replay's layers without their counts; ``counts`` are the record's
-    ``CHART_COUNTS``; ``policy`` is the policy in force and its coverage (the Markdown
-    summary names the rules no request exercised); ``headline`` is the gap headline's
-    text (for the Markdown summary), None when the facts were made without it
-    (``ExportFacts.of``). Nothing here but the findings' texts, the bundle id, the
-    headline and the policy's id and rule refs (from the user's policy file) comes from
-    the inputs: read back from a status file, which anyone may have edited, those are
-    escaped by every exporter as any input text is, and the rest is checked for type.
+    ``layers`` are the replay's layers without their counts; ``counts`` the record's
+    ``CHART_COUNTS``; ``headline`` the gap headline's text, None when made without it.
+    Read back from a status file, which anyone may have edited, every field is checked
+    for type, and every text is escaped by each exporter as any input text is.
     """
 
     status: str
@@ -123,10 +112,8 @@ class ExportFacts:
     ) -> ExportFacts:
         """Return the facts of ``outcome``, redacted; with ``summary``, its headline.
 
-        ``record`` and ``headline`` are the result record of ``outcome`` and its gap
-        headline's text if the caller has them already (a build does: its run page shows
-        both); they are taken only when nothing was redacted, which leaves them the very
-        ones the facts would be made from. Otherwise they are made here.
+        ``record`` and ``headline``, if the caller has them already, are taken only when
+        nothing was redacted (they are then the very ones the facts would be made from).
         """
         from sandbox_replay.records.headline import gap_headline
 
@@ -214,15 +201,7 @@ class ExportFacts:
 
 
 def _finding_fields(finding: Finding) -> list[Any]:
-    return [
-        finding.error_code,
-        finding.message,
-        finding.negative_case_id,
-        finding.subject_id,
-        finding.subject_kind,
-        finding.path,
-        finding.line,
-    ]
+    return list(dataclasses.astuple(finding))
 
 
 def _finding(fields: Sequence[Any]) -> Finding:
@@ -264,10 +243,8 @@ def _flag(value: Any) -> bool:
 class ExportRun:
     """One replayed run as the exports name it.
 
-    ``source_root`` is the run's input folder as a posix path relative to the repository
-    root (``repository_root``, or ``--root``), or ``""`` when the folder lies outside it
-    (the command line then warns); finding paths, which are relative to the input folder,
-    are joined onto it. It never holds a host path.
+    ``source_root`` is the run's input folder relative to the repository root, as posix,
+    or ``""`` when the folder lies outside it; it never holds a host path.
     """
 
     name: str
@@ -281,13 +258,18 @@ class ExportRun:
         """Return an input-relative path as a repository-relative posix path."""
         return str(PurePosixPath(self.source_root, path)) if self.source_root else path
 
+    def location(self, finding: Finding) -> str:
+        """Return where a finding is, as people read it: ``path:line``, or ``(run)``."""
+        if not finding.path:
+            return "(run)"
+        return f"{self.artifact_path(finding.path)}:{finding.line or 1}"
+
 
 def located_at(run: ExportRun, artifact: str) -> ExportRun:
     """Return ``run`` with every finding located at ``artifact`` (repository-relative), lineless.
 
-    For a run imported on the fly from an Inspect AI log (``report.inspect_runs``): its
-    bundle files existed only while the site was built, so the log is where a reviewer can
-    look; the bundle file and line each finding was found at stay in its message.
+    For a run imported from an Inspect AI log while the site was built: its bundle files
+    are gone, so the log is where to look; each finding's message keeps its bundle file.
     """
 
     def moved(finding: Finding) -> Finding:
@@ -305,11 +287,10 @@ def located_at(run: ExportRun, artifact: str) -> ExportRun:
 
 
 def repository_root(start: Path | None = None) -> Path:
-    """Return the repository ``start`` (default: the working folder) lies in: the nearest
-    folder up from it that holds ``.git``, else ``start`` itself.
+    """Return the nearest folder up from ``start`` (the working folder) holding ``.git``, else it.
 
-    Code scanning and merge-request widgets resolve an alert's path from the repository's
-    root, so exports name files from there, wherever in the repository the command runs.
+    Code scanning resolves an alert's path from the repository's root, so exports name
+    files from there, wherever in the repository the command runs.
     """
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
@@ -319,11 +300,7 @@ def repository_root(start: Path | None = None) -> Path:
 
 
 def source_root_of(input_dir: Path, base: Path | None = None) -> str:
-    """Return ``input_dir`` relative to ``base`` (default: ``repository_root()``) as posix.
-
-    A folder outside ``base`` gives ``""``: the exports then name files relative to the
-    input folder alone rather than leak where on the host the folder lives.
-    """
+    """Return ``input_dir`` relative to ``base`` (``repository_root()``) as posix; ``""`` outside it."""
     root = (base or repository_root()).resolve()
     target = input_dir.resolve()
     try:
@@ -372,10 +349,7 @@ def export_run(
     *,
     summary: bool = True,
 ) -> ExportRun:
-    """Wrap a replay for the exports (redacted), naming its folder relative to ``base``.
-
-    ``record`` and ``summary`` are as for ``ExportFacts.of``.
-    """
+    """Wrap a replay for the exports (redacted), naming its folder relative to ``base``."""
     facts = ExportFacts.of(outcome, record, summary=summary)
     return ExportRun(name, facts, source_root_of(outcome.config.input_dir, base))
 
@@ -386,11 +360,7 @@ def attach_changes(runs: Sequence[ExportRun], changes: Changes) -> list[ExportRu
 
 
 def is_expected(run: ExportRun, finding: Finding) -> bool:
-    """Say whether a finding is a planted negative case that fired as designed.
-
-    In fixture mode such a finding is the proof an alarm works, not a defect: the exports
-    keep it visible but out of any gate.
-    """
+    """Say whether a finding is a planted negative case that fired as designed (kept out of gates)."""
     return run.facts.expected(finding)
 
 
@@ -410,11 +380,7 @@ class ExportTargets:
 def render_exports(
     targets: ExportTargets, runs: Sequence[ExportRun], progress: Callable[[str], None] | None = None
 ) -> list[tuple[Path, bytes]]:
-    """Return every requested export as (path, bytes), rendering all before any is written.
-
-    The SARIF log comes as one or more files (``sarif.sarif_files``); ``progress`` is told
-    of a run too big for a file of its own.
-    """
+    """Return every requested export as (path, bytes); ``progress`` hears of an oversize SARIF run."""
     # Imported here because every exporter imports ExportRun from this module.
     from sandbox_replay.exports import junit, markdown, sarif
 
@@ -439,10 +405,10 @@ def render_exports(
 def write_exports(
     targets: ExportTargets, runs: Sequence[ExportRun], progress: Callable[[str], None] | None = None
 ) -> list[Path]:
-    """Render and then write every requested export atomically; return the paths written.
+    """Render, then write every requested export atomically; return the paths written.
 
-    Then remove the numbered SARIF files an earlier, longer split left (regular files
-    only, never one just written), telling ``progress`` (default: stderr) of each.
+    Then remove the numbered SARIF files an earlier, longer split left, telling
+    ``progress`` (default: stderr) of each.
     """
     from sandbox_replay.exports import sarif
 

@@ -15,13 +15,10 @@ give equal bytes)::
       </testsuite>
     </testsuites>
 
-One testsuite per run, one testcase per validator layer in pipeline order. In fixture
-mode the negative-case layer is split into one testcase per planted case (classname
-``negative_cases``, name = the case id): it passes when the case fired its code and fails
-with ``SANDBOX_POLICY_NEGATIVE_CASE_MISSING`` when it did not. A layer that did not run
-fails with type ``not_run``. Every input-derived value is made visible (control and bidi
-characters shown as ``<U+XXXX>``, which also keeps the XML well-formed) and then escaped
-by the XML serialiser; nothing is put in CDATA.
+One testsuite per run, one testcase per layer in pipeline order; in fixture mode the
+negative-case layer is one testcase per planted case, failing when the case did not fire.
+A layer that did not run fails with type ``not_run``. Every input-derived value is made
+visible (which also keeps the XML well-formed) and escaped by the serialiser; no CDATA.
 """
 
 from __future__ import annotations
@@ -110,7 +107,7 @@ def _failure(parent: ET.Element, case: CheckCase, run: ExportRun) -> None:
 
 
 def _finding_line(finding: Finding, run: ExportRun) -> str:
-    where = f"{run.artifact_path(finding.path)}:{finding.line or 1}" if finding.path else "(run)"
+    where = run.location(finding)
     return one_line(f"{finding.error_code} {finding.subject_id} at {where}: {finding.message}")
 
 
@@ -118,16 +115,7 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
     cases = check_cases(run)
     failures = sum(1 for c in cases if c.failed)
     suite = ET.SubElement(
-        parent,
-        "testsuite",
-        {
-            "name": one_line(run.name),
-            "tests": str(len(cases)),
-            "failures": str(failures),
-            "errors": "0",
-            "skipped": "0",
-            "time": "0",
-        },
+        parent, "testsuite", {"name": one_line(run.name), **_totals(len(cases), failures)}
     )
     props = ET.SubElement(suite, "properties")
     facts = run.facts
@@ -153,12 +141,18 @@ def build_junit(runs: Sequence[ExportRun]) -> ET.Element:
     """Return the ``<testsuites>`` element of ``runs``."""
     root = ET.Element("testsuites", {"name": TOOL_NAME})
     totals = [_suite(root, run) for run in runs]
-    root.set("tests", str(sum(t for t, _ in totals)))
-    root.set("failures", str(sum(f for _, f in totals)))
-    root.set("errors", "0")
-    root.set("skipped", "0")
-    root.set("time", "0")
+    root.attrib.update(_totals(sum(t for t, _ in totals), sum(f for _, f in totals)))
     return root
+
+
+def _totals(tests: int, failures: int) -> dict[str, str]:
+    return {
+        "tests": str(tests),
+        "failures": str(failures),
+        "errors": "0",
+        "skipped": "0",
+        "time": "0",
+    }
 
 
 def junit_bytes(runs: Sequence[ExportRun]) -> bytes:

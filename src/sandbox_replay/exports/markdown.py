@@ -1,37 +1,25 @@
 """Write a Markdown summary of one or more runs, for a CI job summary or a PR comment.
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
-of every run (status, requests, findings), then per run: a heading with the run's name and
-status, its gap headline (``headline``: what the record claimed against what replayed), the
-policy in force with the rules no request exercised (at most ``MAX_RULES`` named), a layer status
-table, the top findings (at most ``MAX_FINDINGS``, most severe first, each code linking
-to the site's catalog when ``site_url`` is given) and the pipeline as a ``mermaid`` block.
+of every run (status, requests, findings), then per run: a heading with its name and
+status, its gap headline, the policy in force with the rules no request exercised, a
+layer table, the top findings (most severe first, each code linked to the site's catalog
+when ``site_url`` is given) and the pipeline as a ``mermaid`` block. A summary over
+``MAX_SUMMARY_BYTES`` (GitHub's job-summary limit) is shortened for every run alike
+(``build_markdown``), and a closing note says what was left out and where the rest is.
 
-A summary over ``MAX_SUMMARY_BYTES`` (GitHub's 1 MiB job-summary limit, UTF-8 bytes) is
-shortened, for every run alike: first the flowcharts go, then the details (all but the
-heading with the status and the gap headline), then the run sections; last, the run
-table's final rows. A note after a horizontal rule then says what was left out and where
-the full report is (the site at ``site_url``, else the site and the other exports).
-
-Every input-derived value goes through ``md_text``: HTML's ``& < >`` become entities,
-every other ASCII punctuation character is backslash-escaped (so no input can open a
-link, an image, emphasis, a code span or a table cell), line breaks become spaces, and
-control, format and other invisible characters are shown as ``<U+XXXX>``. An ``@`` with
-the name after it (``@octocat``, ``@org/team``) is written as a code span instead: a
-backslash before the ``@`` is not a reliable way to keep GitHub from linking and
-notifying a mention in a comment, but GitHub never does in code, and the code span still
-shows the name as it was. The policy's id and rule refs, from the user's policy file,
-are escaped the same way. Only the tool's own strings (codes, layer titles, counts) are
-written unescaped, and the Mermaid block holds no input value.
+Every input-derived value goes through ``md_text``, which leaves no input able to open a
+link, an image, emphasis, a code span or a table cell, nor to mention anyone: a GitHub
+mention becomes a code span, where GitHub never links it. Only the tool's own strings
+(codes, layer titles, counts) are written unescaped; the Mermaid block holds no input.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 from urllib.parse import urlsplit
 
 from sandbox_replay.checks.base import LayerResult
@@ -47,7 +35,6 @@ from sandbox_replay.records.changes import FIX, REGRESSION, Changes, FindingRef,
 from sandbox_replay.version import TOOL_NAME, __version__
 
 MAX_FINDINGS = 20
-# GitHub refuses a job summary over 1 MiB; a longer one is shortened (``build_markdown``).
 MAX_SUMMARY_BYTES = 1024 * 1024
 # Never-exercised rules named per run before "and N more" (the site's policy page lists all).
 MAX_RULES = 20
@@ -64,7 +51,11 @@ _SEVERITY_RANK = {severity: index for index, severity in enumerate(Severity)}
 
 
 def md_text(value: object, limit: int = MAX_TEXT) -> str:
-    """Return an input value as inert Markdown text on one line, cut at ``limit`` chars."""
+    """Return an input value as inert Markdown text on one line, cut at ``limit`` chars.
+
+    HTML's ``& < >`` become entities, every other ASCII punctuation character is
+    backslash-escaped, and invisible characters are shown as ``<U+XXXX>``.
+    """
     text = one_line(str(value))
     if len(text) > limit:
         text = text[:limit] + "…"
@@ -96,19 +87,56 @@ def check_site_url(url: str) -> str:
     return url
 
 
-@dataclass(frozen=True)
-class PipelineStep:
-    """One node of the pipeline chart: a fixed id and label, this run's count, its status."""
+# The pipeline chart: each step's id, label, the layers its status comes from, and the
+# text of its count (from the record's counts).
+PIPELINE: tuple[tuple[str, str, tuple[Layer, ...], str], ...] = (
+    ("requests", "Action requests", (Layer.ACTION_REQUESTS,), "{action_request_count} requests"),
+    (
+        "derived",
+        "Derived verdicts",
+        (Layer.ACTION_REQUESTS,),
+        "{derived_block_count} block, {derived_allow_count} allow, {derived_review_count} review",
+    ),
+    (
+        "declared",
+        "Declared verdicts checked",
+        (Layer.POLICY_VERDICTS,),
+        "{derived_policy_verdict_mismatch_count} mismatches",
+    ),
+    (
+        "effects",
+        "Side-effect records",
+        (Layer.SIDE_EFFECTS,),
+        "{side_effect_receipt_count} rows, {blocked_without_execution_count} blocked clean",
+    ),
+    (
+        "rollbacks",
+        "Rollbacks",
+        (Layer.ROLLBACKS,),
+        "{rollback_verified_count}/{rollback_receipt_count} verified",
+    ),
+    (
+        "replay",
+        "Cold replay",
+        (Layer.COLD_REPLAY,),
+        "{cold_replay_confirmed_count}/{cold_replay_count} confirmed",
+    ),
+    ("trace", "Public trace", (Layer.PUBLIC_TRACE,), "{span_count} spans"),
+)
+PIPELINE_EDGES = (
+    ("requests", "derived"),
+    ("derived", "declared"),
+    ("declared", "effects"),
+    ("effects", "rollbacks"),
+    ("effects", "replay"),
+    ("rollbacks", "trace"),
+    ("replay", "trace"),
+    ("trace", "result"),
+)
 
-    node_id: str
-    label: str
-    count_text: str
-    status: str
 
-
-def _layer_status(result: Mapping[str, Any], *layers: Layer) -> str:
-    statuses = {row["layer"]: row["status"] for row in result["layers"]}
-    found = [statuses[layer.value] for layer in layers if layer.value in statuses]
+def _layer_status(facts: ExportFacts, layers: tuple[Layer, ...]) -> str:
+    found = [result.status for layer in layers if (result := facts.layer(layer)) is not None]
     if not found:
         return "not_applicable"
     for status in ("not_run", "blocked"):
@@ -117,94 +145,16 @@ def _layer_status(result: Mapping[str, Any], *layers: Layer) -> str:
     return "pass"
 
 
-def pipeline_steps(result: Mapping[str, Any]) -> tuple[list[PipelineStep], list[tuple[str, str]]]:
-    """Return the pipeline's steps with this run's counts, and the arrows between them."""
-    trace = result["public_agent_execution_trace"]
-    steps = [
-        PipelineStep(
-            "requests",
-            "Action requests",
-            f"{result['action_request_count']} requests",
-            _layer_status(result, Layer.ACTION_REQUESTS),
-        ),
-        PipelineStep(
-            "derived",
-            "Derived verdicts",
-            f"{result['derived_block_count']} block, {result['derived_allow_count']} allow, "
-            f"{result['derived_review_count']} review",
-            _layer_status(result, Layer.ACTION_REQUESTS),
-        ),
-        PipelineStep(
-            "declared",
-            "Declared verdicts checked",
-            f"{result['derived_policy_verdict_mismatch_count']} mismatches",
-            _layer_status(result, Layer.POLICY_VERDICTS),
-        ),
-        PipelineStep(
-            "effects",
-            "Side-effect records",
-            f"{result['side_effect_receipt_count']} rows, "
-            f"{result['blocked_without_execution_count']} blocked clean",
-            _layer_status(result, Layer.SIDE_EFFECTS),
-        ),
-        PipelineStep(
-            "rollbacks",
-            "Rollbacks",
-            f"{result['rollback_verified_count']}/{result['rollback_receipt_count']} verified",
-            _layer_status(result, Layer.ROLLBACKS),
-        ),
-        PipelineStep(
-            "replay",
-            "Cold replay",
-            f"{result['cold_replay_confirmed_count']}/{result['cold_replay_count']} confirmed",
-            _layer_status(result, Layer.COLD_REPLAY),
-        ),
-        PipelineStep(
-            "trace",
-            "Public trace",
-            f"{trace['span_count']} spans",
-            _layer_status(result, Layer.PUBLIC_TRACE),
-        ),
-        PipelineStep(
-            "result",
-            "Result",
-            f"{result['status']}, {result['finding_count']} findings",
-            "pass" if result["status"] == "pass" else "blocked",
-        ),
+def pipeline_mermaid(facts: ExportFacts) -> str:
+    """Return the run's pipeline chart as Mermaid source; it holds only the tool's own text."""
+    nodes = [
+        FlowNode(node_id, label, text.format_map(facts.counts), _layer_status(facts, layers))
+        for node_id, label, layers, text in PIPELINE
     ]
-    edges = [
-        ("requests", "derived"),
-        ("derived", "declared"),
-        ("declared", "effects"),
-        ("effects", "rollbacks"),
-        ("effects", "replay"),
-        ("rollbacks", "trace"),
-        ("replay", "trace"),
-        ("trace", "result"),
-    ]
-    return steps, edges
-
-
-def pipeline_mermaid(result: Mapping[str, Any]) -> str:
-    """Return the pipeline chart as Mermaid source; it holds only the tool's own text."""
-    steps, edges = pipeline_steps(result)
-    chart = draw_flowchart(
-        [FlowNode(s.node_id, s.label, s.count_text, s.status) for s in steps],
-        [FlowEdge(a, b) for a, b in edges],
-        title="Replay pipeline",
-    )
-    return chart.mermaid
-
-
-def _chart_fields(facts: ExportFacts) -> dict[str, Any]:
-    """Return the result-record fields ``pipeline_steps`` reads, as the facts hold them."""
-    return {
-        **facts.counts,
-        "status": facts.status,
-        "finding_count": len(facts.findings),
-        "layers": [{"layer": layer.layer.value, "status": layer.status} for layer in facts.layers],
-        "public_agent_execution_trace": {"span_count": facts.counts["span_count"]},
-    }
+    result = f"{facts.status}, {len(facts.findings)} findings"
+    nodes.append(FlowNode("result", "Result", result, "pass" if facts.passed else "blocked"))
+    edges = [FlowEdge(a, b) for a, b in PIPELINE_EDGES]
+    return draw_flowchart(nodes, edges, title="Replay pipeline").mermaid
 
 
 def top_findings(run: ExportRun) -> list[Finding]:
@@ -250,11 +200,7 @@ def policy_line(policy: PolicyCoverage) -> str:
 
 @dataclass(frozen=True)
 class RunSection:
-    """One run's section in three parts, the order they are left out in reverse.
-
-    ``head`` is the heading (name and status) and the gap headline; ``details`` the input,
-    the policy, the layer table and the top findings; ``chart`` the pipeline flowchart.
-    """
+    """One run's section: heading and headline; input, policy, layers and findings; chart."""
 
     head: list[str]
     details: list[str]
@@ -291,7 +237,7 @@ def run_section(run: ExportRun, site_url: str | None) -> RunSection:
         rows = []
         for f in findings:
             entry = REGISTRY[f.error_code]
-            where = f"{run.artifact_path(f.path)}:{f.line or 1}" if f.path else "(run)"
+            where = run.location(f)
             note = " (expected)" if is_expected(run, f) else ""
             rows.append(
                 [
@@ -304,7 +250,7 @@ def run_section(run: ExportRun, site_url: str | None) -> RunSection:
             )
         details += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
     details.append("")
-    chart = ["```mermaid", pipeline_mermaid(_chart_fields(facts)).rstrip("\n"), "```", ""]
+    chart = ["```mermaid", pipeline_mermaid(facts).rstrip("\n"), "```", ""]
     return RunSection(head, details, chart)
 
 
@@ -357,8 +303,7 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
     """Return the Markdown summary of ``runs``, shortened to fit ``MAX_SUMMARY_BYTES``.
 
     Over the limit it leaves out, for every run alike, first the flowcharts, then the
-    details, then the whole section; last, the table's rows from the end. A note at the
-    end says what was left out and where the full report is.
+    details, then the whole section; last, the table's rows from the end.
     """
     if site_url is not None:
         check_site_url(site_url)
@@ -415,11 +360,7 @@ def _changed_finding(run: RunChange, finding: FindingRef, site_url: str | None) 
 def changes_lines(
     runs: Sequence[RunChange], site_url: str | None = None, heading: str = "##"
 ) -> list[str]:
-    """Return the "Changes since baseline" section: regressions, new findings, fixes.
-
-    At most ``MAX_FINDINGS`` new findings are listed, then how many more; fixed findings
-    are counted, fixed runs named.
-    """
+    """Return the "Changes since baseline" section: regressions, new findings, fixes."""
     regressions = [r for r in runs if r.kind == REGRESSION]
     fixes = [r for r in runs if r.kind == FIX]
     new = [(r, f) for r in runs for f in r.new]

@@ -1,26 +1,16 @@
 """Pack a built report site into a reproducible ``tar.gz`` plus a ``SHA256SUMS`` file.
 
-Archive format: a gzip stream (level 9, header mtime set to the archive mtime, no file
-name, OS byte fixed) holding a POSIX pax tar whose entries are the site's folders and
-regular files under one top folder named after the archive (``<stem>/...``), in sorted
-order of their posix paths. Every entry has uid/gid 0, empty owner and group names,
-mode 0755 for folders and 0644 for files, and mtime ``SOURCE_DATE_EPOCH`` (0 when unset),
-so the same site gives the same bytes on any machine. A symlink or any other special
-file in the site is refused rather than followed or stored, and so is a site folder
-nested deeper than any site this tool builds. Each file is read through a handle opened
-without following a symlink, which must be the very file listed (same device and inode,
-same size): a file swapped after the listing is refused, never archived.
+Archive format: a gzip stream (level 9, mtime the entries', no file name, OS byte 255)
+holding a POSIX pax tar of the site's folders and regular files under one top folder
+named after the archive (``<stem>/...``), sorted by posix path. Every entry has uid/gid
+0, no owner or group names, mode 0755 (folders) or 0644 (files) and mtime
+``SOURCE_DATE_EPOCH`` (0 when unset), so the same site gives the same bytes anywhere. A
+symlink or special file, a folder nested too deep, or a file swapped after the listing
+(read through a handle that must be the very file listed) is refused, never archived.
 
-``pack_site`` packs only a site ``build`` made: the folder must hold the site marker
-naming this tool and the digest of its ``manifest.json`` (``loader.site_marker_matches``).
-``pack_bytes`` archives any folder of plain files.
-
-``SHA256SUMS`` is written beside the archive in ``sha256sum`` format (``<hex>  <name>``,
-one line per file, sorted by name), so ``sha256sum -c SHA256SUMS`` checks a download. An
-existing ``SHA256SUMS`` there is merged, not replaced: every other file's line is kept as
-it was and this archive's line replaced. A line in any other format (the BSD-style
-tagged one included) is refused, never dropped. The archive and ``SHA256SUMS`` get the mode the
-umask gives a new file (``atomic``).
+``SHA256SUMS`` beside the archive is in ``sha256sum`` format (``<hex>  <name>``, sorted
+by name). An existing one is merged: every other file's line is kept as it was, and a
+line in any other format is refused, never dropped.
 """
 
 from __future__ import annotations
@@ -91,7 +81,7 @@ def archive_stem(archive: Path) -> str:
 
 
 def _entries(site_dir: Path) -> list[tuple[str, os.stat_result]]:
-    """Return (posix path relative to the site, its ``lstat``) of every folder and file, sorted."""
+    """Return (path relative to the site, its ``lstat``) of every folder and file, sorted."""
     try:
         found = site_entries(site_dir)
     except (OSError, SiteTooDeepError) as error:
@@ -173,12 +163,7 @@ def sums_line(name: str, data: bytes) -> str:
 
 
 def merged_sums(existing: bytes, name: str, data: bytes) -> bytes:
-    """Return ``existing`` (a ``SHA256SUMS``) with the line for ``name`` set to ``data``'s digest.
-
-    Every other line is kept byte for byte; the lines are sorted by file name. A line not
-    in ``sha256sum`` format is a ``PackError``: a file this tool cannot read is not one it
-    may rewrite.
-    """
+    """Return ``existing`` (a ``SHA256SUMS``) with the line for ``name`` set to ``data``'s digest."""
     own = name.encode("utf-8")
     lines = [(own, sums_line(name, data).encode("utf-8"))]
     for number, line in enumerate(existing.split(b"\n"), 1):
@@ -195,8 +180,7 @@ def merged_sums(existing: bytes, name: str, data: bytes) -> bytes:
 
 
 def _existing_sums(path: Path) -> bytes:
-    """Return the ``SHA256SUMS`` at ``path`` (empty when there is none), read without
-    following a symlink."""
+    """Return the ``SHA256SUMS`` at ``path`` (empty when there is none), no symlink followed."""
     try:
         return read_same_file(path, None, SUMS_MAX_BYTES)
     except FileNotFoundError:
@@ -207,12 +191,10 @@ def _existing_sums(path: Path) -> bytes:
 
 
 def pack_site(config: PackConfig) -> list[Path]:
-    """Write the archive of a built site and merge its line into ``SHA256SUMS`` beside it.
+    """Write the archive of a site ``build`` made and merge its line into ``SHA256SUMS``; return both.
 
-    Returns both paths. A folder that is not a site ``build`` made, and a file that cannot
-    be read or written (a full or read-only disk, a missing folder), is a ``PackError``
-    naming it; nothing is written before the archive and the merged ``SHA256SUMS`` are
-    both ready.
+    Nothing is written before both are ready; what cannot be read or written is a
+    ``PackError`` naming it.
     """
     if config.site_dir.is_dir() and not site_marker_matches(config.site_dir):
         raise PackError(

@@ -3,52 +3,32 @@
 File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newline) with
 ``$schema``, ``version: "2.1.0"`` and one ``run`` per replayed run, in the order given:
 
-- ``tool.driver``: name, version and one rule per registered finding
-  code, in registry order (so ``ruleIndex`` is the same in every log of a version): id =
-  the code, name = the code in CamelCase, short description = its summary, full
-  description = the "What it checks" section of its document, help = the whole document
-  (text and Markdown), tags ``["security", <layer>]`` and ``security-severity`` (critical
-  9.5, high 7.5, medium 5.0, low 3.0: GitHub's bands).
-- ``runAutomationDetails.id``: ``sandbox-replay/<run name>/``, so each run is its own
+- ``tool.driver``: one rule per registered code, in registry order (so ``ruleIndex`` is
+  the same in every log of a version): id, CamelCase name, summary, the "What it checks"
+  section, the whole document as help, tags ``["security", <layer>]`` and GitHub's
+  ``security-severity`` band.
+- ``automationDetails.id``: ``sandbox-replay/<run name>/``, so each run is its own
   code-scanning category and one run's results never close another's alerts.
-- ``originalUriBaseIds``: ``%SRCROOT%``, the repository root the URIs are relative to.
-- ``results``: one per finding, in the finding order of the result record: ``ruleId``,
-  ``ruleIndex``, ``level`` (critical/high: error, medium/low: warning; a low finding
-  still blocks its run, and ``note`` is kept for expected alarms), ``message.text``
-  (on one line, input values made visible and SARIF's link brackets escaped, so no input
-  can open an embedded link nor forge a line of a log that prints it), one physical location (the input file relative to the repository root,
-  ``uriBaseId: %SRCROOT%``, and the row's start line, 1 when unknown) and
-  ``partialFingerprints["sandboxReplay/v1"]``: sha256 over code, file URI and subject id,
-  then ``:<n>`` for the n-th result with that hash. The line is left out on purpose so a
-  reformatted input keeps its alerts; the URI and subject are the same on every machine.
-  ``partialFingerprints["sandboxReplay/finding/v1"]`` is the finding's identity across
-  builds (``fingerprints``: code, layer, file within the run folder and subject), the one
-  ``build --baseline`` and ``diff`` match findings by.
-- ``baselineState``, only in a build given ``--baseline``: ``new`` or ``unchanged`` by
-  that identity, and each finding of the baseline run that is gone is added after the
-  results as a ``kind: "pass"``, ``level: "none"`` result with ``baselineState:
-  "absent"`` (``absent_result``).
-- ``properties`` of a run: status, input mode, bundle id, the finding count and how many
-  results were left out to stay within ``MAX_RESULTS_PER_RUN`` (the most severe are kept).
+- ``results``: one per finding, in the result record's order: ``level`` (critical/high
+  error, medium/low warning), ``message.text`` (one line, visible, SARIF's link brackets
+  escaped), one location relative to ``%SRCROOT%`` (the repository root; line 1 when
+  unknown), ``partialFingerprints["sandboxReplay/v1"]`` (sha256 over code, file URI and
+  subject, then ``:<n>`` for the n-th equal one: no line, so a reformatted input keeps
+  its alerts) and ``["sandboxReplay/finding/v1"]``, the identity ``build --baseline``
+  and ``diff`` match findings by. With a baseline, ``baselineState`` ``new`` or
+  ``unchanged``, and each finding gone since is added as a ``kind: "pass"``, ``level:
+  "none"`` result with ``baselineState: "absent"``. Past ``MAX_RESULTS_PER_RUN`` only
+  the most severe are kept, and the run's ``properties`` say how many were left out.
 
-Split files. GitHub code scanning rejects a file of more than 20 runs or over 10 MB
-gzipped, so ``sarif_files`` splits the log: the runs in the order given, at most
-``MAX_RUNS_PER_FILE`` per file, a file closed early when its gzipped size (level 6, the
-serialized bytes as written) would pass ``MAX_GZIPPED_BYTES``. The first file keeps the
-name given (``replay.sarif``), the next ones are numbered from 2 before the suffix
-(``replay-2.sarif``, ``replay-3.sarif``, ...), each a complete log as above. A run whose
-file alone is over the limit is written alone in its file and flagged ``oversize``.
-Numbered files of an earlier, longer split are stale (``stale_parts``) and removed.
+Split files: GitHub takes at most ``MAX_RUNS_PER_FILE`` runs and ``MAX_GZIPPED_BYTES``
+per file, so ``sarif_files`` splits the log in run order; the first file keeps its name
+(``replay.sarif``), the next are numbered from 2 (``replay-2.sarif``), each a complete
+log. A run over the limit alone is written alone and flagged ``oversize``.
 
-Expected findings. In fixture mode each planted negative case must raise its code: that
-finding is the proof an alarm works, and a fixture that raises all of them passes. A gate
-that fails on any error-level result would fail every passing fixture, so a fired
-negative case is emitted at ``level: "note"`` with an accepted external suppression
-(justification: the planted case fired as designed) and ``properties.expected: true``.
-``kind: "pass"`` would say the same, but SARIF requires ``level: "none"`` with any kind
-other than ``fail``, and viewers then hide the proof altogether; a suppressed note keeps
-it visible and still out of the gate. A negative case that did *not* fire
-(``NEGATIVE_CASE_MISSING``) is a real failure and keeps its own level.
+Expected findings: in fixture mode a planted negative case that fired is the proof an
+alarm works. It is emitted at ``level: "note"`` with an accepted external suppression and
+``properties.expected: true``, visible but out of any gate (``kind: "pass"`` would need
+``level: "none"``, which viewers hide). A case that did not fire keeps its own level.
 """
 
 from __future__ import annotations
@@ -106,10 +86,7 @@ LEVEL = {
 }
 EXPECTED_LEVEL = "note"
 LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
-# GitHub code scanning takes at most 25,000 results per run; past that the most severe are
-# kept and ``properties.omittedResultCount`` says how many were left out.
 MAX_RESULTS_PER_RUN = 25_000
-# GitHub code scanning takes at most 20 runs per file and 10 MB per file gzipped.
 MAX_RUNS_PER_FILE = 20
 MAX_GZIPPED_BYTES = 10_000_000
 # The level a file's gzipped size is measured at: lower than gzip's default, so the size
@@ -168,10 +145,8 @@ def build_rule(entry: FindingCode) -> dict[str, Any]:
 def plain_message(text: str) -> str:
     """Return input-derived text fit for ``message.text``: one line, visible, no live link syntax.
 
-    SARIF reads ``[text](target)`` in a plain-text message as an embedded link and asks
-    literal brackets (and the backslash) to be escaped with a backslash (§3.11.6). A
-    viewer or a CI log shows the message as it is: a line break from an id would start
-    a line the tool did not write.
+    SARIF reads ``[text](target)`` as an embedded link; literal brackets and the
+    backslash are escaped with a backslash (§3.11.6).
     """
     return _LINK_CHARS.sub(r"\\\1", one_line(text))
 
@@ -185,6 +160,18 @@ def _message(finding: Finding) -> str:
     if finding.subject_id in finding.message:
         return finding.message
     return f"{finding.message} (subject: {finding.subject_id})"
+
+
+def _locations(uri: str, line: int | None) -> list[dict[str, Any]]:
+    region = {"startLine": max(line or 1, 1)}
+    return [
+        {
+            "physicalLocation": {
+                "artifactLocation": {"uri": uri, "uriBaseId": SRCROOT},
+                "region": region,
+            }
+        }
+    ]
 
 
 def fingerprint(code: str, uri: str, subject_id: str) -> str:
@@ -203,10 +190,7 @@ def build_result(
     seen: Counter[str],
     identity: str,
 ) -> dict[str, Any]:
-    """Return the SARIF result of one finding; ``seen`` numbers equal fingerprints.
-
-    ``identity`` is the finding's fingerprint (``fingerprints``).
-    """
+    """Return the SARIF result of one finding; ``seen`` numbers equal hashes, ``identity`` is its fingerprint."""
     entry = REGISTRY[finding.error_code]
     uri = artifact_uri(run, finding.path or LAYER_FILE[finding.layer])
     base = fingerprint(finding.error_code, uri, finding.subject_id)
@@ -217,14 +201,7 @@ def build_result(
         "ruleIndex": rule_index[finding.error_code],
         "level": EXPECTED_LEVEL if expected else LEVEL[entry.severity],
         "message": {"text": plain_message(_message(finding))},
-        "locations": [
-            {
-                "physicalLocation": {
-                    "artifactLocation": {"uri": uri, "uriBaseId": SRCROOT},
-                    "region": {"startLine": max(finding.line or 1, 1)},
-                }
-            }
-        ],
+        "locations": _locations(uri, finding.line),
         "partialFingerprints": {
             FINGERPRINT_KEY: f"{base}:{seen[base]}",
             FINGERPRINT_VERSION: identity,
@@ -255,10 +232,8 @@ def absent_result(
 ) -> dict[str, Any]:
     """Return a finding of the baseline run that is gone: ``baselineState: absent``.
 
-    A result of ``kind: "pass"`` and ``level: "none"`` (SARIF's "the rule was evaluated and
-    no problem found"), so no gate or viewer counts it as a problem. It keeps the
-    fingerprint it had, and carries no ``sandboxReplay/v1`` hash: the alert that hash
-    opened is closed by its absence from this log, as code scanning closes any alert.
+    It keeps its fingerprint but carries no ``sandboxReplay/v1`` hash: the alert that hash
+    opened is closed by its absence from this log.
     """
     uri = artifact_uri(run, finding.path or LAYER_FILE[Layer(finding.layer)])
     return {
@@ -267,14 +242,7 @@ def absent_result(
         "kind": "pass",
         "level": "none",
         "message": {"text": plain_message(f"Fixed since the baseline: {finding.message}")},
-        "locations": [
-            {
-                "physicalLocation": {
-                    "artifactLocation": {"uri": uri, "uriBaseId": SRCROOT},
-                    "region": {"startLine": max(finding.line or 1, 1)},
-                }
-            }
-        ],
+        "locations": _locations(uri, finding.line),
         "partialFingerprints": {FINGERPRINT_VERSION: finding.fingerprint},
         "baselineState": "absent",
         "properties": {"layer": finding.layer, "expected": False},
@@ -295,6 +263,10 @@ def most_severe(
 
     keep = sorted(sorted(range(len(results)), key=rank)[:limit])
     return [results[i] for i in keep]
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [build_rule(entry) for entry in REGISTRY]
 
 
 def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -345,7 +317,7 @@ def sarif_log(sarif_runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def build_sarif(runs: Sequence[ExportRun]) -> dict[str, Any]:
     """Return the SARIF log of ``runs`` in one log: one SARIF run per replayed run."""
-    rules = [build_rule(entry) for entry in REGISTRY]
+    rules = _rules()
     return sarif_log([build_run(run, rules) for run in runs])
 
 
@@ -375,10 +347,10 @@ def gzipped_size(data: bytes) -> int:
 def sarif_files(runs: Sequence[ExportRun]) -> list[SarifFile]:
     """Return the SARIF log of ``runs`` split into files GitHub code scanning accepts.
 
-    Runs are packed in order by their gzipped size alone; a file whose real gzipped size
-    is still over the limit is halved until each half fits or holds one run.
+    Runs are packed in order by their own gzipped sizes; a file still over the limit is
+    halved until each half fits or holds one run.
     """
-    rules = [build_rule(entry) for entry in REGISTRY]
+    rules = _rules()
     built = [(run.name, build_run(run, rules)) for run in runs]
     groups: list[list[tuple[str, dict[str, Any]]]] = []
     estimate = 0

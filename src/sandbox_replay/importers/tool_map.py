@@ -10,20 +10,14 @@ A map file is JSON (``import inspect --map FILE``; README, "Replaying Inspect AI
                 "source_trust_label": "...",                            (optional)
                 "follows_output_of": ["<function>", ...]}]}             (optional)
 
-A MATCHER is a string (a glob, as ``fnmatch`` reads it, matched against the whole value,
-case-sensitive), ``{"glob": "..."}`` or ``{"glob": ["...", ...]}`` (any of them), or
-``{"regex": "..."}`` (RE2 syntax, searched anywhere in the value: anchor it with ``^``
-and ``$`` to match the whole). An argument that is not a string is matched as its compact
-JSON text; a rule naming an argument the call lacks does not match. The first rule whose
-function and every named argument match decides the call's ``action_kind``,
-``requested_capability`` and ``risk_class``. Its trust label is ``untrusted_tool_output``
-when the call comes right after the output of a tool named in ``follows_output_of``, else
-the rule's ``source_trust_label`` (default ``model_generated``). A call no rule matches
-keeps its function as ``action_kind``, with capability and risk class ``unclassified``,
-which no policy row names, so the default policy derives it to block.
-
-The map decides what the replay believes a call was, so it is evidence: the bundle
-carries the map file's bytes as a copied source module, with their digest.
+A MATCHER is a glob string (``fnmatch``, whole value, case-sensitive), ``{"glob": "..."}``
+or ``{"glob": [...]}`` (any of them), or ``{"regex": "..."}`` (RE2, searched anywhere).
+An argument that is not a string is matched as its compact JSON; a rule naming an
+argument the call lacks does not match. The first rule whose function and named arguments
+all match decides the call's shape; its trust label is ``untrusted_tool_output`` right
+after the output of a tool in ``follows_output_of``, else ``source_trust_label``
+(default ``model_generated``). A call no rule matches is ``unclassified``, which the
+default policy derives to block. The map is evidence: every bundle carries its bytes.
 """
 
 from __future__ import annotations
@@ -42,7 +36,6 @@ UNCLASSIFIED = "unclassified"
 MODEL_GENERATED = "model_generated"
 UNTRUSTED_TOOL_OUTPUT = "untrusted_tool_output"
 NO_MAP_ID = "map:none"
-# Map files are small; a larger one is refused before it is read.
 MAX_MAP_BYTES = 1024 * 1024
 
 _RULE_KEYS = frozenset(
@@ -258,9 +251,11 @@ def _matcher(value: Any, where: str) -> Matcher:
     (kind, pattern), *_ = value.items()
     if kind == "glob":
         globs: Sequence[Any] = [pattern] if isinstance(pattern, str) else pattern
-        if not isinstance(globs, list | tuple) or not globs:
-            raise _Invalid(f"{where}.glob is not a string or a non-empty list of strings")
-        if not all(isinstance(glob, str) for glob in globs):
+        if (
+            not isinstance(globs, list | tuple)
+            or not globs
+            or not all(isinstance(glob, str) for glob in globs)
+        ):
             raise _Invalid(f"{where}.glob is not a string or a non-empty list of strings")
         return Matcher(globs=tuple(globs))
     if kind == "regex":

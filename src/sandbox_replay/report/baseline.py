@@ -1,17 +1,10 @@
 """Read a previous build to compare with: a site folder, or a ``pack`` archive of one.
 
-``read_baseline`` reads the site's ``manifest.json``, its marker, every run's
-``result.json`` and ``history.json`` (a site built before history was kept has none),
-and returns each run's ``changes.RunSnapshot``. It fails closed: a baseline that cannot
-be checked is a ``BaselineError`` naming the file, never an empty comparison. The
-marker must name this tool and hold the manifest's digest, and each result record must
-hash to the digest the manifest lists for it, so a baseline edited after its build is
-refused. An archive is read in memory, member by member (regular files only, each
-within the input size limit); nothing of it is extracted to disk.
-
-The manifest's digest (``sha256:<hex>`` of its bytes) and that of ``history.json`` are
-what a build records of its baseline (``Baseline.record``), and what ``verify`` checks
-the baseline it is given against.
+``read_baseline`` returns each run's ``changes.RunSnapshot`` from the site's manifest,
+marker, result records and ``history.json``, and fails closed: a baseline that cannot be
+checked is a ``BaselineError`` naming the file. The marker must hold the manifest's
+digest and each record the digest the manifest lists, so an edited baseline is refused.
+An archive is read in memory, regular members only, each within the input size limit.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """View-models of what changed since a baseline build, and of the builds' trend.
 
-``with_changes`` puts a run's "Changes since baseline" section and the "Changes" link in
-its pages; ``build_changes_view`` makes ``changes/index.html``; ``index_changes`` the
-index's "since baseline" column; ``trend_view`` the index's trend chart and its table
-from ``history.json``. Nothing here is used by a build without ``--baseline`` except the
-trend, which needs at least two builds of history (so only a baseline's can make one).
-Every text from an input (subjects, messages, paths) reaches the templates as plain
-strings, which they escape.
+Run pages' "Changes since baseline" section (``with_changes``), ``changes/index.html``
+(``build_changes_view``), the index's "since baseline" column (``index_changes``) and its
+trend chart from ``history.json`` (``trend_view``). Input texts reach the templates as
+plain strings, which they escape.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ def _location(finding: FindingRef) -> str:
 
 
 def changed_finding(run: str, finding: FindingRef, root: str, run_href: str) -> ChangedFinding:
-    """Return one new or fixed finding as the pages list it (``root``: the way to the site root)."""
+    """Return one new or fixed finding as the pages list it (``root``: the site root, relative)."""
     known = finding.code in REGISTRY
     return ChangedFinding(
         code=finding.code,
@@ -107,31 +104,20 @@ def with_changes(pages: RunPages, change: RunChange) -> RunPages:
             changes=run_changes_view(change, view.chrome.root),
         )
 
-    def run_view(digest: str | None, size: int | None) -> Any:
-        return changed(pages.run_view(digest, size))
-
-    def single_view(digest: str | None, size: int | None) -> Any:
-        return changed(pages.single_view(digest, size))
-
     def linked(
         views: Iterable[tuple[str, ListingPageView]],
     ) -> Iterator[tuple[str, ListingPageView]]:
         for path, view in views:
             yield path, dataclasses.replace(view, chrome=_linked(view.chrome))
 
-    def subpages(numbers: Iterable[int] | None) -> Iterator[tuple[str, ListingPageView]]:
-        return linked(pages.subpages(numbers))
-
-    def gap_pages() -> Iterator[tuple[str, ListingPageView]]:
-        return linked(pages.gap_pages())
-
     return RunPages(
-        run_view, subpages, pages.subpage_paths, gap_pages, pages.search_files, single_view
+        lambda digest, size: changed(pages.run_view(digest, size)),
+        lambda numbers: linked(pages.subpages(numbers)),
+        pages.subpage_paths,
+        lambda: linked(pages.gap_pages()),
+        pages.search_files,
+        lambda digest, size: changed(pages.single_view(digest, size)),
     )
-
-
-# ---------------------------------------------------------------------------------------
-# The index's column
 
 
 @dataclass(frozen=True)
@@ -177,10 +163,6 @@ def index_order(changes: Changes) -> dict[str, int]:
         change.name: 0 if change.kind == REGRESSION else 1 if change.new else 2
         for change in changes.runs
     }
-
-
-# ---------------------------------------------------------------------------------------
-# The changes page
 
 
 @dataclass(frozen=True)
@@ -274,10 +256,6 @@ def build_changes_view(changes: Changes, build_time: str, version: str) -> Chang
             if c.moved_from is not None
         ),
     )
-
-
-# ---------------------------------------------------------------------------------------
-# The trend
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,8 @@
 """Draw the index page's small inline-SVG charts, and shade the calibration heatmap.
 
-Each chart is a horizontal bar chart 320 units wide (readable on a phone, scalable with
-its ``viewBox``) whose ``<desc>`` states every number in words, so a screen reader and a
-printout carry the same figures as the bars. Bars carry CSS classes from a fixed list,
-never colours; the site's stylesheet (``assets/site.css``) colours them for light, dark
-and print.
+Each chart's ``<desc>`` states every number in words, so a screen reader and a printout
+carry the same figures as the bars. Bars carry CSS classes from a fixed list, never
+colours; the site's stylesheet (``assets/site.css``) colours them.
 """
 
 from __future__ import annotations
@@ -27,23 +25,10 @@ from sandbox_replay.drawing.svg import (
 from sandbox_replay.figures import count
 
 CSS_CLASSES: Final = frozenset(
-    {
-        "",
-        "status-pass",
-        "status-blocked",
-        "status-not_run",
-        "status-not_applicable",
-        "verdict-allow",
-        "verdict-block",
-        "verdict-review",
-        "verdict-missing",
-        "layer",
-        "finding",
-        "sev-critical",
-        "sev-high",
-        "sev-medium",
-        "sev-low",
-    }
+    {"", "layer", "finding"}
+    | {f"status-{s}" for s in ("pass", "blocked", "not_run", "not_applicable")}
+    | {f"verdict-{v}" for v in ("allow", "block", "review", "missing")}
+    | {f"sev-{s}" for s in ("critical", "high", "medium", "low")}
 )
 _FILTER: Final = re.compile(r"[a-z]+=[A-Za-z0-9_.~%-]{1,400}")
 HEATMAP_LEVELS: Final = 5  # heat_level returns 0 .. HEATMAP_LEVELS - 1
@@ -114,16 +99,10 @@ def stacked_bar_chart(
 ) -> Markup:
     """Draw one horizontal bar per row, split into its segments, with the row's total beside it.
 
-    The legend lists each segment label once, in order of first appearance. Labels that
-    fit beside the bars are drawn there; otherwise each label is drawn above its bar, across
-    the chart's width. Every row and segment has a ``<title>`` with its full name and
-    figures (a tooltip on hover); figures are written as everywhere (``1,666``), and the
-    room for them is measured, so none is clipped.
-
-    ``filters`` (one per row) and ``legend_filters`` (by segment label) are the index's
-    fragment filters (``status=blocked``, ``run=<name>``, ``sev=critical``) the page's
-    script applies when a bar or a legend key is clicked; each must be ASCII letters,
-    digits and ``=_-.%~`` (a run name is percent-encoded by the caller).
+    The legend lists each segment label once. Labels too wide to sit beside the bars are
+    drawn above them. ``filters`` (one per row) and ``legend_filters`` (by segment label)
+    are the index's fragment filters (``status=blocked``) applied when a bar or a key is
+    clicked; each must be ASCII letters, digits and ``=_-.%~``.
     """
     prefix = check_id_prefix(id_prefix)
     for value in (*filters, *(legend_filters or {}).values()):
@@ -164,7 +143,11 @@ def stacked_bar_chart(
             f'text-anchor="middle" font-size="{num(FONT)}">No data</text>'
         )
     height = top + max(len(rows), 1) * row_height + PAD
-    description = _describe(rows)
+    return _svg(height, prefix, title, _describe(rows), body)
+
+
+def _svg(height: float, prefix: str, title: str, description: str, body: list[str]) -> Markup:
+    """Wrap a chart's body in its ``<svg>``, titled and described for a screen reader."""
     return Markup(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
         f'width="{num(WIDTH)}" height="{num(height)}" viewBox="0 0 {num(WIDTH)} {num(height)}" '
@@ -300,11 +283,7 @@ TREND_BOTTOM: Final = 34.0
 
 
 def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> Markup:
-    """Draw one column per build (passed under blocked runs) and a line of its findings.
-
-    The runs are read on the left axis, the findings on the line's own labels; the
-    ``<desc>`` states every figure in words, build by build.
-    """
+    """Draw one column per build (passed under blocked runs) and a line of its findings."""
     prefix = check_id_prefix(id_prefix)
     columns = max(len(points), 1)
     room = WIDTH - TREND_LEFT - PAD
@@ -363,13 +342,4 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
         f"{count(p.findings)} findings."
         for p in points
     )
-    return Markup(
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
-        f'width="{num(WIDTH)}" height="{num(TREND_HEIGHT)}" '
-        f'viewBox="0 0 {num(WIDTH)} {num(TREND_HEIGHT)}" '
-        f'aria-labelledby="{prefix}-title" aria-describedby="{prefix}-desc" '
-        f'font-family="sans-serif">'
-        f'<title id="{prefix}-title">{escape(title)}</title>'
-        f'<desc id="{prefix}-desc">{escape(description or "No data.")}</desc>'
-        f"{''.join(body)}</svg>"
-    )
+    return _svg(TREND_HEIGHT, prefix, title, description or "No data.", body)

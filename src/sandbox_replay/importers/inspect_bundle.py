@@ -1,0 +1,279 @@
+"""Turn the tool calls of Inspect AI samples into the files of one bundle (FORMAT.md).
+
+Per tool call: one action request (its shape from the map file, ``tool_map``; its bodies
+only as sha256 digests); one verdict row when an approval event decided the call (approve
+and modify are allow, reject and terminate block, escalate review), none otherwise; one
+side-effect row counting the call's executing sandbox events; with
+``rollback_from_teardown``, one rollback row per executed call standing for the sample's
+sandbox teardown. Inspect records no rollback and no cold replay, and the bundle manifest
+says so. Nothing time-bound of a log reaches a bundle, so one log always imports to the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox_replay.atomic import dump_json
+from sandbox_replay.checks.harness import NOT_RECORDED, TEARDOWN
+from sandbox_replay.checks.sandbox_policy import AUTHORITY_FLAGS
+from sandbox_replay.importers.inspect_events import ToolCall
+from sandbox_replay.importers.tool_map import ToolMap
+from sandbox_replay.load import run as files
+from sandbox_replay.model.policy import VERDICTS
+from sandbox_replay.model.rows import ActionRequest, PolicyVerdict, SideEffect
+
+POLICY_ID = "policy:inspect_ai_approval"
+POLICY_VERSION = "inspect_ai_approval/1"
+NO_OUTPUT_REF = "tool_output:none_before_first_call"
+MAP_MODULE_PATH = "source_modules/map/tool_map.json"
+DECISION_VERDICTS = {
+    "approve": "allow",
+    "modify": "allow",
+    "reject": "block",
+    "terminate": "block",
+    "escalate": "review",
+}
+# The files of rows a bundle holds, each a JSON object of one list named as the file.
+ROW_KINDS = ("action_requests", "policy_verdicts", "side_effect_receipts", "rollback_receipts")
+# What the projection protocol says the import left out of the bundle.
+OMITTED = (
+    "tool call arguments",
+    "tool outputs and errors",
+    "sandbox commands, file bodies and outputs",
+    "approval explanations",
+    "model messages",
+    "timestamps and run ids",
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+Episodes = Sequence[tuple[str, list[ToolCall]]]
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One bundle folder to write: its name and every file's bytes by relative path."""
+
+    name: str
+    files: Mapping[str, bytes]
+    secret_matches: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """What every row of one bundle is named by."""
+
+    task: str
+    tool_map: ToolMap
+    teardown: bool
+    prefixed: bool
+
+
+def build_bundle(
+    name: str,
+    task: str,
+    harness_version: str,
+    episodes: Episodes,
+    tool_map: ToolMap,
+    *,
+    teardown: bool,
+    prefixed: bool,
+) -> Bundle:
+    """Return the bundle of ``episodes``; ``prefixed`` puts the episode in each request id."""
+    sample = _Sample(task, tool_map, teardown, prefixed)
+    rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in ROW_KINDS}
+    secret_matches: dict[str, int] = {}
+    for episode, calls in episodes:
+        for call in calls:
+            for class_id, count in call.matches.items():
+                secret_matches[class_id] = secret_matches.get(class_id, 0) + count
+            _add_rows(rows, sample, episode, call)
+    bundle_files = {
+        f"{kind}.json": dump_json({kind: kind_rows}) for kind, kind_rows in rows.items()
+    }
+    bundle_files |= {
+        files.COLD_REPLAY: dump_json({"cold_replay": []}),
+        files.PROJECTION_PROTOCOL: dump_json(_projection(task, episodes, harness_version)),
+        files.SANDBOX_POLICY: dump_json(_sandbox_policy()),
+        files.BUNDLE_MANIFEST: dump_json(_manifest(name, task, harness_version, teardown)),
+        files.SOURCE_MODULE_MANIFEST: dump_json(_module_manifest(tool_map)),
+        MAP_MODULE_PATH: tool_map.body,
+    }
+    return Bundle(safe_name(name), bundle_files, secret_matches)
+
+
+def safe_name(text: str) -> str:
+    """Return ``text`` as a folder name, each run of other characters than ``A-Za-z0-9_.-`` a ``-``."""
+    return _UNSAFE.sub("-", text).strip("-.") or "x"
+
+
+def _add_rows(
+    rows: dict[str, list[dict[str, Any]]], sample: _Sample, episode: str, call: ToolCall
+) -> None:
+    request_id = f"{episode}/{call.call_id}" if sample.prefixed else call.call_id
+    ref = f"inspect/{sample.task}/{episode}/{call.call_id}"
+    rows["action_requests"].append(_request(sample, episode, call, request_id, ref))
+    if call.decision is not None:
+        rows["policy_verdicts"].append(
+            {
+                "request_id": request_id,
+                "policy_version": POLICY_VERSION,
+                "verdict": DECISION_VERDICTS.get(call.decision, call.decision),
+                "rule_refs": [f"approver:{call.approver}"],
+                "pre_execution": call.pre_execution,
+                "decision_reason_ref": f"reason:inspect_approval/{call.decision}",
+                "approval_ref": f"approval:{ref}",
+                "body_redacted": True,
+            }
+        )
+    executed = call.executed_count > 0
+    rollback_ref = "rollback:not_required_not_executed"
+    if executed and sample.teardown:
+        rollback_ref = f"{TEARDOWN}:{request_id}"
+        rows["rollback_receipts"].append(
+            {
+                "rollback_id": rollback_ref,
+                "request_id": request_id,
+                "rollback_required": True,
+                "rollback_verified": True,
+                "rollback_command_ref": f"rollback_command:inspect/{sample.task}/{episode}/{TEARDOWN}",
+                "body_redacted": True,
+            }
+        )
+    elif executed:
+        rollback_ref = f"rollback:{NOT_RECORDED}"
+    rows["side_effect_receipts"].append(
+        {
+            "request_id": request_id,
+            "execution_attempted": executed,
+            "filesystem_diff_ref": f"diff:{ref}/sandbox" if executed else "diff:none",
+            "network_diff_ref": f"diff:{NOT_RECORDED}",
+            "database_diff_ref": f"diff:{NOT_RECORDED}",
+            "side_effect_diff_count": call.executed_count,
+            "rollback_receipt_ref": rollback_ref,
+            "body_redacted": True,
+        }
+    )
+
+
+def _request(
+    sample: _Sample, episode: str, call: ToolCall, request_id: str, ref: str
+) -> dict[str, Any]:
+    shape = sample.tool_map.classify(call.function, call.arguments, call.previous_function)
+    output_ref = (
+        f"inspect/{sample.task}/{episode}/{call.previous_output_ref}/output"
+        if call.previous_output_ref is not None
+        else NO_OUTPUT_REF
+    )
+    request: dict[str, Any] = {
+        "request_id": request_id,
+        "episode_id": episode,
+        "action_kind": shape.action_kind,
+        "normalized_action_ref": ref,
+        "source_trust_label": shape.source_trust_label,
+        "untrusted_tool_output_ref": output_ref,
+        "requested_capability": shape.requested_capability,
+        "risk_class": shape.risk_class,
+        "intended_side_effect_ref": f"effect:{ref}",
+        "body_redacted": True,
+        "secret_like_data_synthetic": not call.matches,
+        "raw_payload_exported": False,
+        "live_network_target": False,
+        "tool_function": call.function,
+        "map_rule_ref": shape.rule_ref or "map_rule:none_matched",
+        "arguments_sha256": call.arguments_sha256,
+        "output_sha256": call.output_sha256,
+    }
+    if call.matches:
+        request["body_forbidden_matches"] = ", ".join(
+            f"{class_id}: {count}" for class_id, count in sorted(call.matches.items())
+        )
+    return request
+
+
+def _manifest(name: str, task: str, harness_version: str, teardown: bool) -> dict[str, Any]:
+    return {
+        "bundle_id": f"bundle:inspect/{task}/{name}",
+        "bundle_format_ref": "format:exported_sandbox_policy_escape_bundle",
+        "export_format_version": "1",
+        "exporter_ref": "exporter:sandbox-replay/import-inspect",
+        "source_protocol_ref": f"projection:inspect/{task}",
+        "policy_ref": f"{POLICY_ID}@{POLICY_VERSION}",
+        "source_module_manifest_ref": files.SOURCE_MODULE_MANIFEST,
+        "body_in_receipt": False,
+        "harness_ref": f"harness:inspect_ai@{harness_version}",
+        "rollback_evidence": TEARDOWN if teardown else NOT_RECORDED,
+        "cold_replay_evidence": NOT_RECORDED,
+    }
+
+
+def _projection(task: str, episodes: Episodes, harness_version: str) -> dict[str, Any]:
+    return {
+        "protocol_id": f"projection:inspect/{task}",
+        "source_refs": [f"source:inspect_log/{task}/{episode}" for episode, _ in episodes],
+        "source_pattern_ids": ["pattern:inspect_tool_call"],
+        "projection_receipt_refs": ["receipt:projection/sandbox-replay_import_inspect"],
+        "target_refs": ["target:sandbox_replay/bundle"],
+        "target_symbols": [*ROW_KINDS, "cold_replay"],
+        "public_runtime_refs": [f"runtime:inspect_ai/{harness_version}"],
+        "omitted_secret_or_live_access_material": list(OMITTED),
+        "body_import_status": "metadata_only",
+        "body_import_verification": {
+            "verification_status": "verified",
+            "method": "refs_and_sha256_digests_only",
+            "verified": True,
+            "body_in_receipt": False,
+        },
+        "body_in_receipt": False,
+        "copied_credential_or_account_bound_source": False,
+        "exports_secret_or_live_access_material": False,
+        "exports_executable_payloads": False,
+        "authorizes_live_network": False,
+        "authorizes_sandbox_escape": False,
+    }
+
+
+def _sandbox_policy() -> dict[str, Any]:
+    """Return the sandbox policy the contract asks for, claiming no authority."""
+    return {
+        "policy_id": POLICY_ID,
+        "policy_version": POLICY_VERSION,
+        "allowed_verdicts": list(VERDICTS),
+        # Every required field, then the flags a request states.
+        "required_action_fields": list(
+            dict.fromkeys([*ActionRequest.REQUIRED, *ActionRequest.FLAGS])
+        ),
+        "required_verdict_fields": list(PolicyVerdict.REQUIRED),
+        "required_effect_fields": list(SideEffect.REQUIRED),
+        **AUTHORITY_FLAGS,
+    }
+
+
+def _module_manifest(tool_map: ToolMap) -> dict[str, Any]:
+    digest = "sha256:" + hashlib.sha256(tool_map.body).hexdigest()
+    copied = "copied_non_secret_macro_body"
+    return {
+        "manifest_id": "source_modules:inspect_tool_map",
+        "source_import_class": copied,
+        "body_in_receipt": False,
+        "body_text_in_receipt": False,
+        "module_count": 1,
+        "modules": [
+            {
+                "module_id": "module:inspect_tool_map",
+                "path": MAP_MODULE_PATH,
+                "material_class": "public_macro_control_plane_body",
+                "source_import_class": copied,
+                "body_copied": True,
+                "body_in_receipt": False,
+                "body_text_in_receipt": False,
+                "sha256": digest,
+                "source_sha256": digest,
+                "target_sha256": digest,
+                "required_anchors": [tool_map.map_id],
+            }
+        ],
+    }
