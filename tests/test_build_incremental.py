@@ -12,7 +12,6 @@ import pytest
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, edit_json
 from sandbox_replay.checks.pipeline import Replay, ReplayConfig
-from sandbox_replay.report import build as build_module
 from sandbox_replay.report import incremental, parallel
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 
@@ -237,7 +236,7 @@ def test_a_run_whose_files_change_while_it_is_built_is_replayed_next_time(
     Otherwise the status file would file the new pages under the old bytes, and a later
     build would reuse pages the inputs it hashed never gave.
     """
-    real_keys = build_module._run_keys
+    real_keys = incremental.hash_runs
 
     def hash_then_edit(runs: Any) -> Any:
         hashed = real_keys(runs)
@@ -245,7 +244,7 @@ def test_a_run_whose_files_change_while_it_is_built_is_replayed_next_time(
             data["policy_verdicts"][0]["decision_reason_ref"] = "reason:changed"
         return hashed
 
-    monkeypatch.setattr(build_module, "_run_keys", hash_then_edit)
+    monkeypatch.setattr(incremental, "hash_runs", hash_then_edit)
     said: list[str] = []
     out = tmp_path / "site"
     build_site(BuildConfig((inputs,), out, cwd=inputs.parent, progress=said.append, jobs=1))

@@ -3,53 +3,26 @@
 ``build_site`` reads as its phases, and nothing touches the output folder before the last
 (only ``publish.recover`` runs first, and it only puts back what a killed build moved):
 
-1. ``_plan``: find the runs, hash their inputs, and decide which the last build's pages
-   serve unchanged (``incremental``);
-2. ``_replay``: build every other run (``parallel.build_run``: replay, view-models, pages)
-   in this process, in ``--jobs`` processes (fewer, when the runs would not fit in the
-   memory available: ``memory``) or on a Dask scheduler. A run's pages are written as
-   they are rendered into the staging folder (``publish.new_staging``), not the output
-   folder; a Dask worker returns its pages and this process writes them;
-3. ``_shared_pages``: the pages that span runs (index, catalog, policy, changes, history,
-   manifest, marker, status), then the forbidden-material check of every page in memory;
-4. ``publish.write_site``: swap the staging folder in, atomically. An output folder whose
-   files already equal the new site is left untouched.
+1. ``_plan``: find the runs, hash their inputs, pick those the last build's pages serve;
+2. ``_replay``: build every other run (``parallel.build_run``) here, in ``--jobs``
+   processes (fewer if they would not fit in memory: ``memory``) or on Dask, each page
+   written into the staging folder (``publish.new_staging``) as it is rendered;
+3. ``_shared_pages``: the pages that span runs, then the forbidden-material check;
+4. ``publish.write_site``: swap the staging folder in, atomically.
 
 Site layout (all links relative, so it opens from ``file://`` or any static host):
-``index.html``; ``runs/<run>/index.html`` and ``runs/<run>/result.json`` (the run's result
-record, byte for byte as ``run`` writes it); for a run with more than ``views.PAGE_ROWS``
-join rows, findings or spans, ``runs/<run>/join/page-NNNN.html``,
-``runs/<run>/findings/page-NNNN.html`` and ``runs/<run>/trace/page-NNNN.html``;
-``codes/index.html``; ``policy/index.html`` (every rule of each policy in force, a column
-per run); ``history.json`` (``_history``); with ``--baseline``, ``changes/index.html``
-(``changes_views``); ``build-status.json`` (``incremental``); ``assets/site.css`` and
-``assets/site.js``; ``sandbox-replay-site.json`` (``publish.site_marker``); with
-``--single-file``, ``single/<run>.html`` (``single_file.py``); for an Inspect AI log that
-could not be read, ``runs/<log>/index.html`` saying why (``inspect_runs.UnreadLog``); and
-``manifest.json``:
-
-    {"schema_version": "sandbox-replay.site/1",
-     "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
-     "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
-     "baseline": {"manifest_sha256", "history_sha256" (null when it had none),
-                  "label"} (only with --baseline: ``baseline.Baseline.record``),
-     "label": <--label> (only with --label),
-     "runs": [{"name", "mode", "status", "source_path" (relative to the working
-               directory), "page", "result", "result_sha256",
-               "source_sha256": "sha256:<hex>" (only for a run imported from an Inspect
-               AI log, whose path is then source_path: ``inspect_runs``),
-               "input_digests": {path: "sha256:<hex>"},
-               "single_file": "single/<run>.html" (only with --single-file)}]}
-
-It is written the way every record is (``atomic.dump_json``), so a later ``verify`` can
-check a published site against its inputs. With ``SOURCE_DATE_EPOCH`` unset no time is
-recorded anywhere, so equal inputs always give equal bytes.
+``index.html``, ``codes/index.html``, ``policy/index.html``, ``changes/index.html`` (with
+``--baseline``), ``assets/``; per run ``runs/<run>/index.html``, its ``result.json`` (byte
+for byte as ``run`` writes it), its listing sub-pages (``join/``, ``findings/``,
+``trace/page-NNNN.html``) and with ``--single-file`` ``single/<run>.html``; a page for
+each Inspect AI log that could not be read (``inspect_runs.UnreadLog``); the records
+``manifest.json``, ``history.json`` (``manifest``), ``build-status.json``
+(``incremental``) and ``sandbox-replay-site.json`` (``publish.site_marker``). Without
+``SOURCE_DATE_EPOCH`` no time is recorded anywhere: equal inputs give equal bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import sys
@@ -58,16 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import (
     ExportFacts,
     ExportRun,
     attach_changes,
-    located_at,
-    outside_root,
-    source_root_of,
 )
 from sandbox_replay.forking import usable_cpus
 from sandbox_replay.importers.inspect_logs import ImportOptions, InspectImportError
@@ -76,17 +46,15 @@ from sandbox_replay.load.files import SITE_MARKER as SITE_MARKER
 from sandbox_replay.load.scan import ForbiddenTable
 from sandbox_replay.model.policy import PolicyChoice
 from sandbox_replay.records.changes import (
-    HISTORY_LIMIT,
     Changes,
     RunSnapshot,
     compare,
-    history_entry,
     match_runs,
 )
-from sandbox_replay.report import incremental, publish
-from sandbox_replay.report.baseline import HISTORY, HISTORY_SCHEMA, Baseline
+from sandbox_replay.report import incremental, manifest, publish
+from sandbox_replay.report.baseline import HISTORY, Baseline
 from sandbox_replay.report.changes_views import CHANGES_PAGE, build_changes_view
-from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover, display_path
+from sandbox_replay.report.discover import DiscoveredRun, SkippedFolder, discover, exports_of
 from sandbox_replay.report.inspect_runs import LogRuns, UnreadLog, importing_logs
 from sandbox_replay.report.memory import available_bytes, fit_jobs, input_bytes
 from sandbox_replay.report.parallel import (
@@ -100,16 +68,15 @@ from sandbox_replay.report.parallel import (
 from sandbox_replay.report.publish import SITE_SCHEMA as SITE_SCHEMA
 from sandbox_replay.report.publish import WRITE_FAULTS as WRITE_FAULTS
 from sandbox_replay.report.publish import BuildError as BuildError
+from sandbox_replay.report.publish import Site
 from sandbox_replay.report.render import ASSETS, Renderer
-from sandbox_replay.report.single_file import single_file_path
 from sandbox_replay.report.site_views import (
-    RunSummary,
     build_catalog_view,
     build_index_view,
     build_policy_view,
 )
 from sandbox_replay.report.views import plural
-from sandbox_replay.version import TOOL_NAME, __version__
+from sandbox_replay.version import __version__
 
 __all__ = ["MANIFEST", "SITE_MARKER", "SITE_SCHEMA", "WRITE_FAULTS", "BuildError"]
 
@@ -140,8 +107,7 @@ class BuildConfig:
     label: str | None = None
     # How Inspect AI logs among the paths are imported (``inspect_runs``).
     inspect: ImportOptions | None = None
-    # Whether exports are wanted (``BuildResult.export_runs``), and the root their paths
-    # are relative to (``--root``; default: ``exports.repository_root()``).
+    # Whether to give ``BuildResult.export_runs``, with paths from ``--root`` (if given).
     exports: bool = False
     export_root: Path | None = None
 
@@ -155,8 +121,7 @@ class RunOutcome:
 
 @dataclass(frozen=True)
 class BuildResult:
-    """What was built: the site folder, each run's status, how many files, and the folders
-    that may hold a run but were not replayed."""
+    """What was built: the site folder, each run's status, the files, what was not replayed."""
 
     out_dir: Path
     runs: tuple[RunOutcome, ...]
@@ -168,8 +133,8 @@ class BuildResult:
     skipped: tuple[SkippedFolder, ...] = ()
     # What changed since the baseline, with ``--baseline``.
     changes: Changes | None = None
-    # With ``BuildConfig.exports``: every run as the exports' writers take it, and the
-    # warnings of runs whose folder lies outside the exports' root.
+    # With ``BuildConfig.exports``: the runs as the exports' writers take them, and the
+    # warnings of folders outside their root (``discover.exports_of``).
     export_runs: tuple[ExportRun, ...] = ()
     warnings: tuple[str, ...] = ()
     # The Inspect AI logs that could not be read (the extra is missing).
@@ -254,10 +219,10 @@ def _build(
     plan = _plan(config, out_dir, logs, progress)
     staging = publish.new_staging(out_dir)
     try:
-        site = _Site()
-        counter = _Counter(len(plan.runs), started)
-        _reuse(plan, staging, out_dir, site, progress, counter)
-        built, jobs = _replay(config, plan, staging, site, progress, counter)
+        site = Site()
+        said = _Progress(progress, len(plan.runs), started)
+        _reuse(plan, staging, out_dir, site, said)
+        built, jobs = _replay(config, plan, staging, site, said)
         changes = _shared_pages(config, plan, site)
         _status_file(plan, site, built, progress)
         for path, data in site.files.items():
@@ -291,59 +256,9 @@ def _build(
     )
 
 
-class _Site:
-    """The site as it is gathered: pages in memory by path (refusing a second file at one
-    path), pages already staged, and what each run gave."""
-
-    def __init__(self) -> None:
-        self.files: dict[str, bytes] = {}
-        self.staged: set[str] = set()
-        self.summaries: dict[str, RunSummary] = {}
-        self.run_files: dict[str, list[str]] = {}
-        self.exports: dict[str, ExportFacts] = {}
-        self.digests: dict[str, str] = {}  # staged result records, hashed as written
-        self.needles: set[bytes] = set()
-
-    def add(self, path: str, data: bytes) -> None:
-        self.add_staged(path)
-        self.staged.discard(path)
-        self.files[path] = data
-
-    def add_staged(self, path: str) -> None:
-        if path in self.files or path in self.staged:
-            raise BuildError(f"two pages map to {path}")
-        self.staged.add(path)
-
-    def add_run(self, name: str, summary: RunSummary, files: list[str], facts: ExportFacts) -> None:
-        self.summaries[name] = summary
-        self.run_files[name] = files
-        self.exports[name] = facts
-
-    def ordered(self, runs: Sequence[DiscoveredRun]) -> list[RunSummary]:
-        return [self.summaries[run.name] for run in runs]
-
-
-class _Hashed(NamedTuple):
-    """Each run's key in the status file (``incremental.run_key``) and its files' digests."""
-
-    keys: dict[str, dict[str, str]]
-    files: dict[str, dict[str, str]]
-
-
-def _run_keys(runs: Sequence[DiscoveredRun]) -> _Hashed:
-    """Hash every run's folder; both maps are by run name."""
-    hashed = _Hashed({}, {})
-    for run in runs:
-        combined, files = incremental.inputs_digests(run.path)
-        hashed.keys[run.name] = incremental.run_key(run, combined)
-        hashed.files[run.name] = files
-    return hashed
-
-
 @dataclass(frozen=True)
 class _Plan:
-    """What the build does: its runs, the logs it cannot read, the pages' settings, each
-    run's input hash, the runs the last build's pages serve, and each run's baseline run."""
+    """What the build does: its runs, their hashes, which are reused, and their baseline runs."""
 
     runs: tuple[DiscoveredRun, ...]
     skipped: tuple[SkippedFolder, ...]
@@ -351,7 +266,7 @@ class _Plan:
     build_time: str | None
     shown_time: str
     settings: str
-    hashed: _Hashed
+    hashed: incremental.Hashed
     reusable: Mapping[str, incremental.ReusableRun]
     matched: Mapping[str, tuple[RunSnapshot, str]]
 
@@ -366,14 +281,13 @@ def _plan(
     runs = tuple(map(logs.relabel, found.runs))
     for folder in found.skipped:
         progress(folder.note)
-    names = {run.name: run.display_path for run in runs}
+    taken = {run.name: run.display_path for run in runs}
     for log in logs.unread:
-        if log.name in names:
+        if log.name in taken:
             raise BuildError(
-                f"runs {names[log.name]} and {log.display_path} would both be published as "
+                f"runs {taken[log.name]} and {log.display_path} would both be published as "
                 f"runs/{log.name}/; rename one of them"
             )
-        names[log.name] = log.display_path
         progress(f"not read {log.display_path}: {log.reason}")
     epoch = config.source_date_epoch
     build_time = (
@@ -385,19 +299,16 @@ def _plan(
         config.templates,
         shown_time,
         forbidden.sha256 if forbidden else "",
-        _policies_digest(runs, config.policies) + _baseline_digest(baseline, config.label),
+        manifest.pages_digest(config, runs),
         single_file=config.single_file,
     )
-    hashed = _run_keys(runs)
+    hashed = incremental.hash_runs(runs)
     # With rebuild, the last build's status is ignored, so every run is replayed afresh.
     # A symlinked output folder is replaced, not followed: what it points to is not reused.
     fresh = config.rebuild or out_dir.is_symlink()
     previous = {} if fresh else incremental.read_status(out_dir, settings)
-    reusable = {}
-    for run in runs:
-        old = previous.get(tuple(hashed.keys[run.name].values()))
-        if old is not None:
-            reusable[run.name] = old
+    keyed = {run.name: previous.get(tuple(hashed.keys[run.name].values())) for run in runs}
+    reusable = {name: old for name, old in keyed.items() if old is not None}
     shown = [(run.name, run.display_path) for run in runs]
     matched = match_runs(baseline.runs, shown) if baseline is not None else {}
     return _Plan(
@@ -439,26 +350,22 @@ def _task(run: DiscoveredRun, config: BuildConfig, plan: _Plan, staging: Path) -
     )
 
 
-class _Counter:
-    """The ``[k/N elapsed]`` a build's per-run line starts with, so a long build shows
-    how far it got."""
+class _Progress:
+    """The build's progress lines; a run's line starts ``[k/N elapsed]``, so a long build
+    shows how far it got."""
 
-    def __init__(self, total: int, started: float) -> None:
-        self.total, self.started, self.done = total, started, 0
+    def __init__(self, say: Callable[[str], None], total: int, started: float) -> None:
+        self.say, self.total, self.started, self.done = say, total, started, 0
 
-    def next(self) -> str:
+    def __call__(self, message: str) -> None:
+        self.say(message)
+
+    def run(self, message: str) -> None:
         self.done += 1
-        return f"[{self.done}/{self.total} {time.perf_counter() - self.started:.1f}s]"
+        self.say(f"[{self.done}/{self.total} {time.perf_counter() - self.started:.1f}s] {message}")
 
 
-def _reuse(
-    plan: _Plan,
-    staging: Path,
-    out_dir: Path,
-    site: _Site,
-    progress: Callable[[str], None],
-    counter: _Counter,
-) -> None:
+def _reuse(plan: _Plan, staging: Path, out_dir: Path, site: Site, progress: _Progress) -> None:
     """Link the last build's pages of each run whose inputs did not change into ``staging``."""
     for run in plan.runs:
         old = plan.reusable.get(run.name)
@@ -468,19 +375,13 @@ def _reuse(
             reuse_file(staging, path, out_dir)
             site.add_staged(path)
         site.add_run(run.name, old.summary, list(old.files), old.exports)
-        progress(
-            f"{counter.next()} reused {run.display_path} as runs/{run.name}: "
-            f"{old.summary.status} (inputs unchanged)"
+        progress.run(
+            f"reused {run.display_path} as runs/{run.name}: {old.summary.status} (inputs unchanged)"
         )
 
 
 def _replay(
-    config: BuildConfig,
-    plan: _Plan,
-    staging: Path,
-    site: _Site,
-    progress: Callable[[str], None],
-    counter: _Counter,
+    config: BuildConfig, plan: _Plan, staging: Path, site: Site, progress: _Progress
 ) -> tuple[list[tuple[RunTask, RunBuilt]], int]:
     """Build every run not reused; return each task with what it built, and the jobs used."""
     tasks = [
@@ -501,8 +402,8 @@ def _replay(
     def done(task: RunTask, built: RunBuilt) -> None:
         for note in built.notes:
             progress(note)
-        progress(
-            f"{counter.next()} replayed {task.run.display_path} as runs/{task.run.name}: "
+        progress.run(
+            f"replayed {task.run.display_path} as runs/{task.run.name}: "
             f"{built.summary.status} (replay {built.replay_seconds:.1f}s, "
             f"pages {built.seconds - built.replay_seconds:.1f}s)"
         )
@@ -526,7 +427,7 @@ def _replay(
     return list(zip(tasks, results, strict=True)), jobs
 
 
-def _shared_pages(config: BuildConfig, plan: _Plan, site: _Site) -> Changes | None:
+def _shared_pages(config: BuildConfig, plan: _Plan, site: Site) -> Changes | None:
     """Add the pages that span runs, and each unread log's page; return the changes."""
     ordered, shown_time, baseline = site.ordered(plan.runs), plan.shown_time, config.baseline
     snapshots = [
@@ -537,7 +438,7 @@ def _shared_pages(config: BuildConfig, plan: _Plan, site: _Site) -> Changes | No
         if baseline is not None
         else None
     )
-    history = _history(baseline, config.label or plan.build_time, snapshots)
+    history = manifest.history(baseline, config.label or plan.build_time, snapshots)
     listed = [*ordered, *(log.summary() for log in plan.unread)]
     index = build_index_view(listed, shown_time, __version__, changes, history["builds"])
     catalog = build_catalog_view(ordered, shown_time, __version__)
@@ -559,14 +460,14 @@ def _shared_pages(config: BuildConfig, plan: _Plan, site: _Site) -> Changes | No
     site.add(HISTORY, dump_json(history))
     for asset in ASSETS:
         site.add(asset, renderer.asset(asset))
-    manifest_bytes = dump_json(_manifest(config, plan.runs, ordered, plan.build_time))
+    manifest_bytes = dump_json(manifest.manifest(config, plan.runs, ordered, plan.build_time))
     site.add(MANIFEST, manifest_bytes)
     site.add(SITE_MARKER, publish.site_marker(manifest_bytes))
     return changes
 
 
 def _status_file(
-    plan: _Plan, site: _Site, built: Sequence[tuple[RunTask, RunBuilt]], say: Callable[[str], None]
+    plan: _Plan, site: Site, built: Sequence[tuple[RunTask, RunBuilt]], say: Callable[[str], None]
 ) -> None:
     """Add ``build-status.json``; a run whose inputs changed while read gets a key no build
     matches (``incremental.UNSETTLED``)."""
@@ -589,125 +490,11 @@ def _status_file(
 
 
 def _export_runs(
-    config: BuildConfig, plan: _Plan, site: _Site, logs: LogRuns, changes: Changes | None
+    config: BuildConfig, plan: _Plan, site: Site, logs: LogRuns, changes: Changes | None
 ) -> tuple[tuple[ExportRun, ...], tuple[str, ...]]:
-    """Return every run as the exports take it, named as the site names it, and the
-    warnings of the folders (a run imported from a log: the log) outside their root."""
+    """Return every run as the exports take it, and the warnings of the folders outside
+    their root (``discover.exports_of``); none unless exports are wanted."""
     if not config.exports:
         return (), ()
-    root = config.export_root
-    runs = []
-    for run in plan.runs:
-        export = ExportRun(run.name, site.exports[run.name], source_root_of(run.path, root))
-        log = logs.logs.get(run.path.resolve())
-        if log is not None:
-            folder = source_root_of(log.parent, root)
-            export = located_at(export, f"{folder}/{log.name}" if folder else log.name)
-        runs.append(export)
-    if changes is not None:
-        runs = attach_changes(runs, changes)
-    named = {logs.logs.get(run.path.resolve(), run.path) for run in plan.runs}
-    warnings = (
-        outside_root(path.parent if path.is_file() else path, root) for path in sorted(named)
-    )
-    return tuple(runs), tuple(warning for warning in warnings if warning is not None)
-
-
-def _baseline_digest(baseline: Baseline | None, label: str | None) -> str:
-    """Return what of the baseline and label shapes every page ("" for neither)."""
-    if baseline is None and label is None:
-        return ""
-    record = baseline.record() if baseline is not None else None
-    return hashlib.sha256(json.dumps([record, label]).encode()).hexdigest()
-
-
-def _history(
-    baseline: Baseline | None, label: str | None, snapshots: Sequence[RunSnapshot]
-) -> dict[str, Any]:
-    """Return ``history.json``: the baseline's builds (the last ones) and this one.
-
-    ``{"schema_version": "sandbox-replay.history/1", "builds": [...]}``, oldest first, at
-    most ``changes.HISTORY_LIMIT`` builds, each ``{"label": <--label, else the build time,
-    else null>, "runs", "passed", "blocked", "findings", "findings_by_severity":
-    {"critical", "high", "medium", "low"}, "findings_by_layer": {<layer>: n}}`` (expected
-    negative-case alarms not counted). Every build writes it; a baseline's builds are
-    carried forward, so a chain of builds each given the one before keeps the trend.
-    """
-    earlier = list(baseline.history) if baseline is not None else []
-    builds = [*earlier, history_entry(label, snapshots)][-HISTORY_LIMIT:]
-    return {"schema_version": HISTORY_SCHEMA, "builds": builds}
-
-
-def _policies_digest(runs: Sequence[DiscoveredRun], policies: PolicyChoice) -> str:
-    """Digest which policy each run is replayed with ("" when every run has the packaged one).
-
-    By each run's shown path and the policy file's sha256, so it does not depend on where
-    the folders are: a site rebuilt elsewhere (``verify``) hashes the same.
-    """
-    chosen = []
-    for run in runs:
-        policy = policies.for_run(run.path)
-        if policy is not None:
-            chosen.append([run.display_path, policy.source.kind, policy.source.sha256])
-    if not chosen:
-        return ""
-    return hashlib.sha256(json.dumps(chosen).encode()).hexdigest()
-
-
-def _inspect_import(config: BuildConfig, runs: Sequence[DiscoveredRun]) -> dict[str, object]:
-    """Record how the runs imported from Inspect AI logs were imported, when there are any."""
-    if not any(run.source_sha256 is not None for run in runs):
-        return {}
-    options = config.inspect or ImportOptions()
-    tool_map = options.tool_map
-    shown = (
-        {"path": display_path(tool_map.path, config.cwd or Path.cwd()), "sha256": tool_map.sha256}
-        if tool_map.path is not None
-        else None
-    )
-    return {
-        "inspect_import": {"map": shown, "rollback_from_teardown": options.rollback_from_teardown}
-    }
-
-
-def _manifest(
-    config: BuildConfig,
-    runs: Sequence[DiscoveredRun],
-    summaries: Sequence[RunSummary],
-    build_time: str | None,
-) -> dict[str, object]:
-    """Return ``manifest.json`` (its format is in the module docstring)."""
-    forbidden = config.forbidden
-    table = (
-        {"forbidden_classes": {"path": forbidden.path, "sha256": forbidden.sha256}}
-        if forbidden is not None
-        else {}
-    )
-
-    def entry(run: DiscoveredRun, summary: RunSummary) -> dict[str, object]:
-        policy = config.policies.for_run(run.path)
-        source = policy.source if policy is not None else None
-        return {
-            "name": summary.name,
-            "mode": run.mode.value,
-            "status": summary.status,
-            "source_path": run.display_path,
-            **({"source_sha256": run.source_sha256} if run.source_sha256 is not None else {}),
-            "page": f"runs/{summary.name}/index.html",
-            "result": f"runs/{summary.name}/result.json",
-            "result_sha256": summary.result_sha256,
-            "input_digests": dict(summary.input_digests),
-            **({"policy": {**source.record(), "path": source.path}} if source else {}),
-            **({"single_file": single_file_path(summary.name)} if config.single_file else {}),
-        }
-
-    return {
-        "schema_version": SITE_SCHEMA,
-        "tool": {"name": TOOL_NAME, "version": __version__},
-        "build_time": build_time,
-        **table,
-        **_inspect_import(config, runs),
-        "runs": [entry(run, summary) for run, summary in zip(runs, summaries, strict=True)],
-        **({"baseline": config.baseline.record()} if config.baseline is not None else {}),
-        **({"label": config.label} if config.label is not None else {}),
-    }
+    runs, warnings = exports_of(plan.runs, site.exports, config.export_root, logs.logs)
+    return tuple(attach_changes(runs, changes) if changes is not None else runs), tuple(warnings)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -155,12 +155,29 @@ def _hash_regular_file(path: Path, digest: hashlib._Hash) -> str:
     return "sha256:" + own.hexdigest()
 
 
+class Hashed(NamedTuple):
+    """Each run's key in the status file (``run_key``) and its files' digests, by run name."""
+
+    keys: dict[str, dict[str, str]]
+    files: dict[str, dict[str, str]]
+
+
+def hash_runs(runs: Iterable[DiscoveredRun]) -> Hashed:
+    """Hash every run's folder (``inputs_digests``)."""
+    hashed = Hashed({}, {})
+    for run in runs:
+        combined, files = inputs_digests(run.path)
+        hashed.keys[run.name] = run_key(run, combined)
+        hashed.files[run.name] = files
+    return hashed
+
+
 def changed_while_built(hashed: Mapping[str, str], replayed: Mapping[str, str]) -> int:
     """Return how many files the replay read with other bytes than the hash did.
 
-    The hash runs beside the replay; a file written meanwhile may have been read before
-    the change by one and after it by the other. A run's key must then not be trusted:
-    it would name bytes its pages were not built from.
+    A file written between the two may have been read before the change by one and after
+    it by the other. The run's key must then not be trusted: it would name bytes its pages
+    were not built from.
     """
     return sum(1 for path, sha256 in replayed.items() if hashed.get(path) != sha256)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import cast
 
 from sandbox_replay.atomic import dump_json
+from sandbox_replay.exports import ExportFacts
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.files import (
     SITE_FORMAT,
@@ -46,6 +47,8 @@ from sandbox_replay.load.files import (
     site_marker_matches,
 )
 from sandbox_replay.report.baseline import HISTORY
+from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.site_views import RunSummary
 from sandbox_replay.version import TOOL_NAME, __version__
 
 try:
@@ -66,6 +69,38 @@ _SITE_ENTRIES = frozenset(
 
 class BuildError(ValueError):
     """The site cannot be built as asked (a usage problem, not a finding)."""
+
+
+class Site:
+    """The site as a build gathers it before ``write_site``: pages in memory by path and
+    pages already staged (refusing a second file at one path), and what each run gave."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.staged: set[str] = set()
+        self.summaries: dict[str, RunSummary] = {}
+        self.run_files: dict[str, list[str]] = {}
+        self.exports: dict[str, ExportFacts] = {}
+        self.digests: dict[str, str] = {}  # staged result records, hashed as written
+        self.needles: set[bytes] = set()
+
+    def add(self, path: str, data: bytes) -> None:
+        self.add_staged(path)
+        self.staged.discard(path)
+        self.files[path] = data
+
+    def add_staged(self, path: str) -> None:
+        if path in self.files or path in self.staged:
+            raise BuildError(f"two pages map to {path}")
+        self.staged.add(path)
+
+    def add_run(self, name: str, summary: RunSummary, files: list[str], facts: ExportFacts) -> None:
+        self.summaries[name] = summary
+        self.run_files[name] = files
+        self.exports[name] = facts
+
+    def ordered(self, runs: Sequence[DiscoveredRun]) -> list[RunSummary]:
+        return [self.summaries[run.name] for run in runs]
 
 
 def write_fault(error: OSError, shown: Path) -> BuildError:
