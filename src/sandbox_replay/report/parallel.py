@@ -2,14 +2,11 @@
 
 ``build_run`` is the unit of work: it replays one run folder, builds its records and
 view-models, and renders its pages (the run page, ``result.json``, the gaps listing and
-search index, for a large run the listing sub-pages under ``join/``, ``findings/`` and
-``trace/``, and with ``--single-file`` the run's ``single/<run>.html``, made from its own
-view of the run while the view-models are at hand: ``single_file``). It never touches the
-output folder: given a staging folder (the hidden sibling ``build`` swaps in at the end)
-it writes each page there as soon as it is rendered, so a large run never holds all
-its pages in memory; given none (a Dask worker, which may be another machine) it
-returns the bytes. Either way every page is first checked against the text the run's
-forbidden-material scan matched.
+search index, the listing sub-pages, with ``--single-file`` its ``single/<run>.html``).
+It never touches the output folder: given a staging folder it writes each page there as
+it is rendered, so a large run never holds all its pages in memory; given none (a Dask
+worker, maybe on another machine) it returns the bytes. Every page is first checked
+against the text the run's forbidden-material scan matched.
 
 ``run_all`` runs a list of tasks with ``jobs`` local processes or on a Dask scheduler and
 reports each finished run through a callback, in the order they finish.
@@ -17,12 +14,9 @@ reports each finished run through a callback, in the order they finish.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import html
 import os
-import select
-import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -40,16 +34,14 @@ from sandbox_replay.records.build import RunRecords, build_records
 from sandbox_replay.records.changes import RunChange, RunSnapshot
 from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.page_forks import MatchedTextError as MatchedTextError
+from sandbox_replay.report.page_forks import render_shared
 from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.search_index import js_string
 from sandbox_replay.report.single_file import single_file_page, single_file_path
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.version import __version__
-
-
-class MatchedTextError(ValueError):
-    """A page would repeat text the forbidden-material scan matched."""
 
 
 class SchedulerError(ValueError):
@@ -153,7 +145,7 @@ def build_run(task: RunTask) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go).
 
     The result record is written first, then the run page, which shows the record's
-    digest, then the sub-pages, shared out to forked processes (``_render_shared``).
+    digest, then the sub-pages, shared out to forked processes (``page_forks.render_shared``).
     """
     started = time.perf_counter()
     progress = task.progress
@@ -182,7 +174,7 @@ def build_run(task: RunTask) -> RunBuilt:
     forks = task.staging is not None and hasattr(os, "fork")
     helpers = min(task.page_jobs - 1, len(paths)) if forks else 0
     notes: list[str] = []
-    digest, view = _render_shared(
+    digest, view = render_shared(
         make_pages,
         len(paths),
         out.renderer,
@@ -191,7 +183,7 @@ def build_run(task: RunTask) -> RunBuilt:
         out.write_result,
         out.run_page,
         notes.append,
-        say,
+        _Heartbeat(len(paths), say).tick,
     )
     if say is not None:
         shared = f" ({helpers + 1} processes)" if helpers else ""
@@ -314,151 +306,6 @@ def _stream_result(
     return digest.hexdigest()
 
 
-class _PageQueue:
-    """The numbers of a run's sub-pages, claimed by whichever process is free next.
-
-    They wait in a pipe as 4-byte tokens, all written before any process forks; each
-    process reads one token at a time (a pipe read of 4 bytes never splits a token), so
-    each page is rendered exactly once, and a process that finishes its other work early
-    takes more pages. A token stands for a block of consecutive pages, sized so that
-    every token fits the ``PIPE_BUF`` bytes a pipe always holds without blocking.
-    """
-
-    TOKENS = select.PIPE_BUF // 4
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.block = max(1, -(-count // self.TOKENS))
-        self.read, write = os.pipe()
-        try:
-            tokens = b"".join(n.to_bytes(4, "little") for n in range(0, count, self.block))
-            if os.write(write, tokens) != len(tokens):
-                raise OSError("the page queue did not fit its pipe")
-        except BaseException:
-            os.close(self.read)
-            raise
-        finally:
-            os.close(write)
-
-    def __iter__(self) -> Iterator[int]:
-        while len(token := os.read(self.read, 4)) == 4:
-            first = int.from_bytes(token, "little")
-            yield from range(first, min(first + self.block, self.count))
-
-    def close(self) -> None:
-        os.close(self.read)
-
-
-def _render_shared(
-    make_pages: Callable[[], RunPages],
-    count: int,
-    renderer: Renderer,
-    helpers: int,
-    emit: Callable[[str, bytes], None],
-    write_result: Callable[[], str],
-    run_page: Callable[[RunPages, str], RunView],
-    say: Callable[[str], None] = lambda message: None,
-    beat: Callable[[str], None] | None = None,
-) -> tuple[str, RunView]:
-    """Write the result record, the run page and the ``count`` sub-pages.
-
-    Return the record's digest (from ``write_result``) and the run page's view (from
-    ``run_page``, which shows the digest). With ``helpers`` > 0, that many processes are
-    forked (``_fork_helpers``) to render sub-pages from a ``_PageQueue`` while this one
-    writes the record and renders the run page, then takes pages from the queue too. The
-    record is written here rather than by a process of its own: each process that reads
-    the replay makes the kernel copy the memory pages it touches.
-
-    A helper that dies (the out-of-memory killer is the likely cause) takes with it the
-    pages it had claimed, and may leave one half written: this process then renders again
-    every page it did not render itself, and ``say``s so. A page with matched text in it
-    still stops the run, whoever found it. ``beat``, where given, is told every
-    ``HEARTBEAT_SECONDS`` how many pages this process has rendered.
-    """
-    heartbeat = _Heartbeat(count, beat)
-    if helpers < 1:
-        digest = write_result()
-        pages = make_pages()
-        for relative, page in pages.subpages(None):
-            emit(relative, renderer.render_listing(page))
-            heartbeat.tick()
-        return digest, run_page(pages, digest)
-    queue = _PageQueue(count)
-    gc.freeze()  # the replay shared copy-on-write, out of the collector's reach
-    children: list[int] = []
-    try:
-        children = _fork_helpers(helpers, queue, make_pages, renderer, emit)
-        digest = write_result()
-        pages = make_pages()
-        view = run_page(pages, digest)
-        mine: list[int] = []
-        for relative, page in pages.subpages(_claimed(queue, mine)):
-            emit(relative, renderer.render_listing(page))
-            heartbeat.tick()
-        failed = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
-        children = []
-    finally:
-        for pid in children:  # only when this process failed first
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        queue.close()
-        gc.unfreeze()
-    if _MATCHED in failed:
-        raise MatchedTextError(
-            "a listing page would contain text the forbidden-material scan matched; "
-            "nothing was written"
-        )
-    lost = [code for code in failed if code]
-    if lost:
-        rest = sorted(set(range(count)).difference(mine))
-        held = f"rendering the {len(rest)} pages it may have held in this one"
-        say(
-            f"a process rendering listing pages ended with {_ended(lost[0])}; "
-            + (held if rest else "it held no page")
-        )
-        for relative, page in pages.subpages(rest):
-            emit(relative, renderer.render_listing(page))
-    return digest, view
-
-
-_MATCHED = 3  # the exit status of a helper that met matched text
-
-
-def _fork_helpers(
-    helpers: int,
-    queue: _PageQueue,
-    make_pages: Callable[[], RunPages],
-    renderer: Renderer,
-    emit: Callable[[str, bytes], None],
-) -> list[int]:
-    """Fork ``helpers`` processes that render sub-pages from ``queue``; return their pids.
-
-    Each builds its own view-models, writes its pages and reports only its exit status.
-    """
-    children: list[int] = []
-    try:
-        for _ in range(helpers):
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                status = 0
-                try:
-                    _die_with_parent()
-                    for relative, page in make_pages().subpages(queue):
-                        emit(relative, renderer.render_listing(page))
-                except MatchedTextError:
-                    status = _MATCHED
-                except BaseException:
-                    status = 1
-                os._exit(status)
-            children.append(pid)
-    except BaseException:
-        for pid in children:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        raise
-    return children
-
-
 HEARTBEAT_SECONDS = 10.0
 
 
@@ -480,23 +327,6 @@ class _Heartbeat:
                 f"rendering listing pages: {self.done} of {self.count} done by this process "
                 f"({now - self.started:.0f}s)"
             )
-
-
-def _claimed(queue: Iterable[int], mine: list[int]) -> Iterator[int]:
-    """Yield the page numbers ``queue`` hands this process, noting each in ``mine``."""
-    for number in queue:
-        mine.append(number)
-        yield number
-
-
-def _ended(code: int) -> str:
-    """Name how a process ended from its exit code (negative: the signal that killed it)."""
-    if code < 0:
-        try:
-            return f"signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit {code}"
 
 
 def _dask_client(address: str) -> Any:
