@@ -1,10 +1,9 @@
 """Decide which runs of a rebuild can reuse the pages the previous build wrote.
 
-A run is reused when nothing that shapes its pages changed: the same tool version, the
-same templates and assets (built-in and ``--templates``), the same build time, the same
-``--forbidden-classes`` table (or none), the same policies (``--policy``, the project's
-``[tool.sandbox-replay]``), and the same content of every file under its input folder, read under the same name and path.
-Any change to the first three rebuilds every run. Times and mtimes play no part.
+A run is reused when nothing that shapes its pages changed: the tool version, templates
+and assets (built-in and ``--templates``), build time, ``--forbidden-classes`` table,
+policies, baseline and label (``settings_hash``: any change rebuilds every run), and the
+content of every file under its input folder, by name and path. Mtimes play no part.
 
 The status file ``build-status.json`` at the root of the site records this (written with
 ``atomic.dump_json``; it is part of the site, so it is swapped in with it):
