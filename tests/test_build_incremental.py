@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, edit_json
 from sandbox_replay.checks.pipeline import Replay, ReplayConfig
-from sandbox_replay.report import build as build_module
 from sandbox_replay.report import incremental, parallel
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 
@@ -233,36 +231,20 @@ def test_a_status_file_naming_files_outside_the_run_is_not_trusted(
 def test_a_run_whose_files_change_while_it_is_built_is_replayed_next_time(
     inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The replay read a file before an edit and the hash after it: never reuse that run.
+    """The hash read a file before an edit and the replay after it: never reuse that run.
 
-    Otherwise the status file would file the old pages under the new bytes, and every
-    later build would show results the inputs no longer give.
+    Otherwise the status file would file the new pages under the old bytes, and a later
+    build would reuse pages the inputs it hashed never gave.
     """
-    edited = threading.Event()
-    real_replay, real_keys = parallel.replay, build_module._run_keys
+    real_keys = incremental.hash_runs
 
-    def replay_then_edit(config: ReplayConfig) -> Replay:
-        outcome = real_replay(config)
-        if config.input_dir.name == "first_wave":
-            with edit_json(config.input_dir / "policy_verdicts.json") as data:
-                data["policy_verdicts"][0]["decision_reason_ref"] = "reason:changed"
-        return outcome
+    def hash_then_edit(runs: Any) -> Any:
+        hashed = real_keys(runs)
+        with edit_json(inputs / "first_wave" / "policy_verdicts.json") as data:
+            data["policy_verdicts"][0]["decision_reason_ref"] = "reason:changed"
+        return hashed
 
-    def hash_after_the_edit(runs: Any) -> Any:
-        edited.wait(timeout=60)
-        return real_keys(runs)
-
-    monkeypatch.setattr(parallel, "replay", replay_then_edit)
-    monkeypatch.setattr(build_module, "_run_keys", hash_after_the_edit)
-    real_run_all = build_module.run_all
-
-    def run_all_then_release(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return real_run_all(*args, **kwargs)
-        finally:
-            edited.set()
-
-    monkeypatch.setattr(build_module, "run_all", run_all_then_release)
+    monkeypatch.setattr(incremental, "hash_runs", hash_then_edit)
     said: list[str] = []
     out = tmp_path / "site"
     build_site(BuildConfig((inputs,), out, cwd=inputs.parent, progress=said.append, jobs=1))

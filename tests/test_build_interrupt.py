@@ -37,7 +37,7 @@ import pytest
 from conftest import FIRST_WAVE, FIXTURES, REPO, edit_json, project_policies, replay_dir
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.records import build as records
-from sandbox_replay.report import build
+from sandbox_replay.report import publish
 from sandbox_replay.report.build import BuildConfig, build_site
 
 pytestmark = pytest.mark.skipif(
@@ -259,10 +259,10 @@ def _killed_at_line(limit: int, traced: frozenset[str], action: Callable[[], Any
     return code == KILLED
 
 
-# The functions of the write phase whose lines are kill points. Reading the current site
-# (``_current_files``) and syncing a folder (``_fsync_dir``) change nothing on disk, so a
+# The functions of the write phase whose lines are kill points. Comparing the sites
+# (``same_tree``) and syncing a folder (``_fsync_dir``) change nothing on disk, so a
 # kill inside them is the same as one at the line that calls them.
-WRITE_PHASE = frozenset({"_recover", "_leftovers", "_write_site", "_exchange"})
+WRITE_PHASE = frozenset({"recover", "_leftovers", "write_site", "_exchange"})
 
 
 def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -275,13 +275,13 @@ def _sweep_write_phase(tmp_path: Path, use_exchange: bool) -> int:
     old_tree, new_tree = _as_tree(old), _as_tree(new)
     site = tmp_path / "sweep" / "site"
     pristine = tmp_path / "pristine" / "site"
-    build._write_site(pristine, old)
+    publish.write_site(pristine, old)
 
     def write() -> None:
         if not use_exchange:
-            build._exchange = lambda a, b: False  # type: ignore[assignment]
-        build._recover(site)
-        build._write_site(site, new)
+            publish._exchange = lambda a, b: False  # type: ignore[assignment]
+        publish.recover(site)
+        publish.write_site(site, new)
 
     limit = 0
     while True:
@@ -293,7 +293,7 @@ def _sweep_write_phase(tmp_path: Path, use_exchange: bool) -> int:
         now = tree(site) if site.is_dir() else None
         if use_exchange or now is not None:
             assert now in (old_tree, new_tree), f"killed at line {limit}: a mixed site"
-        build._recover(site)  # what the next build does first
+        publish.recover(site)  # what the next build does first
         assert tree(site) in (old_tree, new_tree), f"killed at line {limit}: not recovered"
         assert siblings(site) == [], f"killed at line {limit}: recovery left {siblings(site)}"
         if not stopped:
@@ -305,7 +305,7 @@ def _exchange_works(tmp_path: Path) -> bool:
     a, b = tmp_path / "probe-a", tmp_path / "probe-b"
     a.mkdir()
     b.mkdir()
-    return build._exchange(a, b)
+    return publish._exchange(a, b)
 
 
 def test_a_kill_at_every_line_of_the_exchange_leaves_old_or_new(

@@ -16,7 +16,7 @@ from typing import Any, cast
 import pytest
 
 from conftest import FIXTURES, REPO, project_policies
-from sandbox_replay.report import parallel
+from sandbox_replay.report import page_forks, parallel
 from sandbox_replay.report.build import BuildConfig, build_site
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -103,9 +103,9 @@ def test_a_lone_run_says_each_phase_and_many_runs_one_line_each(tmp_path: Path) 
     assert [line.split("]")[0].split()[0] for line in replayed] == ["[1/2", "[2/2"]
 
 
-@pytest.mark.parametrize("count", [1, 7, parallel._PageQueue.TOKENS, 5000])
+@pytest.mark.parametrize("count", [1, 7, page_forks._PageQueue.TOKENS, 5000])
 def test_the_page_queue_hands_out_every_page_once(count: int) -> None:
-    queue = parallel._PageQueue(count)
+    queue = page_forks._PageQueue(count)
     try:
         first, second = iter(queue), iter(queue)
         claimed: list[int] = []
@@ -123,7 +123,7 @@ def test_the_page_queue_hands_out_every_page_once(count: int) -> None:
 
 
 class _Pages:
-    """The part of ``RunPages`` that ``_render_shared`` reads: numbered pages."""
+    """The part of ``RunPages`` that ``render_shared`` reads: numbered pages."""
 
     def __init__(self, count: int) -> None:
         self.subpage_paths = tuple(f"page-{n}.html" for n in range(count))
@@ -151,7 +151,7 @@ def _wait_for(marker: Path, seconds: float = 60) -> None:
 def _render_40_pages_with_a_helper(
     emit: Any, write_result: Any, say: Any = lambda message: None
 ) -> None:
-    parallel._render_shared(
+    page_forks.render_shared(
         lambda: cast(Any, _Pages(40)),
         40,
         cast(Any, _Renderer()),
@@ -196,7 +196,7 @@ def test_pages_are_written_once_each_whoever_renders_them(tmp_path: Path) -> Non
         return "the run view"
 
     made = _Pages(300)
-    digest, view = parallel._render_shared(
+    digest, view = page_forks.render_shared(
         lambda: cast(Any, made), 300, cast(Any, _Renderer()), 2, emit, lambda: "sha256:-", run_page
     )
     assert (digest, view) == ("sha256:-", "the run view")

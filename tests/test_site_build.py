@@ -16,13 +16,8 @@ import pytest
 
 from conftest import FIXTURES, REPO, SCENARIOS, project_policies
 from sandbox_replay.model.codes import REGISTRY
-from sandbox_replay.report.build import (
-    BuildConfig,
-    BuildResult,
-    _same_file,
-    _same_tree,
-    build_site,
-)
+from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
+from sandbox_replay.report.publish import same_file, same_tree
 
 RUN_SECTIONS = (
     "headline",
@@ -244,15 +239,15 @@ def test_trees_are_the_same_only_with_the_same_bytes_in_every_file(tmp_path: Pat
         (root / "runs/x").mkdir(parents=True)
         (root / "runs/x/result.json").write_bytes(body)
         (root / "index.html").write_bytes(b"<p>same</p>")
-    assert _same_tree(a, b)
+    assert same_tree(a, b)
     target = b / "runs/x/result.json"
     times = target.stat().st_atime_ns, target.stat().st_mtime_ns
     target.write_bytes(body[:-10] + b"0123456789")  # the same size
     os.utime(target, ns=times)  # and the same modification time
-    assert not _same_tree(a, b)
-    assert not _same_tree(a, b)
+    assert not same_tree(a, b)
+    assert not same_tree(a, b)
     (b / "extra.html").write_bytes(b"")
-    assert not _same_tree(a, b)
+    assert not same_tree(a, b)
 
 
 def test_a_hard_link_to_the_old_file_is_the_same_without_being_read(
@@ -268,11 +263,11 @@ def test_a_hard_link_to_the_old_file_is_the_same_without_being_read(
         raise AssertionError("a hard link was read")
 
     monkeypatch.setattr("filecmp.cmp", unread)
-    assert _same_tree(a, b)
+    assert same_tree(a, b)
     (a / "page.html").write_bytes(b"x")
     (b / "page.html").write_bytes(b"x")
     with pytest.raises(AssertionError, match="read"):  # a copy is compared by content
-        _same_tree(a, b)
+        same_tree(a, b)
 
 
 def test_a_staged_file_of_known_digest_is_compared_by_the_old_files_hash(
@@ -289,9 +284,9 @@ def test_a_staged_file_of_known_digest_is_compared_by_the_old_files_hash(
         raise AssertionError("compared byte for byte")
 
     monkeypatch.setattr("filecmp.cmp", unread)
-    assert _same_tree(a, b, {"result.json": digest})
+    assert same_tree(a, b, {"result.json": digest})
     (b / "result.json").write_bytes(b'{"a": 2}')  # the old file differs from the digest
-    assert not _same_tree(a, b, {"result.json": digest})
+    assert not same_tree(a, b, {"result.json": digest})
 
 
 def test_an_old_file_swapped_for_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
@@ -300,7 +295,7 @@ def test_an_old_file_swapped_for_a_fifo_is_not_waited_on(tmp_path: Path) -> None
     old = tmp_path / "old.json"
     os.mkfifo(old)  # no writer: opening it to read would wait for ever
     digest = "sha256:" + hashlib.sha256(b"{}").hexdigest()
-    assert not _same_file(staged, old, digest)
+    assert not same_file(staged, old, digest)
 
 
 def test_a_rebuild_restores_an_old_record_changed_in_place(

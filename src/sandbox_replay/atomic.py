@@ -22,7 +22,7 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
     """Serialise a record the one way every record is written: 2-space indent, ASCII, newline.
 
     The bytes are always those of ``json.dumps(value, indent=2, ensure_ascii=True)`` and a
-    newline. orjson writes the same bytes many times faster, except where the two differ:
+    newline. orjson writes the same bytes faster, except where the two differ:
     non-ASCII text and DEL (escaped by the standard library; checked on orjson's output),
     integers beyond 64 bits and non-string keys (orjson refuses them) and small floats
     (``1e-05`` against ``0.00001``, not visible in the output). So orjson is used only for
@@ -54,8 +54,7 @@ def struct_fields(value: Any) -> dict[str, Any]:
     return {name: item for name, item in fields if item is not msgspec.UNSET}
 
 
-# Items of a long list dumped as one piece: a piece of 1,024 typed rows is about 1 MB. At
-# 60,000 requests, pieces of 4,096 rows were no faster and left 8 MB more at the peak.
+# Items of a long list dumped as one piece.
 ITEMS_PER_CHUNK = 1024
 
 
@@ -75,13 +74,6 @@ def iter_json_chunks(
     """
     yield from _chunks(value, 0, may_hold_floats, items_per_chunk)
     yield b"\n"
-
-
-def json_chunks(
-    value: Any, depth: int, *, may_hold_floats: bool = True
-) -> Iterator[bytes | memoryview]:
-    """Yield ``value`` in pieces as it reads at ``depth`` of ``iter_json_chunks``' dump."""
-    return _chunks(value, depth, may_hold_floats, ITEMS_PER_CHUNK)
 
 
 def list_chunks(
@@ -216,8 +208,7 @@ def write_chunks(out: BinaryIO, chunks: Iterable[bytes | memoryview]) -> None:
 
     Every ``WRITEBACK_STEP`` bytes the kernel is asked to start writing what it holds of
     the file to disk (``_start_writeback``), so the disk works while the next pieces are
-    made and the caller's closing sync has little left to wait for (a 208 MB record: the
-    sync took 100 ms, after this 3 to 12 ms, the writes no slower).
+    made and the caller's closing sync has little left to wait for.
     """
     written = started = 0
     for chunk in chunks:
@@ -257,10 +248,3 @@ def _create_temp(path: Path) -> tuple[int, str]:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:
             continue
-
-
-def write_json_atomic(path: Path, value: Any) -> bytes:
-    """Write a JSON record atomically and return the bytes written."""
-    data = dump_json(value)
-    write_bytes_atomic(path, data)
-    return data

@@ -32,13 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_replay.checks import pipeline
-from sandbox_replay.exports import (
-    ExportFacts,
-    ExportRun,
-    export_run,
-    located_at,
-    source_root_of,
-)
+from sandbox_replay.exports import ExportFacts, ExportRun, located_at, outside_root, source_root_of
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import BUNDLE_MANIFEST, CORE_FILES, InputMode
 from sandbox_replay.load.scan import ForbiddenScanner
@@ -274,6 +268,31 @@ def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[Discov
     return list(discover(paths, cwd).runs)
 
 
+def exports_of(
+    runs: Sequence[DiscoveredRun],
+    facts: Mapping[str, ExportFacts],
+    root: Path | None = None,
+    logs: Mapping[Path, Path] | None = None,
+) -> tuple[list[ExportRun], list[str]]:
+    """Return ``runs`` as the exports take them, and the warnings of their folders outside
+    ``root`` (default: ``exports.repository_root()``).
+
+    A run imported from a log (``logs``: by resolved folder) is named, and its findings
+    located, by the log.
+    """
+    exported, named = [], set()
+    for run in runs:
+        export = ExportRun(run.name, facts[run.name], source_root_of(run.path, root))
+        log = (logs or {}).get(run.path.resolve())
+        if log is not None:
+            folder = source_root_of(log.parent, root)
+            export = located_at(export, f"{folder}/{log.name}" if folder else log.name)
+        exported.append(export)
+        named.add(log or run.path)
+    warnings = (outside_root(p.parent if p.is_file() else p, root) for p in sorted(named))
+    return exported, [warning for warning in warnings if warning is not None]
+
+
 def exported_runs(
     paths: Sequence[Path],
     cwd: Path | None = None,
@@ -285,25 +304,16 @@ def exported_runs(
     root: Path | None = None,
     logs: Mapping[Path, Path] | None = None,
 ) -> list[ExportRun]:
-    """Return every run ``build`` finds under ``paths`` for the exports, named as the site
-    names them.
+    """Return every run ``build`` finds under ``paths`` for the exports (``exports_of``).
 
-    A run whose facts are ``known`` by that name (``BuildResult.exports``: the build made or
-    reused them from these very inputs) is not replayed again; any other run is. File
-    paths are named from ``root`` (default: ``exports.repository_root()``).
+    A run whose facts are ``known`` by that name (``BuildResult.exports``) is not replayed
+    again; any other run is.
     """
-    runs = []
-    for run in discover_runs(paths, cwd):
-        facts = (known or {}).get(run.name)
-        if facts is None:
+    runs = discover_runs(paths, cwd)
+    facts = dict(known or {})
+    for run in runs:
+        if run.name not in facts:
             policy = policies.for_run(run.path) if policies is not None else None
             config = pipeline.ReplayConfig(run.path, run.mode, policy=policy, scanner=scanner)
-            outcome = pipeline.replay(config)
-            runs.append(export_run(run.name, outcome, root, summary=summary))
-        else:
-            runs.append(ExportRun(run.name, facts, source_root_of(run.path, root)))
-        log = (logs or {}).get(run.path.resolve())
-        if log is not None:
-            folder = source_root_of(log.parent, root)
-            runs[-1] = located_at(runs[-1], f"{folder}/{log.name}" if folder else log.name)
-    return runs
+            facts[run.name] = ExportFacts.of(pipeline.replay(config), None, summary=summary)
+    return exports_of(runs, facts, root, logs)[0]

@@ -1,10 +1,9 @@
 """Decide which runs of a rebuild can reuse the pages the previous build wrote.
 
-A run is reused when nothing that shapes its pages changed: the same tool version, the
-same templates and assets (built-in and ``--templates``), the same build time, the same
-``--forbidden-classes`` table (or none), the same policies (``--policy``, the project's
-``[tool.sandbox-replay]``), and the same content of every file under its input folder, read under the same name and path.
-Any change to the first three rebuilds every run. Times and mtimes play no part.
+A run is reused when nothing that shapes its pages changed: the tool version, templates
+and assets (built-in and ``--templates``), build time, ``--forbidden-classes`` table,
+policies, baseline and label (``settings_hash``: any change rebuilds every run), and the
+content of every file under its input folder, by name and path. Mtimes play no part.
 
 The status file ``build-status.json`` at the root of the site records this (written with
 ``atomic.dump_json``; it is part of the site, so it is swapped in with it):
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -155,12 +154,29 @@ def _hash_regular_file(path: Path, digest: hashlib._Hash) -> str:
     return "sha256:" + own.hexdigest()
 
 
+class Hashed(NamedTuple):
+    """Each run's key in the status file (``run_key``) and its files' digests, by run name."""
+
+    keys: dict[str, dict[str, str]]
+    files: dict[str, dict[str, str]]
+
+
+def hash_runs(runs: Iterable[DiscoveredRun]) -> Hashed:
+    """Hash every run's folder (``inputs_digests``)."""
+    hashed = Hashed({}, {})
+    for run in runs:
+        combined, files = inputs_digests(run.path)
+        hashed.keys[run.name] = run_key(run, combined)
+        hashed.files[run.name] = files
+    return hashed
+
+
 def changed_while_built(hashed: Mapping[str, str], replayed: Mapping[str, str]) -> int:
     """Return how many files the replay read with other bytes than the hash did.
 
-    The hash runs beside the replay; a file written meanwhile may have been read before
-    the change by one and after it by the other. A run's key must then not be trusted:
-    it would name bytes its pages were not built from.
+    A file written between the two may have been read before the change by one and after
+    it by the other. The run's key must then not be trusted: it would name bytes its pages
+    were not built from.
     """
     return sum(1 for path, sha256 in replayed.items() if hashed.get(path) != sha256)
 

@@ -7,11 +7,15 @@ the log as their source (its path relative to the working directory and the sha2
 its bytes, both in ``manifest.json``). The import writes the same bytes as
 ``import inspect`` with the same options, so a site built from the logs shows what a
 site built from the imported folders shows.
+
+Without the ``inspect`` extra a log cannot be read: it is kept as an ``UnreadLog``, shown
+on the index and on a page of its own with the install hint, and the build is incomplete.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sandbox_replay.importers.inspect_logs import (
+    EXTRA_HINT,
     LOG_SUFFIX,
     ImportOptions,
     InspectImportError,
@@ -27,7 +32,12 @@ from sandbox_replay.importers.inspect_logs import (
     import_logs,
     write_bundles,
 )
-from sandbox_replay.report.discover import DiscoveredRun, display_path
+from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.report.discover import DiscoveredRun, display_path, safe_name
+from sandbox_replay.report.site_views import RunSummary
+from sandbox_replay.report.views import Chrome, RunCounts, chrome
+
+MISSING_EXTRA = f"reading Inspect AI logs needs the optional extra: {EXTRA_HINT}"
 
 
 @dataclass(frozen=True)
@@ -40,11 +50,55 @@ class LogSource:
 
 
 @dataclass(frozen=True)
+class UnreadLog:
+    """A log that could not be read: its page name, the log as shown, and why."""
+
+    name: str
+    display_path: str
+    reason: str
+
+    def summary(self) -> RunSummary:
+        """Return the index row's summary: no figures, the reason as its headline."""
+        return RunSummary(
+            name=self.name,
+            mode="bundle",
+            mode_label="Inspect AI log",
+            status="not_run",
+            headline=f"could not be read: {self.reason}",
+            counts=RunCounts(0, 0, 0, 0, 0, 0, 0),
+            findings_by_layer=(),
+            error_codes=(),
+            expected_codes=(),
+            source_path=self.display_path,
+            result_sha256="",
+            input_digests=(),
+            policy=PolicyCoverage("", "", "", 0, ()),
+        )
+
+    def view(self, build_time: str, version: str) -> UnreadView:
+        """Return the view-model of the log's own page (``runs/<name>/index.html``)."""
+        frame = chrome(f"{self.name} — sandbox-replay", "../../", "run", build_time, version)
+        return UnreadView(frame, self.name, self.display_path, self.reason)
+
+
+@dataclass(frozen=True)
+class UnreadView:
+    """The page of a log that could not be read (``unread.html``)."""
+
+    chrome: Chrome
+    name: str
+    source_path: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class LogRuns:
-    """The paths to search for runs, with the imported folders, and each one's log."""
+    """The paths to search for runs, with the imported folders, each one's log, and the
+    logs that could not be read."""
 
     paths: tuple[Path, ...]
     sources: Mapping[Path, LogSource] = field(default_factory=dict)
+    unread: tuple[UnreadLog, ...] = ()
 
     @property
     def logs(self) -> dict[Path, Path]:
@@ -65,14 +119,22 @@ def _logs_among(paths: Sequence[Path]) -> list[Path]:
     return find_logs([*files, *folders]) if files or folders else []
 
 
+def _extra_missing() -> bool:
+    try:
+        importlib.import_module("inspect_ai.log")
+    except ImportError:
+        return True
+    return False
+
+
 @contextmanager
 def importing_logs(
     paths: Sequence[Path], cwd: Path, options: ImportOptions | None = None
 ) -> Iterator[LogRuns]:
     """Import every log among ``paths`` into a temporary folder, removed on leaving.
 
-    A PATH that is a file must be a ``.eval`` log; ``InspectImportError`` otherwise,
-    and for a log that cannot be read.
+    A PATH that is a file must be a ``.eval`` log; ``InspectImportError`` otherwise, for a
+    log that cannot be read, and when the extra is missing and there is nothing but logs.
     """
     logs = _logs_among(paths)
     kept = tuple(path for path in paths if not path.is_file())
@@ -82,14 +144,21 @@ def importing_logs(
     for path in paths:
         if path.is_file() and not path.name.endswith(LOG_SUFFIX):
             raise InspectImportError(f"path {path} is a file but not an Inspect AI .eval log")
+    if _extra_missing():
+        if not kept:
+            raise InspectImportError(MISSING_EXTRA)
+        names = (safe_name(log.name.removesuffix(LOG_SUFFIX)) for log in logs)
+        shown = (display_path(log, cwd) for log in logs)
+        yield LogRuns(kept, unread=tuple(map(UnreadLog, names, shown, [MISSING_EXTRA] * len(logs))))
+        return
     root = Path(tempfile.mkdtemp(prefix="sandbox-replay-inspect-"))
     try:
         sources: dict[Path, LogSource] = {}
         for log in logs:
             digest = "sha256:" + hashlib.sha256(log.read_bytes()).hexdigest()
-            shown = display_path(log, cwd)
+            shown_log = display_path(log, cwd)
             for folder in write_bundles(import_logs([log], options or ImportOptions()), root):
-                sources[folder.resolve()] = LogSource(shown, digest, log)
+                sources[folder.resolve()] = LogSource(shown_log, digest, log)
         yield LogRuns((*kept, root), sources)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -1,18 +1,12 @@
 """Fit the number of build processes to the memory the machine has available.
 
 Each process replays a whole run in memory, so ``--jobs`` multiplies the peak. What a
-run needs is estimated from the size of its input files, with the factors measured in
-the site's scale work (``docs/performance-history.md``; the README's Limits): the process
-building a run peaks at about 2.5 times its input JSON plus ~60 MB (3,210 MB for a
-1,289 MB bundle of 600,000 requests, 369 MB for 129 MB), and each page helper that
-shares out a single run's pages adds about 1.7 times (it builds its own view-models
-and copies the pages of the replay it touches: 5.35 GB in all with ``--jobs 2`` at
-600,000 requests).
-
-When ``--jobs`` was not given and the runs built at once would not fit in the memory
-the system reports available, fewer processes are used (at least one) and the build
-says so; a ``--jobs`` given explicitly is kept, with a warning. A machine that reports
-no figure (no ``/proc/meminfo``) is not checked.
+run needs is estimated from the size of its input files (the factors below; their
+measurements are in ``docs/performance.md``), and each page helper that shares out a
+single run's pages adds its own share. When ``--jobs`` was not given and the runs would
+not fit in the memory the system reports available, fewer processes are used (at least
+one) and the build says so; a ``--jobs`` given explicitly is kept, with a warning. A
+machine that reports no figure (no ``/proc/meminfo``) is not checked.
 """
 
 from __future__ import annotations

@@ -2,14 +2,11 @@
 
 ``build_run`` is the unit of work: it replays one run folder, builds its records and
 view-models, and renders its pages (the run page, ``result.json``, the gaps listing and
-search index, for a large run the listing sub-pages under ``join/``, ``findings/`` and
-``trace/``, and with ``--single-file`` the run's ``single/<run>.html``, made from its own
-view of the run while the view-models are at hand: ``single_file``). It never touches the
-output folder: given a staging folder (the hidden sibling ``build`` swaps in at the end)
-it writes each page there as soon as it is rendered, so a 600,000-request run never holds
-all its pages in memory; given none (a Dask worker, which may be another machine) it
-returns the bytes. Either way every page is first checked against the text the run's
-forbidden-material scan matched.
+search index, the listing sub-pages, with ``--single-file`` its ``single/<run>.html``).
+It never touches the output folder: given a staging folder it writes each page there as
+it is rendered, so a large run never holds all its pages in memory; given none (a Dask
+worker, maybe on another machine) it returns the bytes. Every page is first checked
+against the text the run's forbidden-material scan matched.
 
 ``run_all`` runs a list of tasks with ``jobs`` local processes or on a Dask scheduler and
 reports each finished run through a callback, in the order they finish.
@@ -17,12 +14,9 @@ reports each finished run through a callback, in the order they finish.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import html
 import os
-import select
-import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -40,16 +34,14 @@ from sandbox_replay.records.build import RunRecords, build_records
 from sandbox_replay.records.changes import RunChange, RunSnapshot
 from sandbox_replay.report.changes_views import with_changes
 from sandbox_replay.report.discover import DiscoveredRun
+from sandbox_replay.report.page_forks import MatchedTextError as MatchedTextError
+from sandbox_replay.report.page_forks import render_shared
 from sandbox_replay.report.render import ASSETS, Renderer
 from sandbox_replay.report.search_index import js_string
 from sandbox_replay.report.single_file import single_file_page, single_file_path
 from sandbox_replay.report.site_views import RunSummary, summarize_run
 from sandbox_replay.report.views import RunPages, RunView, build_run_pages, subpage_paths
 from sandbox_replay.version import __version__
-
-
-class MatchedTextError(ValueError):
-    """A page would repeat text the forbidden-material scan matched."""
 
 
 class SchedulerError(ValueError):
@@ -140,7 +132,7 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
     """Put the previous build's copy of a page into ``staging``: a hard link where possible.
 
     Pages are never rewritten in place (each build writes a new folder), so the link
-    cannot change the old site, and it costs no copy of a 2 GB ``result.json``.
+    cannot change the old site, and it costs no copy of a large ``result.json``.
     """
     target = _staged_path(staging, relative)
     try:
@@ -153,136 +145,141 @@ def build_run(task: RunTask) -> RunBuilt:
     """Replay one run and render its pages (see the module docstring for where they go).
 
     The result record is written first, then the run page, which shows the record's
-    digest, then the sub-pages. With more than one process to use, processes forked once
-    the replay is done build their own view-models and render sub-pages all along, and
-    this one joins them once its record and run page are done (``_render_shared``).
+    digest, then the sub-pages, shared out to forked processes (``page_forks.render_shared``).
     """
     started = time.perf_counter()
-    scanner = scanner_with(task.forbidden) if task.forbidden else None
-    config = ReplayConfig(
-        task.run.path, task.run.mode, policy=task.policy, scanner=scanner, progress=_phases(task)
-    )
-    return _build_run(task, config, started)
-
-
-def _phases(task: RunTask) -> Callable[[str], None] | None:
-    """Return what tells ``task.progress`` of a phase of this run, named by its folder."""
     progress = task.progress
-    if progress is None:
-        return None
-    return lambda message: progress(f"runs/{task.run.name}: {message}")
-
-
-def _build_run(
-    task: RunTask,
-    config: ReplayConfig,
-    started: float,
-) -> RunBuilt:
-    run = task.run
-    say = config.progress
-    outcome = replay(config)
+    say = None if progress is None else lambda text: progress(f"runs/{task.run.name}: {text}")
+    scanner = scanner_with(task.forbidden) if task.forbidden else None
+    outcome = replay(
+        ReplayConfig(
+            task.run.path, task.run.mode, policy=task.policy, scanner=scanner, progress=say
+        )
+    )
     records = build_records(outcome)
     replayed = time.perf_counter()
-    needles = needles_of(outcome.scan.matched_texts)
-    result_path = f"runs/{run.name}/result.json"
-    files: dict[str, bytes] = {}
-    written: list[str] = []
-
-    def emit(relative: str, data: bytes) -> None:
-        emit_site(f"runs/{run.name}/{relative}", data)
-
-    def emit_site(path: str, data: bytes) -> None:
-        refuse_matched(path, data, needles)
-        if task.staging is None:
-            files[path] = data
-        else:
-            put_file(task.staging, path, data)
-
-    def write_result() -> str:
-        if task.staging is not None:
-            writing = time.perf_counter()
-            digest = _stream_result(records, task.staging, result_path, needles)
-            if say is not None:
-                size = (task.staging / result_path).stat().st_size
-                say(
-                    f"wrote result.json ({size / 1e6:.1f} MB) in {time.perf_counter() - writing:.1f}s"
-                )
-            return "sha256:" + digest
-        result_bytes = records.result_bytes
-        refuse_matched(result_path, result_bytes, needles)
-        files[result_path] = result_bytes
-        return "sha256:" + hashlib.sha256(result_bytes).hexdigest()
-
+    out = _RunOutput(task, records, needles_of(outcome.scan.matched_texts), say)
     change = None
     if task.compared:
         facts = ExportFacts.of(outcome, records.result, summary=False)
         digests = {str(f["path"]): str(f["sha256"]) for f in records.result["input_files"]}
-        after = facts.snapshot(run.name, run.display_path, digests)
+        after = facts.snapshot(task.run.name, task.run.display_path, digests)
         change = RunChange(after, task.baseline_run, task.matched_by)
 
     def make_pages() -> RunPages:
-        pages = build_run_pages(run, outcome, records, task.shown_time, __version__)
+        pages = build_run_pages(task.run, outcome, records, task.shown_time, __version__)
         return pages if change is None else with_changes(pages, change)
-
-    renderer = Renderer(task.templates)
-
-    extra: list[str] = []  # the gaps pages and search index, made with the run page
-
-    def run_page(pages: RunPages, digest: str) -> RunView:
-        if task.staging is not None:
-            size = (task.staging / result_path).stat().st_size
-        else:
-            size = len(files[result_path])
-        view = pages.run_view(digest, size)
-        emit("index.html", renderer.render("run.html", view=view))
-        if task.single_file:
-            single = renderer.render("run.html", view=pages.single_view(digest, size))
-            css, js = (renderer.asset(asset) for asset in ASSETS)
-            emit_site(single_file_path(run.name), single_file_page(single, css, js))
-        for relative, page in pages.gap_pages():
-            emit(relative, renderer.render_listing(page))
-            extra.append(relative)
-        for relative, data in pages.search_files():
-            emit(relative, data)
-            extra.append(relative)
-        return view
 
     paths = subpage_paths(records)
     forks = task.staging is not None and hasattr(os, "fork")
     helpers = min(task.page_jobs - 1, len(paths)) if forks else 0
     notes: list[str] = []
-    digest, view = _render_shared(
+    digest, view = render_shared(
         make_pages,
         len(paths),
-        renderer,
+        out.renderer,
         helpers,
-        emit,
-        write_result,
-        run_page,
+        out.emit,
+        out.write_result,
+        out.run_page,
         notes.append,
-        say,
+        _Heartbeat(len(paths), say).tick,
     )
     if say is not None:
         shared = f" ({helpers + 1} processes)" if helpers else ""
         say(f"rendered the run page and {len(paths)} listing pages{shared}")
-    if task.staging is not None:
-        written = [
-            result_path,
-            *(f"runs/{run.name}/{p}" for p in (*paths, *extra, "index.html")),
-            *([single_file_path(run.name)] if task.single_file else []),
-        ]
-    built = RunBuilt(summarize_run(view, records, digest), files, written, needles, notes=notes)
-    built.exports = ExportFacts.of(outcome, records.result, built.summary.headline)
-    built.input_digests = {info.path: info.sha256 for info in outcome.inputs}
-    built.seconds = time.perf_counter() - started
-    built.replay_seconds = replayed - started
-    return built
+    summary = summarize_run(view, records, digest)
+    return RunBuilt(
+        summary,
+        out.files,
+        out.written(paths),
+        out.needles,
+        seconds=time.perf_counter() - started,
+        replay_seconds=replayed - started,
+        notes=notes,
+        input_digests={info.path: info.sha256 for info in outcome.inputs},
+        exports=ExportFacts.of(outcome, records.result, summary.headline),
+    )
+
+
+class _RunOutput:
+    """Where one run's pages go: into the staging folder as rendered, or, with none (a Dask
+    worker), into ``files``; each checked for matched text first."""
+
+    def __init__(
+        self,
+        task: RunTask,
+        records: RunRecords,
+        needles: frozenset[bytes],
+        say: Callable[[str], None] | None,
+    ) -> None:
+        self.task, self.records, self.needles, self.say = task, records, needles, say
+        self.name = task.run.name
+        self.result_path = f"runs/{self.name}/result.json"
+        self.renderer = Renderer(task.templates)
+        self.files: dict[str, bytes] = {}
+        self.extra: list[str] = []  # the gaps pages and search index, made with the run page
+
+    def emit(self, relative: str, data: bytes) -> None:
+        self.emit_site(f"runs/{self.name}/{relative}", data)
+
+    def emit_site(self, path: str, data: bytes) -> None:
+        refuse_matched(path, data, self.needles)
+        if self.task.staging is None:
+            self.files[path] = data
+        else:
+            put_file(self.task.staging, path, data)
+
+    def write_result(self) -> str:
+        """Write the result record; return its ``sha256:<hex>``."""
+        staging, path = self.task.staging, self.result_path
+        if staging is None:
+            data = self.records.result_bytes
+            refuse_matched(path, data, self.needles)
+            self.files[path] = data
+            return "sha256:" + hashlib.sha256(data).hexdigest()
+        writing = time.perf_counter()
+        digest = _stream_result(self.records, staging, path, self.needles)
+        if self.say is not None:
+            size = (staging / path).stat().st_size
+            took = time.perf_counter() - writing
+            self.say(f"wrote result.json ({size / 1e6:.1f} MB) in {took:.1f}s")
+        return "sha256:" + digest
+
+    def run_page(self, pages: RunPages, digest: str) -> RunView:
+        """Render the run page (and single file), the gaps pages and the search index."""
+        staging, renderer = self.task.staging, self.renderer
+        if staging is not None:
+            size = (staging / self.result_path).stat().st_size
+        else:
+            size = len(self.files[self.result_path])
+        view = pages.run_view(digest, size)
+        self.emit("index.html", renderer.render("run.html", view=view))
+        if self.task.single_file:
+            single = renderer.render("run.html", view=pages.single_view(digest, size))
+            css, js = (renderer.asset(asset) for asset in ASSETS)
+            self.emit_site(single_file_path(self.name), single_file_page(single, css, js))
+        for relative, page in pages.gap_pages():
+            self.emit(relative, renderer.render_listing(page))
+            self.extra.append(relative)
+        for relative, data in pages.search_files():
+            self.emit(relative, data)
+            self.extra.append(relative)
+        return view
+
+    def written(self, paths: Sequence[str]) -> list[str]:
+        """Return the site paths written into the staging folder (none without one)."""
+        if self.task.staging is None:
+            return []
+        own = (f"runs/{self.name}/{p}" for p in (*paths, *self.extra, "index.html"))
+        single = [single_file_path(self.name)] if self.task.single_file else []
+        return [self.result_path, *own, *single]
 
 
 def _stream_result(
     records: RunRecords, staging: Path, relative: str, needles: frozenset[bytes]
 ) -> str:
-    """Write the result record in pieces (never whole: 2 GB at 600,000 requests); return its sha256.
+    """Write the result record in pieces, never whole; return its sha256.
 
     Each piece is checked for matched text together with the tail of the piece before it,
     so a match cut by a piece boundary is still found.
@@ -309,136 +306,6 @@ def _stream_result(
     return digest.hexdigest()
 
 
-class _PageQueue:
-    """The numbers of a run's sub-pages, claimed by whichever process is free next.
-
-    They wait in a pipe as 4-byte tokens, all written before any process forks; each
-    process reads one token at a time (a pipe read of 4 bytes never splits a token), so
-    each page is rendered exactly once, and a process that finishes its other work early
-    takes more pages. A token stands for a block of consecutive pages, sized so that
-    every token fits the ``PIPE_BUF`` bytes a pipe always holds without blocking.
-    """
-
-    TOKENS = select.PIPE_BUF // 4
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-        self.block = max(1, -(-count // self.TOKENS))
-        self.read, write = os.pipe()
-        try:
-            tokens = b"".join(n.to_bytes(4, "little") for n in range(0, count, self.block))
-            if os.write(write, tokens) != len(tokens):
-                raise OSError("the page queue did not fit its pipe")
-        except BaseException:
-            os.close(self.read)
-            raise
-        finally:
-            os.close(write)
-
-    def __iter__(self) -> Iterator[int]:
-        while len(token := os.read(self.read, 4)) == 4:
-            first = int.from_bytes(token, "little")
-            yield from range(first, min(first + self.block, self.count))
-
-    def close(self) -> None:
-        os.close(self.read)
-
-
-def _render_shared(
-    make_pages: Callable[[], RunPages],
-    count: int,
-    renderer: Renderer,
-    helpers: int,
-    emit: Callable[[str, bytes], None],
-    write_result: Callable[[], str],
-    run_page: Callable[[RunPages, str], RunView],
-    say: Callable[[str], None] = lambda message: None,
-    beat: Callable[[str], None] | None = None,
-) -> tuple[str, RunView]:
-    """Write the result record, the run page and the ``count`` sub-pages.
-
-    Return the record's digest (from ``write_result``) and the run page's view (from
-    ``run_page``, which shows the digest).
-    With ``helpers`` > 0, that many processes are forked to build their own view-models
-    and render sub-pages from a ``_PageQueue``, while this one writes the record, builds
-    its view-models and renders the run page; then this one takes pages from the queue
-    too. They share this process's replay copy-on-write, frozen out of the collector's
-    reach (whose scans would copy every page). Each helper writes its pages into the
-    staging folder and reports only its exit status. The record is written here rather
-    than by a process of its own: every process that reads the replay makes the kernel
-    copy the memory pages it touches, so one process fewer saves copying most of a 3 GB
-    replay once more at 600,000 requests.
-
-    A helper that dies (the kernel's out-of-memory killer is the likely cause) takes with
-    it the pages it had claimed and not written, and may leave one half written: this
-    process then renders again every page it did not render itself, and ``say``s so. A
-    page with matched text in it still stops the run, whoever found it.
-
-    ``beat``, where given, is told every ``HEARTBEAT_SECONDS`` how many pages this process
-    has rendered, so that a large run's minute of rendering is not a silent one.
-    """
-    heartbeat = _Heartbeat(count, beat)
-    if helpers < 1:
-        digest = write_result()
-        pages = make_pages()
-        for relative, page in pages.subpages(None):
-            emit(relative, renderer.render_listing(page))
-            heartbeat.tick()
-        return digest, run_page(pages, digest)
-    queue = _PageQueue(count)
-    gc.freeze()
-    children: list[int] = []
-    try:
-        for _ in range(helpers):
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                status = 0
-                try:
-                    _die_with_parent()
-                    for relative, page in make_pages().subpages(queue):
-                        emit(relative, renderer.render_listing(page))
-                except MatchedTextError:
-                    status = 3
-                except BaseException:
-                    status = 1
-                os._exit(status)
-            children.append(pid)
-        digest = write_result()
-        pages = make_pages()
-        view = run_page(pages, digest)
-        mine: list[int] = []
-        for relative, page in pages.subpages(_claimed(queue, mine)):
-            emit(relative, renderer.render_listing(page))
-            heartbeat.tick()
-        failed = []
-        for pid in children:
-            _, wait_status = os.waitpid(pid, 0)
-            failed.append(os.waitstatus_to_exitcode(wait_status))
-        children = []
-    finally:
-        for pid in children:  # only when this process failed first
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        queue.close()
-        gc.unfreeze()
-    if 3 in failed:
-        raise MatchedTextError(
-            "a listing page would contain text the forbidden-material scan matched; "
-            "nothing was written"
-        )
-    lost = [code for code in failed if code]
-    if lost:
-        rest = sorted(set(range(count)).difference(mine))
-        held = f"rendering the {len(rest)} pages it may have held in this one"
-        say(
-            f"a process rendering listing pages ended with {_ended(lost[0])}; "
-            + (held if rest else "it held no page")
-        )
-        for relative, page in pages.subpages(rest):
-            emit(relative, renderer.render_listing(page))
-    return digest, view
-
-
 HEARTBEAT_SECONDS = 10.0
 
 
@@ -460,23 +327,6 @@ class _Heartbeat:
                 f"rendering listing pages: {self.done} of {self.count} done by this process "
                 f"({now - self.started:.0f}s)"
             )
-
-
-def _claimed(queue: Iterable[int], mine: list[int]) -> Iterator[int]:
-    """Yield the page numbers ``queue`` hands this process, noting each in ``mine``."""
-    for number in queue:
-        mine.append(number)
-        yield number
-
-
-def _ended(code: int) -> str:
-    """Name how a process ended from its exit code (negative: the signal that killed it)."""
-    if code < 0:
-        try:
-            return f"signal {-code} ({signal.Signals(-code).name})"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit {code}"
 
 
 def _dask_client(address: str) -> Any:
