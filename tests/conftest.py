@@ -61,12 +61,11 @@ def main_exit_code(monkeypatch: pytest.MonkeyPatch, replay: Any, *args: str) -> 
     import sys
 
     from sandbox_replay import cli as cli_module
+    from sandbox_replay import runtime
 
-    monkeypatch.setattr(cli_module, "replay", replay)
+    monkeypatch.setattr(cli_module.run, "replay", replay)
     monkeypatch.setattr(sys, "argv", ["sandbox-replay", *args])
-    monkeypatch.setattr(cli_module, "_process_is_ours", False)
-    for name in ("disable", "freeze", "set_threshold"):
-        monkeypatch.setattr(cli_module.gc, name, lambda *_: None)
+    monkeypatch.setattr(runtime, "tune_process", lambda *_: None)
     with pytest.raises(SystemExit) as exit_info:
         cli_module.main()
     return exit_info.value.code

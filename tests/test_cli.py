@@ -20,7 +20,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from conftest import main_exit_code
-from sandbox_replay import atomic
+from sandbox_replay import atomic, runtime
 from sandbox_replay import cli as cli_module
 from sandbox_replay.checks.pipeline import ReplayConfig, replay
 from sandbox_replay.cli import app
@@ -330,26 +330,25 @@ def test_large_buffers_are_mapped_apart_where_glibc_is_and_nothing_breaks_elsewh
             calls.append((parameter, value))
             return 1
 
-    monkeypatch.setattr(cli_module.ctypes, "CDLL", lambda name: Libc())
-    cli_module._large_buffers_apart()
+    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: Libc())
+    runtime._large_buffers_apart()
     # M_MMAP_THRESHOLD at 1 MiB, M_TRIM_THRESHOLD at 8 MiB
     assert calls == [(-3, 1 << 20), (-1, 8 << 20)]
 
     class NoMallopt:  # a C library without mallopt (musl, macOS)
         pass
 
-    monkeypatch.setattr(cli_module.ctypes, "CDLL", lambda name: NoMallopt())
-    cli_module._large_buffers_apart()  # no error
+    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: NoMallopt())
+    runtime._large_buffers_apart()  # no error
 
 
 def test_the_command_line_sets_the_allocator_before_any_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     called: list[bool] = []
-    monkeypatch.setattr(cli_module, "_large_buffers_apart", lambda: called.append(True))
+    monkeypatch.setattr(runtime, "_large_buffers_apart", lambda: called.append(True))
     monkeypatch.setattr(sys, "argv", ["sandbox-replay", "--version"])
     # main() owns its process: put back what it sets for this one (pytest's).
-    monkeypatch.setattr(cli_module, "_process_is_ours", False)
     threshold = gc.get_threshold()
     try:
         with pytest.raises(SystemExit):
@@ -358,3 +357,19 @@ def test_the_command_line_sets_the_allocator_before_any_command(
         gc.unfreeze()
         gc.set_threshold(*threshold)
     assert called == [True]
+
+
+@pytest.mark.parametrize(
+    ("command", "off"),
+    [("run", True), ("run-sandbox-bundle", True), ("build", False), (None, False)],
+)
+def test_only_a_replay_command_turns_the_collector_off(
+    monkeypatch: pytest.MonkeyPatch, command: str | None, off: bool
+) -> None:
+    turned_off: list[bool] = []
+    monkeypatch.setattr(runtime, "_large_buffers_apart", lambda: None)
+    for name in ("freeze", "set_threshold"):
+        monkeypatch.setattr(runtime.gc, name, lambda *args: None)
+    monkeypatch.setattr(runtime.gc, "disable", lambda: turned_off.append(True))
+    runtime.tune_process(command)
+    assert turned_off == ([True] if off else [])

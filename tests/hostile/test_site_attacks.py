@@ -28,6 +28,7 @@ import pytest
 
 from conftest import FIRST_WAVE
 from sandbox_replay import cli as cli_module
+from sandbox_replay import runtime
 from sandbox_replay.exports import pack
 from sandbox_replay.exports.pack import PackConfig, PackError, pack_bytes
 from sandbox_replay.report import verify
@@ -340,9 +341,7 @@ def test_two_builds_into_one_out_at_once_never_clash(root: Path) -> None:
 @pytest.fixture
 def main_in_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Let ``cli.main`` run in this process without tuning its collector."""
-    monkeypatch.setattr(cli_module, "_process_is_ours", False)
-    for name in ("disable", "freeze", "set_threshold"):
-        monkeypatch.setattr(cli_module.gc, name, lambda *args: None)
+    monkeypatch.setattr(runtime, "tune_process", lambda *args: None)
     yield
 
 

@@ -1,0 +1,351 @@
+"""``build``: replay every run found and render the static report site."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from sandbox_replay.cli.app import (
+    EXIT_BLOCKED,
+    EXIT_PASS,
+    app,
+    progress,
+    set_output,
+    terminal_safe,
+    usage_error,
+)
+from sandbox_replay.cli.options import (
+    CedarSchemaOpt,
+    ExcludeOpt,
+    ExportOptions,
+    ForbiddenClassesOpt,
+    InspectOptions,
+    JunitOpt,
+    MapOpt,
+    MarkdownOpt,
+    PolicyOpt,
+    PolicyOptions,
+    QuietOpt,
+    RootOpt,
+    SarifOpt,
+    SiteUrlOpt,
+    TeardownOpt,
+    check_jobs,
+    extra_scanner,
+    say_policy,
+)
+from sandbox_replay.exports import ExportTargets, attach_changes, outside_root, write_exports
+from sandbox_replay.model.policy import PolicyChoice
+
+if TYPE_CHECKING:
+    from sandbox_replay.importers.inspect_logs import ImportOptions
+    from sandbox_replay.report.build import BuildConfig, BuildResult
+
+FAIL_ON = ("blocked", "regression", "new")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What ``build`` was asked; the values are checked as it is made."""
+
+    paths: tuple[Path, ...]
+    out_dir: Path
+    exports: ExportOptions
+    policies: PolicyOptions
+    inspect: InspectOptions
+    fail_on: str | None = None
+    baseline: Path | None = None
+    label: str | None = None
+    templates: Path | None = None
+    jobs: int | None = None
+    scheduler: str | None = None
+    single_file: bool = False
+    rebuild: bool = False
+    exclude: tuple[str, ...] = field(default=())
+    root: Path | None = None
+
+    def __post_init__(self) -> None:
+        fail_on = self.fail_on
+        if fail_on not in (None, *FAIL_ON):
+            raise usage_error(
+                f"--fail-on accepts 'blocked', 'regression' or 'new', got {terminal_safe(fail_on)!r}"
+            )
+        if fail_on in ("regression", "new") and self.baseline is None:
+            raise usage_error(f"--fail-on {fail_on} needs --baseline: a build to compare with")
+        label = self.label
+        if label is not None and (not label.strip() or len(label) > 100 or not label.isprintable()):
+            raise usage_error("--label must be 1 to 100 printable characters")
+        if not self.paths:
+            if not Path("fixtures").is_dir():
+                raise usage_error(
+                    "no PATH given and there is no fixtures/ folder here; "
+                    "pass the fixture or bundle folders to build"
+                )
+            object.__setattr__(self, "paths", (Path("fixtures"),))
+        if self.templates is not None and not self.templates.is_dir():
+            raise usage_error(f"templates folder {self.templates} does not exist")
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """The library's build config and what the command needs besides it."""
+
+    config: BuildConfig
+    targets: ExportTargets
+    policies: PolicyChoice
+    inspect: ImportOptions
+    root: Path | None
+
+
+def build_plan(options: BuildOptions) -> BuildPlan:
+    """Check the export paths and jobs, read the tables, policies and baseline named."""
+    from sandbox_replay.report.baseline import BaselineError, read_baseline
+    from sandbox_replay.report.build import BuildConfig, epoch_from_env
+
+    targets = options.exports.targets(options.out_dir)
+    check_jobs(options.jobs)
+    table = options.policies.table()
+    policies = options.policies.choice()
+    inspect = options.inspect.import_options(table)
+    try:
+        previous = read_baseline(options.baseline) if options.baseline is not None else None
+    except BaselineError as error:
+        raise usage_error(terminal_safe(error, 400)) from None
+    config = BuildConfig(
+        options.paths,
+        options.out_dir,
+        options.templates,
+        epoch_from_env(),
+        progress=progress,
+        jobs=options.jobs,
+        scheduler=options.scheduler,
+        single_file=options.single_file,
+        rebuild=options.rebuild,
+        forbidden=table,
+        policies=policies,
+        exclude=options.exclude,
+        baseline=previous,
+        label=options.label,
+        inspect=inspect,
+    )
+    return BuildPlan(config, targets, policies, inspect, options.root)
+
+
+def build_and_export(plan: BuildPlan) -> tuple[BuildResult, list[Path]]:
+    """Build the site, then write the exports; return the result and the exports written."""
+    from sandbox_replay.importers.inspect_logs import InspectImportError
+    from sandbox_replay.report.build import BuildError, build_site
+    from sandbox_replay.report.discover import DiscoveryError
+    from sandbox_replay.report.parallel import SchedulerError
+
+    try:
+        result = build_site(plan.config)
+        if plan.policies.default is not None:
+            say_policy(plan.policies.default, " for every run")
+        for folder, run_policy in plan.policies.runs:
+            say_policy(run_policy, f" for runs under {_shown_folder(folder)}")
+        exported = _export_runs(plan, result) if plan.targets.paths() else []
+    except (BuildError, DiscoveryError, SchedulerError, InspectImportError) as error:
+        raise usage_error(str(error)) from None
+    return result, exported
+
+
+def _export_runs(plan: BuildPlan, result: BuildResult) -> list[Path]:
+    """Write one SARIF run / test suite / summary section per run, named as the site names it."""
+    # integrator: this imports the Inspect logs and discovers the runs a second time; swap
+    # it for ``result.export_runs`` once ``build_site`` returns them.
+    from sandbox_replay.report.discover import discover_runs, exported_runs
+    from sandbox_replay.report.inspect_runs import importing_logs
+
+    config, root = plan.config, plan.root
+    with importing_logs(config.paths, Path.cwd(), plan.inspect) as logs:
+        runs = exported_runs(
+            logs.paths,
+            known=result.exports,
+            summary=plan.targets.markdown is not None,
+            scanner=extra_scanner(config.forbidden),
+            policies=plan.policies,
+            root=root,
+            logs=logs.logs,
+        )
+        if result.changes is not None:
+            runs = attach_changes(runs, result.changes)
+        # A run imported from a log is named by the log, not by its passing folder.
+        named = {logs.logs.get(r.path.resolve(), r.path) for r in discover_runs(logs.paths)}
+        for path in sorted(named):
+            warning = outside_root(path.parent if path.is_file() else path, root)
+            if warning is not None:
+                progress(warning)
+        return write_exports(plan.targets, runs)
+
+
+def _shown_folder(folder: Path) -> str:
+    try:
+        return folder.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return folder.name
+
+
+def say_built(result: BuildResult) -> None:
+    """Say what the site holds, and what changed since the baseline."""
+    blocked = sum(1 for run in result.runs if run.status == "blocked")
+    skipped = len(result.unexcluded)
+    excluded = len(result.skipped) - skipped
+    state = "unchanged" if result.unchanged else "written"
+    progress(
+        f"site {state}: {result.out_dir}/index.html "
+        f"({len(result.runs)} run{'' if len(result.runs) == 1 else 's'}, "
+        f"{blocked} blocked, {skipped} skipped"
+        + (f", {excluded} excluded" if excluded else "")
+        + f", {result.file_count} files)"
+    )
+    if result.changes is not None:
+        progress(result.changes.summary())
+
+
+def _build_status(result: BuildResult, fail_on: str | None) -> int:
+    """Return the build's exit code: 1 when ``--fail-on`` finds what it names, else 0."""
+    # integrator: the "incomplete" exit code goes here.
+    if fail_on == "blocked":
+        failed = result.any_blocked
+    else:
+        changes = result.changes
+        failed = fail_on is not None and changes is not None and changes.fails(fail_on)
+    return EXIT_BLOCKED if failed else EXIT_PASS
+
+
+@app.command("build")
+def build(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Fixture or bundle folders, or folders to search for them (default: ./fixtures).",
+            show_default=False,
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write the site into.")
+    ] = Path("site"),
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when any run is 'blocked' (for CI gates); with --baseline, "
+            "'regression' when a run that passed in the baseline is blocked, 'new' when "
+            "there is a regression or any finding the baseline did not have. By default "
+            "the command exits 0 whenever the site is built.",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="A previous build to compare with: its site folder or a pack archive of "
+            "it. The site then shows what changed since (regressions, new and fixed "
+            "findings, changed inputs) and records the baseline's digest.",
+            show_default=False,
+        ),
+    ] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label",
+            help="This build's label in history.json and the trend (default: the build "
+            "time from SOURCE_DATE_EPOCH, if set).",
+            show_default=False,
+        ),
+    ] = None,
+    templates: Annotated[
+        Path | None,
+        typer.Option(
+            "--templates",
+            help="Folder of templates (and assets/) searched before the built-in ones.",
+            show_default=False,
+        ),
+    ] = None,
+    sarif: SarifOpt = None,
+    junit: JunitOpt = None,
+    markdown: MarkdownOpt = None,
+    site_url: SiteUrlOpt = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            envvar="SANDBOX_REPLAY_JOBS",
+            help="Runs replayed and rendered at once, in separate processes "
+            "(default: the number of cores; 1 builds in this process).",
+            show_default=False,
+        ),
+    ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            help="Address of a Dask distributed scheduler (tcp://host:8786) to replay and "
+            "render the runs on; needs the extra sandbox-replay[dask].",
+            show_default=False,
+        ),
+    ] = None,
+    single_file: Annotated[
+        bool,
+        typer.Option(
+            "--single-file",
+            help="Also write single/<run>.html: each run page as one self-contained file "
+            "(stylesheet and script inlined) to attach to a release.",
+        ),
+    ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild",
+            help="Replay and render every run, even those whose inputs, templates and "
+            "version are unchanged since the last build into --out.",
+        ),
+    ] = False,
+    forbidden_classes: ForbiddenClassesOpt = None,
+    policy: PolicyOpt = None,
+    cedar_schema: CedarSchemaOpt = None,
+    exclude: ExcludeOpt = None,
+    map_file: MapOpt = None,
+    rollback_from_teardown: TeardownOpt = False,
+    quiet: QuietOpt = False,
+    root: RootOpt = None,
+) -> None:
+    """Replay every run found and render the static report site.
+
+    Inspect AI .eval logs given as PATH, or found under a PATH folder, are imported as
+    `import inspect` imports them (--map, --rollback-from-teardown) and shown with the log
+    as their source.
+
+    Exit 0 when the site is built, whatever the runs found; with --fail-on blocked,
+    1 if any run was blocked or any folder that may hold a run was skipped (hidden,
+    symbolic link, unreadable, too deep) and no --exclude names it; 2 on a usage error.
+    """
+    set_output(quiet, False)
+    options = BuildOptions(
+        tuple(paths or ()),
+        out_dir,
+        ExportOptions(sarif, junit, markdown, site_url),
+        PolicyOptions(forbidden_classes, policy, cedar_schema),
+        InspectOptions(map_file, rollback_from_teardown),
+        fail_on,
+        baseline,
+        label,
+        templates,
+        jobs,
+        scheduler,
+        single_file,
+        rebuild,
+        tuple(exclude or ()),
+        root,
+    )
+    result, exported = build_and_export(build_plan(options))
+    for path in exported:
+        progress(f"wrote {path}")
+    say_built(result)
+    raise typer.Exit(_build_status(result, fail_on))

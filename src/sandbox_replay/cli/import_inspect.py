@@ -1,0 +1,83 @@
+"""``import inspect``: turn Inspect AI evaluation logs into bundle folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sandbox_replay.cli.app import app, progress, set_output, terminal_safe, usage_error
+from sandbox_replay.cli.options import (
+    ForbiddenClassesOpt,
+    InspectOptions,
+    MapOpt,
+    PolicyOptions,
+    QuietOpt,
+    TeardownOpt,
+)
+
+import_app = typer.Typer(
+    help="Turn another harness's logs into bundle folders that run-sandbox-bundle and build replay.",
+    no_args_is_help=True,
+)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("inspect")
+def import_inspect(
+    logs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Inspect AI .eval logs, or folders searched for them.", show_default=False
+        ),
+    ],
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Folder to write the bundle folders into.", show_default=False
+        ),
+    ],
+    map_file: MapOpt = None,
+    per_log: Annotated[
+        bool, typer.Option("--per-log", help="One bundle per log instead of one per sample.")
+    ] = False,
+    rollback_from_teardown: TeardownOpt = False,
+    forbidden_classes: ForbiddenClassesOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Import Inspect AI evaluation logs as bundle folders, one per sample (or per log).
+
+    Reads the logs with Inspect's own API (the extra sandbox-replay[inspect]). Bundles
+    carry refs and sha256 digests, never argument, output or command bodies. Exit 0 when
+    every bundle is written, 2 on a usage error or a log that cannot be read.
+    """
+    from sandbox_replay.importers.inspect_logs import (
+        InspectImportError,
+        find_logs,
+        import_logs,
+        write_bundles,
+    )
+
+    set_output(quiet, False)
+    table = PolicyOptions(forbidden_classes).table()
+    options = InspectOptions(map_file, rollback_from_teardown).import_options(table, per_log)
+    try:
+        found = find_logs(logs)
+        if not found:
+            shown = ", ".join(str(path) for path in logs)
+            raise InspectImportError(f"no .eval log found under {shown}")
+        bundles = import_logs(found, options)
+        written = write_bundles(bundles, out_dir)
+    except InspectImportError as error:
+        raise usage_error(terminal_safe(error, 400)) from None
+    for bundle, folder in zip(bundles, written, strict=True):
+        if bundle.secret_matches:
+            counts = ", ".join(f"{c}: {n}" for c, n in sorted(bundle.secret_matches.items()))
+            progress(
+                f"{terminal_safe(folder)}: forbidden material in tool bodies ({counts}); not written"
+            )
+        progress(f"wrote {terminal_safe(folder)}")
+    progress(
+        f"imported {len(found)} log(s) as {len(written)} bundle(s) into {terminal_safe(out_dir)}"
+    )
