@@ -35,6 +35,8 @@ app = typer.Typer(
 )
 
 EXIT_PASS, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2
+# A build that could not read every run it was given (an Inspect log without the extra).
+EXIT_INCOMPLETE = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 

@@ -10,6 +10,7 @@ import typer
 
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
+    EXIT_INCOMPLETE,
     EXIT_PASS,
     app,
     progress,
@@ -34,10 +35,9 @@ from sandbox_replay.cli.options import (
     SiteUrlOpt,
     TeardownOpt,
     check_jobs,
-    extra_scanner,
     say_policy,
 )
-from sandbox_replay.exports import ExportTargets, attach_changes, outside_root, write_exports
+from sandbox_replay.exports import ExportTargets, write_exports
 from sandbox_replay.model.policy import PolicyChoice
 
 if TYPE_CHECKING:
@@ -130,6 +130,8 @@ def build_plan(options: BuildOptions) -> BuildPlan:
         baseline=previous,
         label=options.label,
         inspect=inspect,
+        exports=bool(targets.paths()),
+        export_root=options.root,
     )
     return BuildPlan(config, targets, policies, inspect, options.root)
 
@@ -155,31 +157,9 @@ def build_and_export(plan: BuildPlan) -> tuple[BuildResult, list[Path]]:
 
 def _export_runs(plan: BuildPlan, result: BuildResult) -> list[Path]:
     """Write one SARIF run / test suite / summary section per run, named as the site names it."""
-    # integrator: this imports the Inspect logs and discovers the runs a second time; swap
-    # it for ``result.export_runs`` once ``build_site`` returns them.
-    from sandbox_replay.report.discover import discover_runs, exported_runs
-    from sandbox_replay.report.inspect_runs import importing_logs
-
-    config, root = plan.config, plan.root
-    with importing_logs(config.paths, Path.cwd(), plan.inspect) as logs:
-        runs = exported_runs(
-            logs.paths,
-            known=result.exports,
-            summary=plan.targets.markdown is not None,
-            scanner=extra_scanner(config.forbidden),
-            policies=plan.policies,
-            root=root,
-            logs=logs.logs,
-        )
-        if result.changes is not None:
-            runs = attach_changes(runs, result.changes)
-        # A run imported from a log is named by the log, not by its passing folder.
-        named = {logs.logs.get(r.path.resolve(), r.path) for r in discover_runs(logs.paths)}
-        for path in sorted(named):
-            warning = outside_root(path.parent if path.is_file() else path, root)
-            if warning is not None:
-                progress(warning)
-        return write_exports(plan.targets, runs)
+    for warning in result.warnings:
+        progress(warning)
+    return write_exports(plan.targets, result.export_runs)
 
 
 def _shown_folder(folder: Path) -> str:
@@ -207,14 +187,16 @@ def say_built(result: BuildResult) -> None:
 
 
 def _build_status(result: BuildResult, fail_on: str | None) -> int:
-    """Return the build's exit code: 1 when ``--fail-on`` finds what it names, else 0."""
-    # integrator: the "incomplete" exit code goes here.
+    """Return the build's exit code: 1 when ``--fail-on`` finds what it names, else 3 when
+    some run could not be read (the site is incomplete), else 0."""
     if fail_on == "blocked":
         failed = result.any_blocked
     else:
         changes = result.changes
         failed = fail_on is not None and changes is not None and changes.fails(fail_on)
-    return EXIT_BLOCKED if failed else EXIT_PASS
+    if failed:
+        return EXIT_BLOCKED
+    return EXIT_INCOMPLETE if result.incomplete else EXIT_PASS
 
 
 @app.command("build")
