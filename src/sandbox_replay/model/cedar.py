@@ -2,15 +2,15 @@
 
 Each request becomes one authorization request: principal ``Agent::"<episode_id>"``,
 action ``Action::"<action_kind>"``, resource ``Capability::"<requested_capability>"``,
-and as context the request's string fields among ``CONTEXT_FIELDS``. Allow derives the
+and as context the request's string fields among ``cedar_reads.CONTEXT_FIELDS``. Allow derives the
 most cautious ``@verdict`` of the determining permits (``allow`` when absent); deny by a
 forbid derives block by the forbids; Cedar's default deny (no determining policy)
 derives block by the fail-closed rule, and so does an evaluation error, which the layers
 report naming the policy. Rule refs are the policies' ``@id`` annotations (Cedar's own
 ``policy0``... ids where a policy has none).
 
-Only the fields the policies read decide a request, so requests are grouped by those
-fields' values (``_Reads``) and each group is put to Cedar once, in one batch call.
+Only the fields the policies read decide a request (``cedar_reads``), so requests are
+grouped by those fields' values and each group is put to Cedar once, in one batch call.
 """
 
 from __future__ import annotations
@@ -19,35 +19,26 @@ import json
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
 import cedarpy
 
-from sandbox_replay.model.policy import (
+from sandbox_replay.model.cedar_reads import ABSENT, Reads, reads_of, reduced
+from sandbox_replay.model.derivation import (
     FAIL_CLOSED_RULE_REF,
     FAIL_CLOSED_VERDICT,
     Derivation,
-    PolicyFileError,
     PolicySource,
     RequestFields,
     RuleInfo,
     sha256_text,
 )
+from sandbox_replay.model.policy import PolicyFileError
 
-CONTEXT_FIELDS = (
-    "risk_class",
-    "source_trust_label",
-    "normalized_action_ref",
-    "untrusted_tool_output_ref",
-    "intended_side_effect_ref",
-    "action_kind",
-    "requested_capability",
-)
 # What a permit may derive by its @verdict, most cautious first.
 PERMIT_VERDICTS = ("review", "warn", "allow")
 _ERROR_POLICY = re.compile(r"policy `([^`]+)`")
-_ABSENT = object()  # a context field that is not a string: left out of the context
 
 
 @dataclass(frozen=True)
@@ -57,33 +48,6 @@ class _Rule:
     verdict: str
 
 
-# A literal test a field is put to: ``("eq", text)`` or ``("like", pieces)`` (``_like``).
-_Test = tuple[str, Any]
-
-
-@dataclass(frozen=True)
-class _Reads:
-    """Which request fields the policy set reads: only these can change a decision.
-
-    ``tests`` holds, for a field (``"principal"``, ``"resource"`` or a context name) that
-    every policy reads only by comparing it with a literal (``==`` or ``!=`` a string,
-    ``like`` a pattern, ``has``; a principal or resource only by ``==`` in a scope), the
-    literal tests it is put to. Two values that pass the same tests are alike to every
-    policy, so a request is asked about by which tests its values pass, and one request
-    stands for all of its class. A field read any other way is taken as it is.
-    """
-
-    principal: bool
-    resource: bool
-    context: tuple[str, ...]
-    tests: Mapping[str, tuple[_Test, ...]] = field(default_factory=dict)
-
-    def classes(self) -> tuple[tuple[_Test, ...] | None, ...]:
-        """The tests of each part of a shape key, in ``CedarPolicy._key``'s order."""
-        names = ("principal", "action", "resource", *self.context)
-        return tuple(self.tests.get(name) for name in names)
-
-
 @dataclass
 class CedarPolicy:
     """A parsed Cedar policy set; ``text`` is kept so a worker process can parse it again."""
@@ -91,7 +55,7 @@ class CedarPolicy:
     text: str = field(repr=False)
     source: PolicySource
     rules: tuple[_Rule, ...] = field(repr=False)
-    reads: _Reads
+    reads: Reads
     fail_closed_verdict: str = FAIL_CLOSED_VERDICT
     fail_closed_rule_ref: str = FAIL_CLOSED_RULE_REF
     _policies: Any = field(default=None, repr=False, compare=False)
@@ -131,11 +95,9 @@ class CedarPolicy:
     def derive_each(self, requests: Sequence[RequestFields]) -> list[Derivation]:
         """Derive each request, in order, putting each distinct shape to Cedar once.
 
-        A shape is the request's values of the fields the policies read (a string, or
-        ``_ABSENT``), each reduced to the literal tests it passes where that is all a
-        policy does with it (``_Reads.tests``). The first request of a shape is asked
-        about, for all of it. Built a column (a field) at a time, each distinct value
-        tested once.
+        A shape is the request's values of the fields the policies read, each reduced to
+        the literal tests it passes where that is all a policy does with it; the first
+        request of a shape is asked about for all of it.
         """
         reads = self.reads
         fields = (
@@ -151,7 +113,7 @@ class CedarPolicy:
             for name, used in fields
         ]
         classes = reads.classes()
-        shapes = list(zip(*map(_reduced, values, classes), strict=True)) if requests else []
+        shapes = list(zip(*map(reduced, values, classes), strict=True)) if requests else []
         first: dict[tuple[Any, ...], int] = {}
         for at, shape in enumerate(shapes):
             first.setdefault(shape, at)
@@ -175,7 +137,7 @@ class CedarPolicy:
                 "context": {
                     name: value
                     for name, value in zip(names, key[3:], strict=True)
-                    if value is not _ABSENT
+                    if value is not ABSENT
                 },
             }
             for key in keys
@@ -216,29 +178,8 @@ class CedarPolicy:
         return Derivation(verdict, refs[0], True, rule_refs=refs)
 
 
-def _reduced(column: list[Any], tests: tuple[_Test, ...] | None) -> list[Any]:
-    """Return a field's values reduced to the tests each passes (``_ABSENT`` stays)."""
-    if tests is None:
-        return column
-
-    @cache
-    def passed(value: Any) -> Any:
-        if value is _ABSENT:
-            return value
-        return tuple(_passes(test, value) for test in tests)
-
-    return list(map(passed, column))
-
-
-def _passes(test: _Test, value: str) -> bool:
-    kind, literal = test
-    if kind == "eq":
-        return bool(value == literal)
-    return _like(literal, value)
-
-
 def _text_or_absent(value: Any) -> Any:
-    return value if type(value) is str else _ABSENT
+    return value if type(value) is str else ABSENT
 
 
 def _askable(key: tuple[Any, ...]) -> bool:
@@ -269,7 +210,7 @@ def read_cedar(
     if schema is not None:
         _validate(text, schema, shown, schema_path, rules)
     source = PolicySource("cedar", policy_id, sha256_text(data), len(rules), shown)
-    return CedarPolicy(text, source, rules, _reads(document.get("staticPolicies", {})))
+    return CedarPolicy(text, source, rules, reads_of(document.get("staticPolicies", {})))
 
 
 def _rules(policies: Mapping[str, Any], shown: str) -> tuple[_Rule, ...]:
@@ -328,165 +269,6 @@ def _validate(
         f"policy {shown}: policy {rule_ref} does not validate against {schema_path}: "
         f"{_one_line(first.error)}{more}"
     )
-
-
-_SCOPE_TYPES = {"principal": "Agent", "resource": "Capability"}
-
-
-class _ReadsFinder:
-    """Walk the policies' JSON form (Cedar's own) for which fields they read, and how.
-
-    ``context.<name>`` and ``context has <name>`` read one field; ``context`` used any
-    other way reads them all. The principal or resource is read where a policy's scope
-    constrains it or a condition names it. A use is a literal test where it is ``==`` or
-    ``!=`` between the field and a string, ``like`` on the field, or ``has``; any other
-    use makes the field ``raw``.
-    """
-
-    def __init__(self) -> None:
-        self.read: set[str] = set()
-        self.raw: set[str] = set()
-        self.tests: dict[str, list[_Test]] = {}
-        self.whole_context = False
-
-    def scope(self, name: str, scope: Mapping[str, Any]) -> None:
-        op = scope.get("op", "All")
-        if op == "All":
-            return
-        self.read.add(name)
-        entity = scope.get("entity")
-        if op == "==" and isinstance(entity, dict) and entity.get("type") == _SCOPE_TYPES[name]:
-            self._test(name, ("eq", entity.get("id")))
-        else:  # `in`, `is`, another entity type: taken as it is
-            self.raw.add(name)
-
-    def visit(self, node: Any) -> None:
-        if isinstance(node, list):
-            for child in node:
-                self.visit(child)
-            return
-        if not isinstance(node, dict):
-            return
-        if len(node) == 1:
-            [(op, body)] = node.items()
-            if op in ("==", "!=") and isinstance(body, dict):
-                if self._literal_test(body.get("left"), body.get("right")):
-                    return
-                if self._literal_test(body.get("right"), body.get("left")):
-                    return
-            elif op == "like" and isinstance(body, dict):
-                name = _context_attr(body.get("left"))
-                pattern = _like_pattern(body.get("pattern"))
-                if name is not None and pattern is not None:
-                    self._test(name, ("like", pattern))
-                    return
-            elif op == "has" and isinstance(body, dict) and body.get("left") == {"Var": "context"}:
-                if isinstance(body.get("attr"), str):
-                    self.read.add(body["attr"])  # presence: absent values stay apart
-                    return
-            elif op == "." and isinstance(body, dict) and body.get("left") == {"Var": "context"}:
-                if isinstance(body.get("attr"), str):
-                    self.read.add(body["attr"])
-                    self.raw.add(body["attr"])
-                    return
-            elif op == "Var":
-                if body == "context":
-                    self.whole_context = True
-                elif body in _SCOPE_TYPES:
-                    self.read.add(body)
-                    self.raw.add(body)
-                return
-        for child in node.values():
-            self.visit(child)
-
-    def _literal_test(self, field_node: Any, value_node: Any) -> bool:
-        name = _context_attr(field_node)
-        if name is None or not isinstance(value_node, dict):
-            return False
-        literal = value_node.get("Value") if len(value_node) == 1 else None
-        if not isinstance(literal, str):
-            return False
-        self._test(name, ("eq", literal))
-        return True
-
-    def _test(self, name: str, test: _Test) -> None:
-        self.read.add(name)
-        self.tests.setdefault(name, []).append(test)
-
-    def reads(self) -> _Reads:
-        if self.whole_context:
-            self.read.update(CONTEXT_FIELDS)
-            self.raw.update(CONTEXT_FIELDS)
-        context = tuple(n for n in CONTEXT_FIELDS if n in self.read)
-        tests = {
-            name: tuple(found)
-            for name, found in self.tests.items()
-            if name not in self.raw and (name in context or name in _SCOPE_TYPES)
-        }
-        return _Reads("principal" in self.read, "resource" in self.read, context, tests)
-
-
-def _context_attr(node: Any) -> str | None:
-    """Return ``A`` for the node ``context.A``, else None."""
-    if isinstance(node, dict) and len(node) == 1 and "." in node:
-        body = node["."]
-        if isinstance(body, dict) and body.get("left") == {"Var": "context"}:
-            attr = body.get("attr")
-            return attr if isinstance(attr, str) else None
-    return None
-
-
-def _like_pattern(parts: Any) -> tuple[str, ...] | None:
-    """Return a ``like`` pattern's JSON form as its literal pieces between wildcards.
-
-    ``"a*b*"`` becomes ``("a", "b", "")``: a value matches when it starts with the first
-    piece, ends with the last and holds the others in order between (``_like``).
-    """
-    if not isinstance(parts, list):
-        return None
-    pieces = [""]
-    for part in parts:
-        if part == "Wildcard":
-            pieces.append("")
-        elif isinstance(part, dict) and isinstance(part.get("Literal"), str):
-            pieces[-1] += part["Literal"]
-        else:
-            return None
-    return tuple(pieces)
-
-
-def _like(pieces: tuple[str, ...], value: str) -> bool:
-    """Say whether ``value`` matches a ``like`` pattern given by its pieces.
-
-    With wildcards the only special character, taking each middle piece at its first
-    place after the one before is never wrong: a later place leaves less room for the
-    rest. So each piece is looked for once (linear in the value, no backtracking).
-    """
-    if len(pieces) == 1:
-        return value == pieces[0]
-    first, last = pieces[0], pieces[-1]
-    if len(value) < len(first) + len(last):
-        return False
-    if not (value.startswith(first) and value.endswith(last)):
-        return False
-    position, end = len(first), len(value) - len(last)
-    for piece in pieces[1:-1]:
-        found = value.find(piece, position, end)
-        if found < 0:
-            return False
-        position = found + len(piece)
-    return True
-
-
-def _reads(policies: Mapping[str, Any]) -> _Reads:
-    """Find which request fields any policy reads, and how (``_ReadsFinder``)."""
-    finder = _ReadsFinder()
-    for policy in policies.values():
-        for name in _SCOPE_TYPES:
-            finder.scope(name, policy.get(name, {}))
-        for condition in policy.get("conditions", []):
-            finder.visit(condition.get("body"))
-    return finder.reads()
 
 
 def _one_line(text: str) -> str:
