@@ -218,7 +218,7 @@ def build(
             help="Exit 1 when any run is 'blocked' (for CI gates); with --baseline, "
             "'regression' when a run that passed in the baseline is blocked, 'new' when "
             "there is a regression or any finding the baseline did not have. By default "
-            "the command exits 0 whenever the site is built.",
+            "the command exits 0 whenever the site is built (3 when a run could not be read).",
             show_default=False,
         ),
     ] = None,
