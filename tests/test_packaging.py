@@ -107,6 +107,8 @@ def test_the_wheel_carries_the_licence_metadata_and_data(dists: Dists) -> None:
     assert "-c constraints.txt" in (REPO / "Makefile").read_text("utf-8")
     for data in (
         "sandbox_replay/FORMAT.md",
+        "sandbox_replay/checks/confusables.txt",
+        "sandbox_replay/checks/confusables-LICENSE.txt",
         "sandbox_replay/data/policy_table.json",
         "sandbox_replay/data/codes/SANDBOX_POLICY_BLOCKED_ACTION_EXECUTED.md",
         "sandbox_replay/templates/base.html",

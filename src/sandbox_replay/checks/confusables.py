@@ -26,22 +26,21 @@ characters is printable ASCII, so text that is (``str.isascii`` and ``str.isprin
 needs no pass.
 
 Ids that look alike. Request ids, and rollback ids (which side-effect receipts name), are
-compared within their kind by their confusable skeleton (Unicode Technical Standard #39, section 4): two
-strings with one skeleton are drawn alike, as ``req_secret_env_read`` and
-``req_secret_env_rеad`` with a Cyrillic ``е`` are. The skeleton is ICU's
-(``icu.SpoofChecker.getSkeleton``, PyICU) of the id less the characters ``visible``
-marks: they draw nothing, and UTS #39 removes the default-ignorable ones from a skeleton
-since Unicode 15.1, which ICU before 74 does not. Each id whose skeleton is that of an
-earlier id of its kind (in row order) is a finding of the action-requests layer on the
-id's first row, naming both ids in their visible form and the characters outside ASCII
-that either holds. Replay ids are not compared: nothing is joined on them (a replay is
-joined by its request id), and at 600,000 requests reading them out of their rows would
-cost a third of a second.
+compared within their kind by their confusable skeleton (Unicode Technical Standard #39,
+section 4): two strings with one skeleton are drawn alike, as ``req_secret_env_read`` and
+``req_secret_env_rеad`` with a Cyrillic ``е`` are. The skeleton is the standard's (NFD,
+each code point mapped through Unicode 15.0's ``confusables.txt``, shipped beside this
+module, then NFD again; ``tests/test_confusables_golden.py`` checks it against ICU 72's
+on the whole table) of the id less the characters ``visible`` marks: they draw nothing,
+and UTS #39 removes the default-ignorable ones from a skeleton since Unicode 15.1. Each
+id whose skeleton is that of an earlier id of its kind (in row order) is a finding of
+the action-requests layer on the id's first row, naming both ids in their visible form
+and the characters outside ASCII that either holds. Replay ids are not compared: nothing
+is joined on them (a replay is joined by its request id).
 
-Ids of printable ASCII, nearly all of them, are mapped with a table of ICU's own
-skeletons of the printable ASCII characters: the skeleton maps character by character
-and leaves ASCII's normal form as it is, so that is ICU's skeleton of the id, without a
-call per id (``tests/hostile/test_text.py`` compares both).
+Ids of printable ASCII, nearly all of them, are mapped with a table of the skeletons of
+the printable ASCII characters: the skeleton maps character by character and leaves
+ASCII's normal form as it is, so that is the id's skeleton.
 """
 
 from __future__ import annotations
@@ -50,8 +49,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Sequence
-
-import icu
+from importlib import resources
 
 from sandbox_replay.checks import actions, rollbacks
 from sandbox_replay.checks.base import LayerResult
@@ -103,15 +101,27 @@ def without_hidden(text: str) -> str:
 
 
 @functools.cache
-def _checker() -> icu.SpoofChecker:
-    return icu.SpoofChecker()
+def _prototypes() -> dict[int, str]:
+    """Read ``confusables.txt``: the prototype each confusable code point maps to."""
+    table: dict[int, str] = {}
+    text = resources.files("sandbox_replay.checks").joinpath("confusables.txt").read_text("utf-8")
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            source, target, _ = line.split(";")
+            table[int(source, 16)] = "".join(chr(int(code, 16)) for code in target.split())
+    return table
+
+
+def standard_skeleton(text: str) -> str:
+    """Return the UTS #39 skeleton of ``text``: NFD, each code point mapped, NFD again."""
+    mapped = unicodedata.normalize("NFD", text).translate(_prototypes())
+    return unicodedata.normalize("NFD", mapped)
 
 
 @functools.cache
 def _ascii_skeletons() -> dict[int, str]:
-    """Return ICU's skeleton of each printable ASCII character that is not its own."""
-    checker = _checker()
-    shown = {code: checker.getSkeleton(0, chr(code)) for code in range(0x20, 0x7F)}
+    """Return the skeleton of each printable ASCII character that is not its own."""
+    shown = {code: standard_skeleton(chr(code)) for code in range(0x20, 0x7F)}
     return {code: text for code, text in shown.items() if text != chr(code)}
 
 
@@ -119,7 +129,7 @@ def skeleton(text: str) -> str:
     """Return the UTS #39 skeleton of ``text`` less the characters that draw nothing."""
     if text.isascii() and text.isprintable():
         return text.translate(_ascii_skeletons())
-    return str(_checker().getSkeleton(0, without_hidden(text)))
+    return standard_skeleton(without_hidden(text))
 
 
 def skeletons(ids: Sequence[str]) -> list[str]:
