@@ -1,46 +1,21 @@
 """Text that looks like something else: invisible characters, and ids that look alike.
 
-Invisible characters. Some characters draw nothing, or draw something other than what is
-stored: control characters (invalid in XML 1.0, and able to rewrite a terminal line),
-the bidirectional controls (which make a page or a CI log show text in an order other
-than the one stored), and the invisible ones (a zero-width space, a byte-order mark, a
-tag character or a variation selector makes two ids that look the same differ).
-``visible`` shows each as a ``<U+XXXX>`` mark, ``one_line`` also folds line breaks into
-spaces; the pages, the exports and the command line show input text through them
-(``exports.text``), and the findings below name ids through them. They are:
+``visible`` shows as a ``<U+XXXX>`` mark each character that draws nothing or other than
+what is stored (``one_line`` also folds line breaks); the pages, exports and command line
+show input text through them (``exports.text``). They are every control (Cc) but tab,
+line feed and carriage return; every format character (Cf: zero-width, joiners, bidi
+controls, the byte-order mark, tags); the line and paragraph separators; every other
+``Default_Ignorable_Code_Point``; surrogates and U+FFFE, U+FFFF. ``tests/hostile/test_text.py``
+checks the class against ``unicodedata``; none of them is printable ASCII.
 
-- every control character (Unicode category Cc) except tab, line feed and carriage
-  return, which ``visible`` keeps and ``one_line`` folds;
-- every format character (Cf): soft hyphen, zero-width space, joiners and marks, bidi
-  embeddings, overrides and isolates, word joiner and invisible operators, the
-  byte-order mark, interlinear annotation marks, tag characters, Arabic and Egyptian
-  prepended or format signs;
-- the line and paragraph separators (Zl, Zp);
-- every other default-ignorable code point (Unicode's ``Default_Ignorable_Code_Point``:
-  the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and
-  other variation selectors, and the reserved ranges set aside for more of them);
-- surrogates and the non-characters U+FFFE and U+FFFF (invalid in XML).
-
-``tests/hostile/test_text.py`` checks the class against ``unicodedata``. None of these
-characters is printable ASCII, so text that is (``str.isascii`` and ``str.isprintable``)
-needs no pass.
-
-Ids that look alike. Request ids, and rollback ids (which side-effect receipts name), are
-compared within their kind by their confusable skeleton (Unicode Technical Standard #39,
-section 4): two strings with one skeleton are drawn alike, as ``req_secret_env_read`` and
-``req_secret_env_rеad`` with a Cyrillic ``е`` are. The skeleton is the standard's (NFD,
-each code point mapped through Unicode 15.0's ``confusables.txt``, shipped beside this
-module, then NFD again; ``tests/test_confusables_golden.py`` checks it against ICU 72's
-on the whole table) of the id less the characters ``visible`` marks: they draw nothing,
-and UTS #39 removes the default-ignorable ones from a skeleton since Unicode 15.1. Each
-id whose skeleton is that of an earlier id of its kind (in row order) is a finding of
-the action-requests layer on the id's first row, naming both ids in their visible form
-and the characters outside ASCII that either holds. Replay ids are not compared: nothing
-is joined on them (a replay is joined by its request id).
-
-Ids of printable ASCII, nearly all of them, are mapped with a table of the skeletons of
-the printable ASCII characters: the skeleton maps character by character and leaves
-ASCII's normal form as it is, so that is the id's skeleton.
+Request ids, and rollback ids, are compared within their kind by their UTS #39 skeleton
+(section 4: NFD, each code point mapped through Unicode 15.0's ``confusables.txt``, shipped
+beside this module, NFD again; ``tests/test_confusables_golden.py`` holds ICU 72's answers)
+of the id less what ``visible`` marks (UTS #39 drops default-ignorables since Unicode 15.1).
+Each id that looks like an earlier one of its kind is a finding on its first row, naming
+both ids and their characters outside ASCII. Replay ids are not compared: nothing is
+joined on them. A printable ASCII id is mapped by a table of each character's skeleton:
+ASCII is its own normal form.
 """
 
 from __future__ import annotations
@@ -82,8 +57,7 @@ _BREAKS = re.compile("\r\n|[\r\n\t\u2028\u2029\x85]")
 def visible(text: str) -> str:
     """Return ``text`` with invisible, format and control characters shown as ``<U+XXXX>``.
 
-    Tab, line feed and carriage return are kept. Printable ASCII holds none of them, so
-    such text (nearly all of it: ids, refs, codes) is returned without running the pattern.
+    Tab, line feed and carriage return are kept.
     """
     if text.isascii() and text.isprintable():
         return text

@@ -1,9 +1,7 @@
 """Draw a run's pipeline as an inline SVG flowchart and as Mermaid source.
 
-The layout is ``layout``'s. The SVG carries CSS classes, not colours (the site's
-stylesheet, ``assets/site.css``, colours them); presentation attributes give only a
-neutral fallback that any stylesheet overrides. Coordinates are printed in one fixed
-format, so the same input gives the same bytes.
+The SVG carries CSS classes (``assets/site.css`` colours them) and only neutral
+presentation attributes as a fallback.
 """
 
 from __future__ import annotations
@@ -74,10 +72,7 @@ def draw_flowchart(
     id_prefix: str = "flow",
     direction: str = "LR",
 ) -> Flowchart:
-    """Lay out the DAG in layers and render it as SVG and as Mermaid source.
-
-    ``direction`` is "LR" (left to right, for a screen) or "TB" (top to bottom, for print).
-    """
+    """Lay out the DAG and render it as SVG and Mermaid; ``direction`` is "LR" or "TB" (print)."""
     prefix = check_id_prefix(id_prefix)
     graph = Graph.build(nodes, edges)
     if direction not in DIRECTIONS:

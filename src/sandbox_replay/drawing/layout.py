@@ -1,18 +1,11 @@
 """Lay out a small DAG in layers, left to right or top to bottom (the same steps, axes swapped).
 
-The layered method of Sugiyama, Tagawa and Toda (1981):
-
-1. *Layers* by longest path from the sources; a source is then moved to sit just before
-   its nearest successor, so a side input does not drag a long edge across the chart.
-2. *Dummy vertices* split every edge that spans more than one layer, so the edge is
-   routed between the nodes of the layers it crosses.
-3. *Crossing reduction* by barycenter sweeps, keeping the order with the fewest crossings.
-4. *Coordinates*: one rank per layer, as deep as its largest node; within a rank each
-   vertex is pulled towards the mean position of its neighbours, keeping the order and a
-   minimum gap (an exact least-squares fit by pool-adjacent-violators).
-
-Everything is ordered by input position with a fixed number of sweeps, so the same input
-gives the same layout.
+The layered method of Sugiyama, Tagawa and Toda (1981): layers by longest path (a source
+moved next to its nearest successor); dummy vertices splitting the edges that span
+layers; barycenter sweeps keeping the order with the fewest crossings; then one rank per
+layer, each vertex pulled towards its neighbours' mean by an exact least-squares fit that
+keeps order and gaps (pool-adjacent-violators). Ties go by input position and the sweeps
+are fixed in number, so the same input gives the same layout.
 """
 
 from __future__ import annotations
@@ -85,7 +78,7 @@ class FlowEdge:
 
 
 def check_relative_href(href: str) -> str:
-    """Return the link if it is relative: no scheme, no host, no whitespace or control character."""
+    """Return the link if it is relative: no scheme, host, whitespace or control character."""
     if not href or any(char.isspace() or not char.isprintable() for char in href):
         raise ValueError(f"href must be a non-empty link without whitespace: {href!r}")
     head = re.split(r"[/?#]", href, maxsplit=1)[0]
@@ -162,10 +155,7 @@ class Box:
 
 @dataclass
 class Layout:
-    """Where everything goes, along the layer axis ("main") and across it ("cross").
-
-    Left to right, main is x and cross is y; top to bottom, the other way round.
-    """
+    """Where everything goes, along the layer axis ("main", x left to right) and across it."""
 
     layer_of: list[int]
     layers: list[list[int]]
@@ -233,10 +223,7 @@ def _assign_layers(graph: Graph) -> list[int]:
 
 
 def _measure(node: FlowNode) -> Box:
-    """Wrap the label (two lines) and the count (four) and size the box around them.
-
-    A count is broken only at spaces: a wide number widens the box, up to ``COUNT_MAX_WIDTH``.
-    """
+    """Wrap the label (two lines) and the count (four, widening up to ``COUNT_MAX_WIDTH``)."""
     label_lines = wrap_text(name_of(node), LABEL_FONT, LABEL_MAX_WIDTH, 2)
     # No-break spaces keep the glyph on the count's first line when a long count wraps,
     # and each " · " at the end of the line it closes.
@@ -324,10 +311,8 @@ def _order_layers(
 
 
 def _by_barycenter(layer: list[int], fixed: list[int], neighbours: list[list[int]]) -> list[int]:
-    """Sort the layer by the mean position of each vertex's neighbours in the fixed layer.
-
-    A vertex with no neighbour there keeps its own position as its key; ties keep order.
-    """
+    """Sort the layer by the mean position of each vertex's neighbours in the fixed layer
+    (its own position where it has none there; ties keep order)."""
     position = {vertex: i for i, vertex in enumerate(fixed)}
 
     def key(item: tuple[int, int]) -> tuple[float, int]:
@@ -372,8 +357,8 @@ def _separation(layout: Layout, before: int, after: int) -> float:
 def _place_layer(layout: Layout, layer: list[int], wanted: list[float]) -> None:
     """Set the layer's cross positions closest (least squares) to ``wanted``, keeping order and gaps.
 
-    With offsets c_i (the packed position of vertex i), z_i = y_i - c_i must not decrease;
-    pool-adjacent-violators gives the exact fit of z to wanted_i - c_i.
+    With c_i the packed position of vertex i, z_i = y_i - c_i must not decrease:
+    pool-adjacent-violators fits z to wanted_i - c_i exactly.
     """
     offsets = [0.0]
     for before, after in pairwise(layer):

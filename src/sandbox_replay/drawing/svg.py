@@ -1,10 +1,7 @@
 """Text and number helpers shared by the site's inline-SVG drawings.
 
-Every string that reaches a drawing may come from an input file, so it passes through
-``clean_text`` (drops what XML cannot hold and what would reorder the text around it)
-and ``escape`` (XML-escapes it for element content and attribute values alike).
-Coordinates are printed by ``num`` with one fixed format, so the same drawing always
-has the same bytes.
+Any string may come from an input file: ``escape`` cleans it (``clean_text``) and
+XML-escapes it. ``num`` prints coordinates in one fixed format.
 """
 
 from __future__ import annotations
@@ -53,11 +50,7 @@ def check_id_prefix(id_prefix: str) -> str:
 
 
 def text_width(text: str, font_size: float) -> float:
-    """Estimate the rendered width of a line of sans-serif text.
-
-    There are no font metrics at build time, so the estimate is deliberately generous:
-    wide (East Asian) characters count double, combining marks count nothing.
-    """
+    """Estimate, generously, the rendered width of a line of sans-serif text (no font metrics)."""
     units = 0.0
     for char in text:
         if unicodedata.combining(char):
@@ -96,8 +89,7 @@ def wrap_text(
 ) -> list[str]:
     """Break the text into at most ``max_lines`` lines at spaces, cutting the last if needed.
 
-    With ``widest``, a line may run past ``max_width`` up to ``widest`` before it is cut:
-    a word (a count such as ``59,629/60,000``) is kept whole and the drawing sized to it.
+    With ``widest``, a one-word line may run past ``max_width`` up to ``widest`` uncut.
     """
     lines: list[str] = []
     current = ""

@@ -1,16 +1,12 @@
 """A Cedar policy set as the policy in force (FORMAT 6), evaluated by the Cedar engine.
 
-Each request becomes one authorization request: principal ``Agent::"<episode_id>"``,
-action ``Action::"<action_kind>"``, resource ``Capability::"<requested_capability>"``,
-and as context the request's string fields among ``cedar_reads.CONTEXT_FIELDS``. Allow derives the
-most cautious ``@verdict`` of the determining permits (``allow`` when absent); deny by a
-forbid derives block by the forbids; Cedar's default deny (no determining policy)
-derives block by the fail-closed rule, and so does an evaluation error, which the layers
-report naming the policy. Rule refs are the policies' ``@id`` annotations (Cedar's own
-``policy0``... ids where a policy has none).
-
-Only the fields the policies read decide a request (``cedar_reads``), so requests are
-grouped by those fields' values and each group is put to Cedar once, in one batch call.
+A request is asked as principal ``Agent::"<episode_id>"``, action
+``Action::"<action_kind>"``, resource ``Capability::"<requested_capability>"``, with its
+string fields among ``cedar_reads.CONTEXT_FIELDS`` as context. Allow derives the most
+cautious ``@verdict`` of the determining permits (default ``allow``); a forbid derives
+block; Cedar's default deny and an evaluation error derive block by the fail-closed rule.
+Rule refs are the ``@id`` annotations, else Cedar's ``policy0``... ids. Requests alike in
+the fields the policies read (``cedar_reads``) are put to Cedar once, in one batch call.
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from sandbox_replay.model.derivation import (
     PolicySource,
     RequestFields,
     RuleInfo,
+    rules_in_force,
     sha256_text,
 )
 from sandbox_replay.model.policy import PolicyFileError
@@ -82,9 +79,7 @@ class CedarPolicy:
         return self._policies
 
     def rules_in_force(self) -> tuple[RuleInfo, ...]:
-        rules = {rule.rule_ref: rule.verdict for rule in self.rules}
-        rules.setdefault(self.fail_closed_rule_ref, self.fail_closed_verdict)
-        return tuple(RuleInfo(ref, verdict) for ref, verdict in rules.items())
+        return rules_in_force(self.rules, self.fail_closed_rule_ref, self.fail_closed_verdict)
 
     def recognized_classes(
         self, risk_classes: Collection[Any], decided: Iterable[tuple[Any, Derivation]]
@@ -96,8 +91,7 @@ class CedarPolicy:
         """Derive each request, in order, putting each distinct shape to Cedar once.
 
         A shape is the request's values of the fields the policies read, each reduced to
-        the literal tests it passes where that is all a policy does with it; the first
-        request of a shape is asked about for all of it.
+        the literal tests it passes where that is all a policy does with it.
         """
         reads = self.reads
         fields = (
@@ -278,9 +272,7 @@ def _one_line(text: str) -> str:
 def _error_line(text: str, message: str) -> int | None:
     """Return the line of a Cedar parse error: the first prefix of lines that fails alike.
 
-    The engine's message carries no position; a prefix that stops before the error
-    parses or fails otherwise (an unexpected end), and the first that fails with the
-    same message ends on the error's line. Only for files of up to 2,000 lines.
+    The engine's message carries no position. Only for files of up to 2,000 lines.
     """
     lines = text.splitlines(keepends=True)
     if len(lines) > 2000:

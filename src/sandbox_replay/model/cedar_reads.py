@@ -28,12 +28,8 @@ Test = tuple[str, Any]
 
 @dataclass(frozen=True)
 class Reads:
-    """Which request fields the policy set reads.
-
-    ``tests`` holds, for each field every policy reads only by comparing it with a literal
-    (``==`` or ``!=`` a string, ``like``, ``has``; a principal or resource only by ``==``
-    in a scope), those literal tests; a field read any other way is taken as it is.
-    """
+    """Which request fields the policy set reads; ``tests``, for each field read only by
+    literal tests (``_ReadsFinder``), those tests."""
 
     principal: bool
     resource: bool
@@ -41,7 +37,7 @@ class Reads:
     tests: Mapping[str, tuple[Test, ...]] = field(default_factory=dict)
 
     def classes(self) -> tuple[tuple[Test, ...] | None, ...]:
-        """The tests of each part of a shape key, in the order ``CedarPolicy.derive_each`` reads them."""
+        """Return the tests of each part of a shape key, in ``CedarPolicy.derive_each``'s order."""
         names = ("principal", "action", "resource", *self.context)
         return tuple(self.tests.get(name) for name in names)
 
@@ -174,11 +170,8 @@ def _context_attr(node: Any) -> str | None:
 
 
 def _like_pattern(parts: Any) -> tuple[str, ...] | None:
-    """Return a ``like`` pattern's JSON form as its literal pieces between wildcards.
-
-    ``"a*b*"`` becomes ``("a", "b", "")``: a value matches when it starts with the first
-    piece, ends with the last and holds the others in order between (``like``).
-    """
+    """Return a ``like`` pattern's JSON form as its literal pieces between wildcards:
+    ``"a*b*"`` becomes ``("a", "b", "")``."""
     if not isinstance(parts, list):
         return None
     pieces = [""]
@@ -195,9 +188,8 @@ def _like_pattern(parts: Any) -> tuple[str, ...] | None:
 def like(pieces: tuple[str, ...], value: str) -> bool:
     """Say whether ``value`` matches a ``like`` pattern given by its pieces.
 
-    With wildcards the only special character, taking each middle piece at its first
-    place after the one before is never wrong: a later place leaves less room for the
-    rest. So each piece is looked for once (linear in the value, no backtracking).
+    Taking each middle piece at its first place after the one before is never wrong (a
+    later place leaves less room for the rest), so there is no backtracking.
     """
     if len(pieces) == 1:
         return value == pieces[0]

@@ -1,11 +1,9 @@
-"""What decoded JSON values hold, counted in C one nesting level at a time.
+"""What decoded JSON values hold, counted one nesting level at a time.
 
-The loader counts the strings a file's values hold, keys included, to prove that no key
-was dropped as a duplicate, and asks whether any value is a float (``Census.strings``,
-``Census.floats``). The same pass tells the shape of the values at one level
-(``ValueShape``): their kinds, the longest of them and the kinds and lengths of what they
-hold. The records ask a row file's shape whether its values stand in the result as they
-are, so that the rows are not walked a second time to tell it.
+The loader counts the strings, keys included, to prove that no key was dropped as a
+duplicate, and asks whether any value is a float. The same pass gives the shape of the
+values at one level (``ValueShape``), which tells the records whether a row file's values
+stand in the result as they are.
 """
 
 from __future__ import annotations
@@ -16,11 +14,8 @@ from typing import Any, NamedTuple
 
 
 class ValueShape(NamedTuple):
-    """The kinds and lengths of some values, and of the items of their lists and objects.
-
-    A length is a string's characters or a list's or object's items (``length_hint``, 0
-    for any other value).
-    """
+    """The kinds and lengths (``length_hint``) of some values, and of their lists' and
+    objects' items."""
 
     kinds: frozenset[type]
     longest: int  # the greatest length among the values
@@ -39,13 +34,8 @@ class Census(NamedTuple):
 
 
 def census(values: list[Any], shape_at: int = 0) -> Census:
-    """Count the strings that decoded JSON ``values`` hold, say whether any is a float,
-    and give the shape of the values ``shape_at`` levels down (0: ``values`` themselves).
-
-    A key dropped as a duplicate takes its spelling (and any string value it had) out of
-    the count, which is how the loader tells that none was. One nesting level at a time,
-    each in a few C passes over all of its values.
-    """
+    """Count the strings (keys included) decoded JSON ``values`` hold, say whether any is a
+    float, and give the shape of the values ``shape_at`` levels down (0: ``values``)."""
     strings, floats, level = 0, False, 0
     measured: list[tuple[frozenset[type], int, int]] = []  # levels shape_at and the next
     while values:

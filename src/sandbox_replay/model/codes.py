@@ -8,8 +8,7 @@ reason and can no longer be emitted.
 from __future__ import annotations
 
 # Re-exported: the layers and exports name codes, layers and severities from here.
-from sandbox_replay.model.registry import CodeRegistry as CodeRegistry
-from sandbox_replay.model.registry import DuplicateCodeError as DuplicateCodeError
+from sandbox_replay.model.registry import CodeRegistry
 from sandbox_replay.model.registry import FindingCode as FindingCode
 from sandbox_replay.model.registry import Layer as Layer
 from sandbox_replay.model.registry import Severity as Severity

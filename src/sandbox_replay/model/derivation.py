@@ -1,10 +1,9 @@
 """What the policy in force derives for a request, and the fail-closed table that derives it.
 
-A derivation reads only the request's own shape, never its recorded verdict. Two kinds of
-policy implement ``Policy`` (FORMAT sections 2 and 6): ``PolicyTable``, rules by risk
-class each requiring an action shape, where anything unrecognised or mismatched derives
-to block; and ``cedar.CedarPolicy``, where Cedar's default deny is the fail-closed rule.
-Each distinct shape is derived once and its ``Derivation`` shared by every request of it.
+A derivation reads only the request's own shape, never its recorded verdict. ``Policy``
+(FORMAT 2 and 6) is met by ``PolicyTable`` (rules by risk class, each requiring an action
+shape; anything else blocks) and ``cedar.CedarPolicy``. Each distinct shape is derived
+once and its ``Derivation`` shared by every request of it.
 """
 
 from __future__ import annotations
@@ -98,25 +97,18 @@ class Policy(Protocol):
 
     def with_path(self, path: str) -> Policy:
         """Return this policy with ``source.path`` set to ``path``."""
-        ...
 
     def derive_each(self, requests: Sequence[RequestFields]) -> list[Derivation]:
         """Derive each request, in order (once per distinct shape)."""
-        ...
 
     def rules_in_force(self) -> tuple[RuleInfo, ...]:
-        """Every rule of the policy in its order, then the fail-closed rule."""
-        ...
+        """Return every rule of the policy in its order, then the fail-closed rule."""
 
     def recognized_classes(
         self, risk_classes: Collection[Any], decided: Iterable[tuple[Any, Derivation]]
     ) -> set[str]:
-        """Return the risk classes the policy recognises.
-
-        ``risk_classes`` holds the requests' distinct string risk classes; ``decided``
-        pairs each derived request's risk class with its derivation.
-        """
-        ...
+        """Return the risk classes recognised among ``risk_classes`` (the requests' own);
+        ``decided`` pairs each derived request's risk class with its derivation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +160,9 @@ class PolicyTable:
         return derivations
 
     def rules_in_force(self) -> tuple[RuleInfo, ...]:
-        rules = {rule.rule_ref: rule.verdict for rule in self.rules.values()}
-        rules.setdefault(self.fail_closed_rule_ref, self.fail_closed_verdict)
-        return tuple(RuleInfo(ref, verdict) for ref, verdict in rules.items())
+        return rules_in_force(
+            self.rules.values(), self.fail_closed_rule_ref, self.fail_closed_verdict
+        )
 
     def recognized_classes(
         self, risk_classes: Collection[Any], decided: Iterable[tuple[Any, Derivation]]
@@ -178,11 +170,19 @@ class PolicyTable:
         return {name for name in self.rules if name in risk_classes}
 
 
+def rules_in_force(
+    rules: Iterable[Any], fail_closed_ref: str, fail_closed: str
+) -> tuple[RuleInfo, ...]:
+    """Return each rule's ref and verdict, then the fail-closed rule's, each ref once."""
+    found = {rule.rule_ref: rule.verdict for rule in rules}
+    found.setdefault(fail_closed_ref, fail_closed)
+    return tuple(RuleInfo(ref, verdict) for ref, verdict in found.items())
+
+
 class _ByShape(dict[tuple[Any, ...], Derivation]):
     """Derivations by their four fields' values, derived on first lookup.
 
-    Only a key of four strings is kept: among parsed JSON values only strings equal
-    strings, so a kept key is found only for requests of exactly those four strings.
+    Only keys of four strings are kept: among JSON values only a string equals a string.
     """
 
     def __init__(self, table: PolicyTable) -> None:
@@ -231,10 +231,8 @@ def parse_table(data: Mapping[str, Any], sha256: str = "", path: str | None = No
 
 
 def coverage(policy: Policy, derivations: Mapping[str, Derivation]) -> dict[str, Any]:
-    """Return the result record's ``policy_coverage`` (FORMAT 6).
-
-    A request determined by several rules counts for each.
-    """
+    """Return the result record's ``policy_coverage`` (FORMAT 6); a request determined by
+    several rules counts for each."""
     # Requests of one shape share one Derivation: counted by identity, then by rule.
     shared = {id(derivation): derivation for derivation in derivations.values()}
     times = Counter(map(id, derivations.values()))

@@ -9,11 +9,8 @@ from sandbox_replay.model.codes import REGISTRY, Layer
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One thing the replay holds against the claim.
-
-    ``path`` and ``line`` locate the input row it concerns (path relative to the input
-    folder, line 1-based) when the tool knows them; they let the report link to the row.
-    """
+    """One thing the replay holds against the claim; ``path`` (relative to the input folder)
+    and ``line`` (1-based) locate its input row where known."""
 
     error_code: str
     message: str

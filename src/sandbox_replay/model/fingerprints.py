@@ -1,16 +1,11 @@
 """Give every finding a stable identity, so builds can be compared finding by finding.
 
-A finding's fingerprint is the sha256 (hex) of what it is about, never of where the tool
-happened to print it: its code, its layer, the input file it names (relative to the run
-folder, ``""`` when it names none) and its subject id, each UTF-8 encoded and followed by
-a NUL byte, then ``:<n>`` for the n-th finding of the run with that hash in the result
-record's order (``Finding.sort_key``), so two findings about one subject stay apart.
-
-The message wording, the line number and the run's position or folder are left out on
-purpose: a reworded message, a reformatted input or a run folder that moved keeps its
-findings' identities. The same strings are carried by the SARIF export as
-``partialFingerprints["sandboxReplay/finding/v1"]``. ``tests/test_fingerprints.py`` pins
-the fingerprints of the built-in fixtures, so a change of them is a deliberate one.
+A fingerprint is the sha256 (hex) of the finding's code, layer, input file (relative to
+the run folder, ``""`` for none) and subject id, each UTF-8 and followed by a NUL byte,
+then ``:<n>`` for the n-th finding of the run with that hash in record order. Wording,
+line and the run's folder are left out, so they may change. The SARIF export carries it
+as ``partialFingerprints["sandboxReplay/finding/v1"]``; ``tests/test_fingerprints.py``
+pins those of the fixtures.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Read the policy in force: a team's table or Cedar set, chosen per run, or the packaged table.
 
-``read_policy`` refuses a file that cannot be used with ``PolicyFileError`` (one line
-naming the file and, where known, the line); ``choose_policies`` reads ``--policy`` or
-the ``[tool.sandbox-replay]`` table of ``pyproject.toml``, which ``project_defaults``
-also reads for the commands' option defaults.
+``choose_policies`` reads ``--policy`` or the ``[tool.sandbox-replay]`` table of
+``pyproject.toml``, which ``project_defaults`` reads for the commands' option defaults.
 """
 
 from __future__ import annotations
@@ -148,11 +146,8 @@ _PROJECT_KEYS = {"policy", "cedar-schema", "run-policies"} | RUN_DEFAULTS | BUIL
 
 
 def read_project_settings(folder: Path) -> tuple[dict[str, Any], Path | None]:
-    """Return ``[tool.sandbox-replay]`` of ``folder/pyproject.toml`` and that file's path.
-
-    An empty table and None where there is no such file. Raises ``PolicyFileError`` for a
-    file that cannot be read or parsed, or an unknown key (a misspelt one would be ignored).
-    """
+    """Return ``[tool.sandbox-replay]`` of ``folder/pyproject.toml`` and that file's path
+    (``{}, None`` without one); raise ``PolicyFileError`` if unreadable or for an unknown key."""
     import tomllib
 
     path = folder / PROJECT_FILE
@@ -179,11 +174,8 @@ def read_project_settings(folder: Path) -> tuple[dict[str, Any], Path | None]:
 
 
 def project_defaults(folder: Path) -> dict[str, dict[str, Any]]:
-    """Return the option defaults ``[tool.sandbox-replay]`` sets, as click's ``default_map``.
-
-    A path is relative to the project file's folder; the command line and the
-    ``SANDBOX_REPLAY_*`` variables still win over it.
-    """
+    """Return the option defaults ``[tool.sandbox-replay]`` sets, as click's ``default_map``;
+    a path there is relative to the project file's folder."""
     settings, project = read_project_settings(folder)
     if project is None:
         return {}

@@ -1,12 +1,8 @@
 """A run's policy in force and its coverage, as one typed value read from the result record.
 
-The record carries them as ``policy_source`` and ``policy_coverage`` (FORMAT 6). The gap
-headline, the exports (``ExportFacts``), the run page and the site's policy page all read
-them through ``PolicyCoverage``; ``build`` keeps it in its status file (``to_json``,
-``from_json``), so a reused run's policy is shown without the run being replayed.
-
-The policy id and the rule refs come from the user's policy file: every reader escapes
-them as it escapes an input's text.
+The record carries them as ``policy_source`` and ``policy_coverage`` (FORMAT 6); ``build``
+keeps the value in its status file (``to_json``), so a reused run's policy is shown
+without a replay. Policy id and rule refs come from the user's file: readers escape them.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ class RuleUse:
 class PolicyCoverage:
     """Which policy derived a run's verdicts, and how many requests each rule determined.
 
-    ``rule_count`` is the record's (the policy's own rules); ``rules`` lists every rule in
-    force in the policy's order, the fail-closed rule last, so it may hold one more.
+    ``rule_count`` counts the policy's own rules; ``rules`` adds the fail-closed rule last.
     """
 
     kind: str
@@ -53,11 +48,8 @@ class PolicyCoverage:
         return tuple(rule.rule_ref for rule in self.rules if not rule.request_count)
 
     def never_exercised_text(self, limit: int = MAX_NAMED_RULES) -> str:
-        """Return "2 of 11 rules never exercised: rule:a, rule:b" ("" when none is).
-
-        At most ``limit`` rules are named, then "and N more", so that a policy most of
-        whose rules no request reached still reads as one clause.
-        """
+        """Return "2 of 11 rules never exercised: rule:a, rule:b" ("" when none is), naming
+        at most ``limit`` rules, then "and N more"."""
         unexercised = self.unexercised
         if not unexercised:
             return ""
@@ -95,10 +87,8 @@ class PolicyCoverage:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PolicyCoverage:
-        """Read ``to_json``'s values back; raise KeyError, TypeError or ValueError if malformed.
-
-        They come from a status file anyone may have edited: each is checked for type.
-        """
+        """Read ``to_json``'s values back, each checked for type (a status file may be edited);
+        raise KeyError, TypeError or ValueError if malformed."""
         rules = []
         for rule_ref, verdict, request_count in data["rules"]:
             rules.append(RuleUse(_text(rule_ref), _text(verdict), _count(request_count)))

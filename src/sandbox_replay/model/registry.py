@@ -1,7 +1,6 @@
 """What a finding code is: its layer, severity, summary and document, and the table of them.
 
-The codes themselves are declared in ``codes``; a code's document is package data,
-``data/codes/<CODE>.md``, with four sections (What it checks, Why it matters, Example, Fix).
+The codes are declared in ``codes``; a code's document is ``data/codes/<CODE>.md``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The rows of the five list files, typed: one ``msgspec.Struct`` per row kind, and a table.
 
-Each row kind declares the format's fields of that row, in the order the result record
-lists them, then ``line``: the line its object opens on in its input file. The fields are
-typed ``Any``, so a value of the wrong type is kept as it is, for a layer to report as a
-finding, never a decode error; a field the row does not hold reads ``UNSET`` (``absent``
-says which). Keys the format does not name are not kept: a row refuses them, and the
-loader drops them before typing, once it has reported what it must of them (a nested
-object, a forbidden key).
-
-Rows are made once, by the loader, and only read after that; ``gc=False`` because they
-hold no cycles, so the collector never walks the hundreds of thousands of them.
+Each kind declares the format's fields in the result record's order, then ``line`` (where
+its object opens). Fields are typed ``Any``: a value of the wrong type is kept for a layer
+to report, never a decode error; a field the row does not hold reads ``UNSET``. Rows hold
+no cycles, hence ``gc=False``.
 """
 
 from __future__ import annotations
@@ -22,24 +16,9 @@ from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import msgspec
-from msgspec import UNSET
+from msgspec import UNSET as UNSET
 
 from sandbox_replay.model.census import ValueShape
-
-__all__ = [
-    "KINDS",
-    "UNSET",
-    "ActionRequest",
-    "ColdReplay",
-    "InputRow",
-    "PolicyVerdict",
-    "Rollback",
-    "SideEffect",
-    "Table",
-    "absent",
-    "rows_below_floor",
-    "value_of",
-]
 
 
 class InputRow(msgspec.Struct, gc=False, kw_only=True, forbid_unknown_fields=True):
@@ -220,8 +199,7 @@ KINDS: tuple[type[InputRow], ...] = (ActionRequest, PolicyVerdict, SideEffect, R
 
 
 def _all_text(column: Iterable[Any]) -> bool:
-    """Say whether every value is text that is not blank, in C: ``str.strip`` refuses
-    anything but a string and leaves a blank one empty."""
+    """Say whether every value is a string that is not blank."""
     try:
         return all(map(str.strip, column))
     except TypeError:
@@ -229,13 +207,10 @@ def _all_text(column: Iterable[Any]) -> bool:
 
 
 def rows_below_floor(rows: Sequence[InputRow]) -> set[int]:
-    """Return the positions of the rows that miss their kind's plain floor: a ``PLAIN``
-    field that is not text, or is blank, or a flag that is not exactly as required.
+    """Return the positions of the rows with a ``PLAIN`` field not a non-blank string, or a
+    flag not exactly as ``FLAGS`` requires.
 
-    Read a field at a time down the whole list. Nearly every column of an exporter's file
-    is good throughout, which ``all`` tells in C as it reads the column; only a column that
-    is not is read again and walked value by value. A layer lists what a row breaks only
-    for the rows returned here.
+    A column is walked value by value only where the whole-column test fails.
     """
     if not rows:
         return set()
@@ -258,9 +233,8 @@ def rows_below_floor(rows: Sequence[InputRow]) -> set[int]:
 class Table(Generic[R]):
     """The rows of one list file, in file order, and the first row of each string key.
 
-    A key that repeats, or is not a string, indexes nothing past its first row: the
-    layers report the repeats; the join uses the first. The index is made when first
-    asked for: a file that lists the requests' ids in their order is joined without it.
+    A repeated key indexes its first row only (the layers report the repeats); a key
+    that is not a string indexes nothing. The index is made when first asked for.
     """
 
     file: str
@@ -290,12 +264,9 @@ class Table(Generic[R]):
 
 
 def first_of_each(keys: list[Any], rows: Sequence[T]) -> dict[str, T]:
-    """Return the first of ``rows`` holding each string of ``keys`` (the rows' keys, in
-    order), the strings in the order they first occur.
+    """Return, for each string of ``keys`` (the rows' keys), its first row, in key order.
 
-    In C: a dict made from the (key, row) pairs puts each key where it first occurs,
-    holding its last row; where a key repeats, the pairs again in reverse order leave each
-    key its first row.
+    Where a key repeats, the pairs again in reverse order leave each key its first row.
     """
     text = list(map(is_, map(type, keys), repeat(str)))
     if not all(text):
@@ -314,13 +285,3 @@ def absent(value: Any) -> bool:
 def value_of(value: Any) -> Any:
     """Return a field's value as JSON has it: None where the row does not hold it."""
     return None if value is UNSET else value
-
-
-def present_fields(row: InputRow, names: Iterable[str]) -> dict[str, Any]:
-    """Return the fields of ``names`` the row holds, in that order."""
-    found = {}
-    for name in names:
-        value = getattr(row, name)
-        if value is not UNSET:
-            found[name] = value
-    return found
