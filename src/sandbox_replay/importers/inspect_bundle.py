@@ -1,13 +1,10 @@
 """Turn the tool calls of Inspect AI samples into the files of one bundle (FORMAT.md).
 
-Per tool call: one action request (its shape from the map file, ``tool_map``; its bodies
-only as sha256 digests); one verdict row when an approval event decided the call (approve
-and modify are allow, reject and terminate block, escalate review), none otherwise; one
-side-effect row counting the call's executing sandbox events; with
-``rollback_from_teardown``, one rollback row per executed call standing for the sample's
-sandbox teardown. Inspect records no rollback and no cold replay, and the bundle manifest
-says so. Nothing time-bound of a log reaches a bundle, so one log always imports to the
-same bytes.
+Per tool call: an action request (shaped by the map file, bodies only as digests); a
+verdict row where an approval event decided it; a side-effect row counting its executing
+sandbox events; with ``teardown``, a rollback row per executed call standing for the
+sample's sandbox teardown. Inspect records no rollback or cold replay, and the manifest
+says so. Nothing time-bound reaches a bundle: one log always imports to the same bytes.
 """
 
 from __future__ import annotations

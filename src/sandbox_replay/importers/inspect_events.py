@@ -1,10 +1,8 @@
 """Read the tool calls of one Inspect AI sample from its events, bodies only as digests.
 
-A call's tool span (a span of type ``tool`` named after the function) opens right before
-its tool event: Inspect records the two with no await between them
-(``inspect_ai.util.span`` and ``call_tool``), so no other event can come between, even
-for calls run concurrently. The call's sandbox events are those recorded in that span or
-in a span below it; its approval events name its call id.
+A call's tool span (type ``tool``, named after the function) opens right before its tool
+event: Inspect records the two with no await between them, even for concurrent calls. The
+call's sandbox events are those in that span or below it; its approvals name its call id.
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """Import Inspect AI evaluation logs (``.eval``) as bundle folders the replay reads.
 
-Logs are read only through Inspect's own API (``inspect_ai.log.read_eval_log``, the
-optional extra ``sandbox-replay[inspect]``), never by parsing their files here. Each
-sample's tool calls (``inspect_events``) become the rows of a bundle
-(``inspect_bundle``), one per sample or, with ``per_log``, one per log. Argument, output,
-command and file bodies are read in memory for the classification and the
-forbidden-material scan only, and reach a bundle as digests; a call whose bodies hold
-forbidden material says so with counts by class, never the text.
+Logs are read only through Inspect's own API (the extra ``sandbox-replay[inspect]``). Each
+sample's tool calls become a bundle (one per sample, or per log with ``per_log``). Bodies
+are read in memory for the classification and the forbidden-material scan only: a bundle
+holds their digests, and counts by class of any forbidden material, never the text.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -58,8 +56,7 @@ class ImportOptions:
 def find_logs(paths: Sequence[Path]) -> list[Path]:
     """Return the ``.eval`` files among ``paths`` and under its folders, sorted, each once.
 
-    Folders are searched as ``build`` searches for runs: no symlink followed, no hidden or
-    unlistable folder, nothing more than ``MAX_DEPTH`` levels down.
+    Folders are searched as ``build`` searches for runs (no symlink, no hidden folder).
     """
     found: dict[Path, Path] = {}
     for path in paths:
@@ -119,8 +116,7 @@ def import_logs(logs: Sequence[Path], options: ImportOptions) -> list[Bundle]:
 def write_bundles(bundles: Iterable[Bundle], out_dir: Path) -> list[Path]:
     """Write each bundle as a new folder of ``out_dir``, whole or not at all; return the folders.
 
-    A bundle is assembled in a hidden folder beside its target and renamed into place; an
-    existing folder of the same name is refused, never overwritten.
+    An existing folder of the same name is refused, never overwritten.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -176,21 +172,19 @@ def _bundles_of(path: Path, log: Any, options: ImportOptions) -> list[Bundle]:
         (f"{sample.id}/epoch_{sample.epoch}", list(tool_calls(sample.events, scanner)))
         for sample in sorted(samples, key=lambda s: (str(s.id), s.epoch))
     ]
-    tool_map, teardown = options.tool_map, options.rollback_from_teardown
+    bundle = functools.partial(
+        build_bundle,
+        task=task,
+        harness_version=harness_version,
+        tool_map=options.tool_map,
+        teardown=options.rollback_from_teardown,
+    )
     if options.per_log:
-        return [
-            build_bundle(
-                stem, task, harness_version, episodes, tool_map, teardown=teardown, prefixed=True
-            )
-        ]
+        return [bundle(stem, episodes=episodes, prefixed=True)]
     return [
-        build_bundle(
+        bundle(
             f"{stem}-{safe_name(episode.replace('/epoch_', '-e'))}",
-            task,
-            harness_version,
-            [(episode, calls)],
-            tool_map,
-            teardown=teardown,
+            episodes=[(episode, calls)],
             prefixed=False,
         )
         for episode, calls in episodes

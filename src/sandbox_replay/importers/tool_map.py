@@ -38,19 +38,9 @@ UNTRUSTED_TOOL_OUTPUT = "untrusted_tool_output"
 NO_MAP_ID = "map:none"
 MAX_MAP_BYTES = 1024 * 1024
 
-_RULE_KEYS = frozenset(
-    {
-        "rule_id",
-        "function",
-        "arguments",
-        "action_kind",
-        "requested_capability",
-        "risk_class",
-        "source_trust_label",
-        "follows_output_of",
-    }
-)
 _REQUIRED_TEXT = ("rule_id", "action_kind", "requested_capability", "risk_class")
+_OPTIONAL = ("arguments", "source_trust_label", "follows_output_of")
+_RULE_KEYS = frozenset({*_REQUIRED_TEXT, "function", *_OPTIONAL})
 
 
 class MapFileError(ValueError):
