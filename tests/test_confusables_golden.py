@@ -27,6 +27,12 @@ def test_the_golden_answers_cover_the_whole_vendored_table() -> None:
     entries = [line for line in TABLE.read_text("utf-8").splitlines() if not line.startswith("#")]
     assert len(entries) == len(GOLDEN["code_points"]) == 6311
     assert {line.split(";")[0].strip() for line in entries} == set(GOLDEN["code_points"])
+    # Unicode's notice stays with the data, and its licence beside it.
+    header = TABLE.read_text("utf-8").split("\n# Vendored", 1)[0]
+    assert "© 2022 Unicode®, Inc." in header and "# Version: 15.0.0" in header
+    licence = (TABLE.parent / "confusables-LICENSE.txt").read_text("utf-8")
+    assert "UNICODE, INC. LICENSE AGREEMENT - DATA FILES AND SOFTWARE" in licence
+    assert "COPYRIGHT AND PERMISSION NOTICE" in licence
 
 
 def test_the_skeleton_of_every_code_point_in_the_table_is_icus() -> None:
