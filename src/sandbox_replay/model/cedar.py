@@ -69,10 +69,6 @@ class CedarPolicy:
     def _by_id(self) -> dict[str, _Rule]:
         return {rule.cedar_id: rule for rule in self.rules}
 
-    @cached_property
-    def _order(self) -> dict[str, int]:
-        return {rule.cedar_id: at for at, rule in enumerate(self.rules)}
-
     def _policy_set(self) -> Any:
         if self._policies is None:
             self._policies = cedarpy.PolicySet.from_str(self.text)
@@ -155,11 +151,8 @@ class CedarPolicy:
                 False,
                 error_policy_ids=failed_ids,
             )
-        order = self._order
-        deciding = sorted(
-            (by_id[i] for i in result.diagnostics.reasons if i in by_id),
-            key=lambda rule: order[rule.cedar_id],
-        )
+        reasons = set(result.diagnostics.reasons)
+        deciding = [rule for rule in self.rules if rule.cedar_id in reasons]
         if not deciding:  # Cedar's default deny: nothing applied
             return Derivation(self.fail_closed_verdict, self.fail_closed_rule_ref, False)
         if result.allowed:
