@@ -93,3 +93,15 @@ def test_the_link_check_sees_links() -> None:
 def test_the_readme_is_short() -> None:
     lines = (REPO / "README.md").read_text("utf-8").count("\n")
     assert lines <= 300, f"README.md is {lines} lines; move detail to docs/"
+
+
+def test_the_quickstart_is_two_make_targets() -> None:
+    readme = (REPO / "README.md").read_text("utf-8")
+    quickstart = readme.split("## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"^```sh\n(.*?)^```$", quickstart, flags=re.DOTALL | re.MULTILINE)
+    commands = [line.split("#", 1)[0].split() for line in block.splitlines()]
+    assert commands == [["make", "run"], ["make", "test"]]
+    makefile = (REPO / "Makefile").read_text("utf-8")
+    assert re.search(r"^run:", makefile, re.MULTILINE) and re.search(
+        r"^test:", makefile, re.MULTILINE
+    )
