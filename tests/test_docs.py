@@ -105,3 +105,20 @@ def test_the_quickstart_is_two_make_targets() -> None:
     assert re.search(r"^run:", makefile, re.MULTILINE) and re.search(
         r"^test:", makefile, re.MULTILINE
     )
+
+
+# A path cited in backticks, from the repository's root or the package's (``load/run.py``).
+CITED = re.compile(
+    r"`((?:(?:docs|src|tests|fixtures|schemas|templates|benchmarks|model|load|checks|records"
+    r"|importers|drawing|exports|report|cli)/)[\w./-]*\w)`"
+)
+# performance-history.md cites paths as they were in each round.
+CURRENT = [p for p in PAGES if p.name != "performance-history.md"]
+
+
+@pytest.mark.parametrize("page", CURRENT, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_cited_path_exists(page: Path) -> None:
+    package = REPO / "src" / "sandbox_replay"
+    cited = set(CITED.findall(FENCE.sub("", page.read_text("utf-8"))))
+    missing = sorted(c for c in cited if not (REPO / c).exists() and not (package / c).exists())
+    assert missing == [], f"{page.name} cites paths the repository does not hold: {missing}"
