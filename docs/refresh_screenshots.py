@@ -1,4 +1,4 @@
-"""Refresh the README's screenshots of the report site from a fresh build of the fixtures.
+"""Refresh the docs' screenshots of the report site from a fresh build of the fixtures.
 
     .venv/bin/python docs/refresh_screenshots.py
 

@@ -35,6 +35,7 @@ WORKFLOW = DOCS_CI / "github-actions.yml"
 GITLAB = DOCS_CI / "gitlab-ci.yml"
 CODEQUALITY_SCRIPT = DOCS_CI / "sarif_to_codequality.py"
 README = REPO / "README.md"
+CI_PAGE = REPO / "docs" / "ci.md"
 VENV_BIN = Path(sys.executable).parent
 
 # Every file or folder the workflow reads is under one of these; EXPECTED keeps the
@@ -205,12 +206,22 @@ def test_every_path_the_workflow_reads_exists_after_a_build(github_run: Path) ->
     assert (github_run / "site" / "index.html").is_file()
 
 
+def yaml_blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```yaml\n(.*?)^```$", markdown, flags=re.DOTALL | re.MULTILINE)
+
+
 def test_readme_shows_the_tested_workflow() -> None:
+    """The README's snippet is cut from the tested workflow; docs/ci.md shows it whole."""
+    workflow = WORKFLOW.read_text(encoding="utf-8")
     readme = README.read_text(encoding="utf-8")
     section = readme.split("## Use in CI\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"^```yaml\n(.*?)^```$", section, flags=re.DOTALL | re.MULTILINE)
-    assert WORKFLOW.read_text(encoding="utf-8") in blocks
-    assert "docs/ci/gitlab-ci.yml" in section
+    snippets = yaml_blocks(section)
+    assert snippets and all(snippet in workflow for snippet in snippets)
+    assert any("sandbox-replay build" in snippet for snippet in snippets)
+    assert "docs/ci/gitlab-ci.yml" in section and "docs/ci.md" in section
+    page = CI_PAGE.read_text(encoding="utf-8")
+    assert workflow in yaml_blocks(page)
+    assert "ci/gitlab-ci.yml" in page
 
 
 def test_gitlab_example(tmp_path: Path) -> None:

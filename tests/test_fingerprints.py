@@ -3,7 +3,7 @@
 ``tests/data/fingerprints.json`` holds every fixture finding's code, subject and
 fingerprint as this version computes them. A change of the engine that changes one
 changes what every baseline compares against: it must be made on purpose, with that
-file (and the README's note on finding identity) updated in the same commit.
+file (and docs/comparing.md's note on finding identity) updated in the same commit.
 """
 
 from __future__ import annotations

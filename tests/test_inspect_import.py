@@ -203,7 +203,7 @@ def test_no_body_leaves_the_log_and_a_secret_is_counted_not_written(
 
 
 def body_digest(value: object) -> str:
-    """The digest the README states: sha256 of the compact JSON, keys sorted."""
+    """The digest docs/inspect.md states: sha256 of the compact JSON, keys sorted."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 

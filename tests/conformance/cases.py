@@ -8,8 +8,8 @@ the projection protocol says its body import was ``verified``. ``expected.json``
 holds its status, codes and the counters of FORMAT 7.5.
 
 Each case below is one edit of a copy of those folders, with what the original does with
-it (or, where this tool is deliberately stricter, what the README's "Differences from the
-original implementation" says we do).
+it (or, where this tool is deliberately stricter, what docs/checks.md's "Where we differ on
+purpose" says we do).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class Case:
 
     ``codes`` are the codes beyond the fixture's eight negative-case codes; ``counters``
     are checked exactly (any counter not named is not checked); ``headline`` must occur
-    in the run's gap headline. ``stricter`` names the README entry where the original
+    in the run's gap headline. ``stricter`` names the docs/checks.md entry where the original
     would pass and we block on purpose.
     """
 
