@@ -19,7 +19,6 @@ being left out in silence, since it may hold a blocked run:
 
 A skipped folder counts as blocked for ``build --fail-on blocked`` unless an
 ``--exclude`` pattern names it or a folder above it.
-``exported_runs`` gives the exports every run found, replayed unless the build made it.
 """
 
 from __future__ import annotations
@@ -31,12 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox_replay.checks import pipeline
 from sandbox_replay.exports import ExportFacts, ExportRun, located_at, outside_root, source_root_of
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import BUNDLE_MANIFEST, CORE_FILES, InputMode
-from sandbox_replay.load.scan import ForbiddenScanner
-from sandbox_replay.model.policy import PolicyChoice
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 
@@ -263,11 +259,6 @@ def discover(
     return Discovery(tuple(sorted(runs, key=lambda r: r.name)), ordered_skipped)
 
 
-def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[DiscoveredRun]:
-    """Return every run under ``paths`` (``discover``), without the folders skipped."""
-    return list(discover(paths, cwd).runs)
-
-
 def exports_of(
     runs: Sequence[DiscoveredRun],
     facts: Mapping[str, ExportFacts],
@@ -291,29 +282,3 @@ def exports_of(
         named.add(log or run.path)
     warnings = (outside_root(p.parent if p.is_file() else p, root) for p in sorted(named))
     return exported, [warning for warning in warnings if warning is not None]
-
-
-def exported_runs(
-    paths: Sequence[Path],
-    cwd: Path | None = None,
-    known: Mapping[str, ExportFacts] | None = None,
-    *,
-    summary: bool = True,
-    scanner: ForbiddenScanner | None = None,
-    policies: PolicyChoice | None = None,
-    root: Path | None = None,
-    logs: Mapping[Path, Path] | None = None,
-) -> list[ExportRun]:
-    """Return every run ``build`` finds under ``paths`` for the exports (``exports_of``).
-
-    A run whose facts are ``known`` by that name (``BuildResult.exports``) is not replayed
-    again; any other run is.
-    """
-    runs = discover_runs(paths, cwd)
-    facts = dict(known or {})
-    for run in runs:
-        if run.name not in facts:
-            policy = policies.for_run(run.path) if policies is not None else None
-            config = pipeline.ReplayConfig(run.path, run.mode, policy=policy, scanner=scanner)
-            facts[run.name] = ExportFacts.of(pipeline.replay(config), None, summary=summary)
-    return exports_of(runs, facts, root, logs)[0]
