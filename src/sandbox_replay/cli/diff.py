@@ -12,13 +12,14 @@ from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
     app,
-    check_out_file,
     progress,
     terminal_safe,
     usage_error,
+    usage_errors,
 )
 from sandbox_replay.cli.options import SiteUrlOpt
 from sandbox_replay.records.changes import Changes
+from sandbox_replay.report.run_folder import RunFolderError, check_out_file
 
 
 @app.command("diff")
@@ -64,19 +65,16 @@ def diff(
             f"--fail-on accepts 'regression' or 'new', got {terminal_safe(fail_on)!r}"
         )
     if markdown is not None:
-        check_out_file(markdown, "--markdown")
-    try:
+        with usage_errors(RunFolderError):
+            check_out_file(markdown, "--markdown")
+    with usage_errors(BaselineError, safe=True):
         before, after = read_baseline(old), read_baseline(new)
-    except BaselineError as error:
-        raise usage_error(terminal_safe(error, 400)) from None
     changes = compare(before.runs, after.runs, before.manifest_sha256, before.label)
     for line in diff_lines(changes):
         print(line)
     if markdown is not None:
-        try:
+        with usage_errors(ValueError):
             data = diff_markdown(changes, site_url)
-        except ValueError as error:
-            raise usage_error(str(error)) from None
         write_bytes_atomic(markdown, data)
         progress(f"wrote {markdown}")
     progress(changes.summary())

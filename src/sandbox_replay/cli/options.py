@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sandbox_replay.cli.app import progress, terminal_safe, usage_error
+from sandbox_replay.cli.app import progress, usage_error, usage_errors
 from sandbox_replay.exports import ExportTargets
 from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.load.scan import (
@@ -23,8 +23,8 @@ from sandbox_replay.model.policy import Policy, PolicyChoice, PolicyFileError, c
 if TYPE_CHECKING:
     from sandbox_replay.importers.inspect_logs import ImportOptions
 
-_DEFAULT_LIMITS = LoadLimits()
-_MB = 1024 * 1024
+DEFAULT_LIMITS = LoadLimits()
+MB = 1024 * 1024
 
 InputOpt = Annotated[
     Path,
@@ -224,11 +224,7 @@ class ExportOptions:
 
     def targets(self, site_dir: Path | None = None) -> ExportTargets:
         """Return the exports to write, refusing paths that cannot be written or that a
-        build would lose.
-
-        ``site_dir`` is the site folder of ``build``: every build replaces it whole, so an
-        export inside it would vanish on the next build and fail ``verify`` meanwhile.
-        """
+        build would lose: inside ``site_dir``, which every build replaces whole."""
         from sandbox_replay.exports.sarif import part_number
 
         targets = ExportTargets(self.sarif, self.junit, self.markdown, self.site_url)
@@ -250,10 +246,8 @@ class ExportOptions:
         if self.site_url is not None:
             from sandbox_replay.exports.markdown import check_site_url  # its chart code, only here
 
-            try:
+            with usage_errors(ValueError):
                 check_site_url(self.site_url)
-            except ValueError as error:
-                raise usage_error(str(error)) from None
         return targets
 
 
@@ -268,7 +262,7 @@ class LimitOptions:
 
     def limits(self) -> LoadLimits:
         return LoadLimits(
-            max_file_bytes=self.max_file_mb * _MB,
+            max_file_bytes=self.max_file_mb * MB,
             max_rows=self.max_rows,
             max_string_chars=self.max_string_chars,
             max_depth=self.max_depth,
@@ -284,7 +278,7 @@ class PolicyOptions:
     cedar_schema: Path | None = None
 
     def table(self) -> ForbiddenTable | None:
-        """Read and check the forbidden-classes table (either shape); None when none is given."""
+        """Read the forbidden-classes table (either shape); None when none is given."""
         path = self.forbidden_classes
         if path is None:
             return None
@@ -301,10 +295,8 @@ class PolicyOptions:
 
     def choice(self) -> PolicyChoice:
         """Read ``--policy``/``--cedar-schema`` or ``[tool.sandbox-replay]`` of ./pyproject.toml."""
-        try:
+        with usage_errors(PolicyFileError):
             return choose_policies(self.policy, self.cedar_schema, Path.cwd())
-        except PolicyFileError as error:
-            raise usage_error(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -315,14 +307,11 @@ class InspectOptions:
     rollback_from_teardown: bool = False
 
     def import_options(self, table: ForbiddenTable | None, per_log: bool = False) -> ImportOptions:
-        """Return the importer's options; a bad map file is a usage error."""
         from sandbox_replay.importers.inspect_logs import ImportOptions
         from sandbox_replay.importers.tool_map import MapFileError, empty_map, read_tool_map
 
-        try:
+        with usage_errors(MapFileError, safe=True):
             tool_map = read_tool_map(self.map_file) if self.map_file is not None else empty_map()
-        except MapFileError as error:
-            raise usage_error(terminal_safe(error, 400)) from None
         return ImportOptions(
             tool_map,
             per_log=per_log,
