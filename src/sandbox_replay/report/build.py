@@ -111,6 +111,10 @@ class BuildConfig:
     exports: bool = False
     export_root: Path | None = None
 
+    def __post_init__(self) -> None:
+        if self.templates is not None and not self.templates.is_dir():
+            raise BuildError(f"templates folder {self.templates} does not exist")
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -275,8 +279,6 @@ def _plan(
     config: BuildConfig, out_dir: Path, logs: LogRuns, progress: Callable[[str], None]
 ) -> _Plan:
     """Find the runs, hash their inputs, and read which of them the last build may serve."""
-    if config.templates is not None and not config.templates.is_dir():
-        raise BuildError(f"templates folder {config.templates} does not exist")
     found = discover(config.paths, config.cwd, config.exclude)
     runs = tuple(map(logs.relabel, found.runs))
     for folder in found.skipped:
