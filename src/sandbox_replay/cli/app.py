@@ -44,7 +44,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 @dataclass
 class _Output:
-    """How much a command says, set by its -q/-v options (each command sets it anew)."""
+    """How much a command says, set by its -q/-v options."""
 
     quiet: bool = False
     verbose: bool = False
@@ -117,11 +117,8 @@ def main_options(
         ),
     ] = False,
 ) -> None:
-    """Replay recorded AI-agent sandbox actions and check their containment claims.
-
-    Option defaults may also be set in [tool.sandbox-replay] of ./pyproject.toml (README,
-    Commands); a command-line option or a SANDBOX_REPLAY_* variable wins over them.
-    """
+    """Read option defaults from [tool.sandbox-replay] of ./pyproject.toml (options and
+    SANDBOX_REPLAY_* variables win over them)."""
     set_output(quiet=False, verbose=False)  # each command says as much as its own options ask
     try:
         ctx.default_map = project_defaults(Path.cwd())
@@ -130,13 +127,8 @@ def main_options(
 
 
 def main() -> None:
-    """Run the CLI: a usage error is one line, and no error ever prints a traceback.
-
-    A traceback could quote input text; an internal error names only its type and place,
-    and exits 1 (never pass) without a record. A full, read-only or forbidden disk
-    (``build.WRITE_FAULTS``) is no bug: a usage error naming the path. The process is the
-    command's own, so its settings are made here (``runtime``), never in the library.
-    """
+    """Run the CLI in a process of its own (``runtime``): a usage error is one line, and no
+    error prints a traceback, which could quote input text."""
     runtime.tune_process(sys.argv[1] if len(sys.argv) > 1 else None)
     try:
         code = app(standalone_mode=False)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sandbox_replay.cli import options as opt
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_INCOMPLETE,
@@ -17,25 +18,6 @@ from sandbox_replay.cli.app import (
     terminal_safe,
     usage_error,
     usage_errors,
-)
-from sandbox_replay.cli.options import (
-    CedarSchemaOpt,
-    ExcludeOpt,
-    ExportOptions,
-    ForbiddenClassesOpt,
-    InspectOptions,
-    JunitOpt,
-    MapOpt,
-    MarkdownOpt,
-    PolicyOpt,
-    PolicyOptions,
-    QuietOpt,
-    RootOpt,
-    SarifOpt,
-    SiteUrlOpt,
-    TeardownOpt,
-    check_jobs,
-    say_policy,
 )
 from sandbox_replay.exports import write_exports
 from sandbox_replay.model.policy import PolicyChoice
@@ -71,9 +53,9 @@ def _checked_paths(
 def say_policies(policies: PolicyChoice) -> None:
     """Say which policies the runs were replayed with (nothing for the packaged table)."""
     if policies.default is not None:
-        say_policy(policies.default, " for every run")
+        opt.say_policy(policies.default, " for every run")
     for folder, run_policy in policies.runs:
-        say_policy(run_policy, f" for runs under {_shown_folder(folder)}")
+        opt.say_policy(run_policy, f" for runs under {_shown_folder(folder)}")
 
 
 def _shown_folder(folder: Path) -> str:
@@ -163,10 +145,10 @@ def build(
             show_default=False,
         ),
     ] = None,
-    sarif: SarifOpt = None,
-    junit: JunitOpt = None,
-    markdown: MarkdownOpt = None,
-    site_url: SiteUrlOpt = None,
+    sarif: opt.SarifOpt = None,
+    junit: opt.JunitOpt = None,
+    markdown: opt.MarkdownOpt = None,
+    site_url: opt.SiteUrlOpt = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -203,14 +185,14 @@ def build(
             "version are unchanged since the last build into --out.",
         ),
     ] = False,
-    forbidden_classes: ForbiddenClassesOpt = None,
-    policy: PolicyOpt = None,
-    cedar_schema: CedarSchemaOpt = None,
-    exclude: ExcludeOpt = None,
-    map_file: MapOpt = None,
-    rollback_from_teardown: TeardownOpt = False,
-    quiet: QuietOpt = False,
-    root: RootOpt = None,
+    forbidden_classes: opt.ForbiddenClassesOpt = None,
+    policy: opt.PolicyOpt = None,
+    cedar_schema: opt.CedarSchemaOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    map_file: opt.MapOpt = None,
+    rollback_from_teardown: opt.TeardownOpt = False,
+    quiet: opt.QuietOpt = False,
+    root: opt.RootOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -230,11 +212,11 @@ def build(
 
     set_output(quiet, False)
     found = _checked_paths(paths, fail_on, baseline, label)
-    targets = ExportOptions(sarif, junit, markdown, site_url).targets(out_dir)
-    check_jobs(jobs)
-    policies = PolicyOptions(forbidden_classes, policy, cedar_schema)
+    targets = opt.ExportOptions(sarif, junit, markdown, site_url).targets(out_dir)
+    opt.check_jobs(jobs)
+    policies = opt.PolicyOptions(forbidden_classes, policy, cedar_schema)
     table, chosen = policies.table(), policies.choice()
-    inspect = InspectOptions(map_file, rollback_from_teardown).import_options(table)
+    inspect = opt.InspectOptions(map_file, rollback_from_teardown).import_options(table)
     with usage_errors(BaselineError, safe=True):
         previous = read_baseline(baseline) if baseline is not None else None
     with usage_errors(BuildError, DiscoveryError, SchedulerError, InspectImportError):

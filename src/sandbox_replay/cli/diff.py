@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from sandbox_replay.atomic import write_bytes_atomic
+from sandbox_replay.cli import options as opt
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
@@ -17,7 +18,6 @@ from sandbox_replay.cli.app import (
     usage_error,
     usage_errors,
 )
-from sandbox_replay.cli.options import SiteUrlOpt
 from sandbox_replay.records.changes import Changes
 from sandbox_replay.report.run_folder import RunFolderError, check_out_file
 
@@ -47,7 +47,7 @@ def diff(
             show_default=False,
         ),
     ] = None,
-    site_url: SiteUrlOpt = None,
+    site_url: opt.SiteUrlOpt = None,
 ) -> None:
     """Print what changed from one build to another: regressions and new findings.
 

@@ -7,15 +7,8 @@ from typing import Annotated
 
 import typer
 
+from sandbox_replay.cli import options as opt
 from sandbox_replay.cli.app import app, progress, set_output, terminal_safe, usage_error
-from sandbox_replay.cli.options import (
-    ForbiddenClassesOpt,
-    InspectOptions,
-    MapOpt,
-    PolicyOptions,
-    QuietOpt,
-    TeardownOpt,
-)
 
 import_app = typer.Typer(
     help="Turn another harness's logs into bundle folders that run-sandbox-bundle and build replay.",
@@ -38,13 +31,13 @@ def import_inspect(
             "--out", "-o", help="Folder to write the bundle folders into.", show_default=False
         ),
     ],
-    map_file: MapOpt = None,
+    map_file: opt.MapOpt = None,
     per_log: Annotated[
         bool, typer.Option("--per-log", help="One bundle per log instead of one per sample.")
     ] = False,
-    rollback_from_teardown: TeardownOpt = False,
-    forbidden_classes: ForbiddenClassesOpt = None,
-    quiet: QuietOpt = False,
+    rollback_from_teardown: opt.TeardownOpt = False,
+    forbidden_classes: opt.ForbiddenClassesOpt = None,
+    quiet: opt.QuietOpt = False,
 ) -> None:
     """Import Inspect AI evaluation logs as bundle folders, one per sample (or per log).
 
@@ -60,8 +53,8 @@ def import_inspect(
     )
 
     set_output(quiet, False)
-    table = PolicyOptions(forbidden_classes).table()
-    options = InspectOptions(map_file, rollback_from_teardown).import_options(table, per_log)
+    table = opt.PolicyOptions(forbidden_classes).table()
+    options = opt.InspectOptions(map_file, rollback_from_teardown).import_options(table, per_log)
     try:
         found = find_logs(logs)
         if not found:

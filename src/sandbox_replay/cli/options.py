@@ -252,24 +252,6 @@ class ExportOptions:
 
 
 @dataclass(frozen=True)
-class LimitOptions:
-    """``--max-file-mb``, ``--max-rows``, ``--max-depth`` and ``--max-string-chars``."""
-
-    max_file_mb: int
-    max_rows: int
-    max_depth: int
-    max_string_chars: int
-
-    def limits(self) -> LoadLimits:
-        return LoadLimits(
-            max_file_bytes=self.max_file_mb * MB,
-            max_rows=self.max_rows,
-            max_string_chars=self.max_string_chars,
-            max_depth=self.max_depth,
-        )
-
-
-@dataclass(frozen=True)
 class PolicyOptions:
     """``--forbidden-classes``, ``--policy`` and ``--cedar-schema``."""
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from sandbox_replay.checks.pipeline import ReplayConfig
+from sandbox_replay.cli import options as opt
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
@@ -22,34 +23,7 @@ from sandbox_replay.cli.app import (
     terminal_safe,
     usage_errors,
 )
-from sandbox_replay.cli.options import (
-    DEFAULT_LIMITS,
-    MB,
-    CardOpt,
-    CedarSchemaOpt,
-    ExportOptions,
-    ForbiddenClassesOpt,
-    InputOpt,
-    JunitOpt,
-    LimitOptions,
-    MarkdownOpt,
-    MaxDepthOpt,
-    MaxFileMbOpt,
-    MaxRowsOpt,
-    MaxStringOpt,
-    OutOpt,
-    PolicyOpt,
-    PolicyOptions,
-    QuietOpt,
-    ReplayJobsOpt,
-    RootOpt,
-    SarifOpt,
-    SiteUrlOpt,
-    VerboseOpt,
-    check_jobs,
-    extra_scanner,
-    say_policy,
-)
+from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.report.run_folder import (
     SHOWN_FINDINGS,
@@ -66,8 +40,8 @@ __all__ = ["SHOWN_FINDINGS"]
 
 def replay_command(
     mode: InputMode,
-    input_dir: InputOpt,
-    out_dir: OutOpt,
+    input_dir: opt.InputOpt,
+    out_dir: opt.OutOpt,
     acceptance_out: Annotated[
         Path | None,
         typer.Option(
@@ -76,22 +50,22 @@ def replay_command(
             show_default=False,
         ),
     ] = None,
-    card: CardOpt = False,
-    sarif: SarifOpt = None,
-    junit: JunitOpt = None,
-    markdown: MarkdownOpt = None,
-    site_url: SiteUrlOpt = None,
-    max_file_mb: MaxFileMbOpt = DEFAULT_LIMITS.max_file_bytes // MB,
-    max_rows: MaxRowsOpt = DEFAULT_LIMITS.max_rows,
-    max_depth: MaxDepthOpt = DEFAULT_LIMITS.max_depth,
-    max_string_chars: MaxStringOpt = DEFAULT_LIMITS.max_string_chars,
-    jobs: ReplayJobsOpt = None,
-    forbidden_classes: ForbiddenClassesOpt = None,
-    policy: PolicyOpt = None,
-    cedar_schema: CedarSchemaOpt = None,
-    quiet: QuietOpt = False,
-    verbose: VerboseOpt = False,
-    root: RootOpt = None,
+    card: opt.CardOpt = False,
+    sarif: opt.SarifOpt = None,
+    junit: opt.JunitOpt = None,
+    markdown: opt.MarkdownOpt = None,
+    site_url: opt.SiteUrlOpt = None,
+    max_file_mb: opt.MaxFileMbOpt = opt.DEFAULT_LIMITS.max_file_bytes // opt.MB,
+    max_rows: opt.MaxRowsOpt = opt.DEFAULT_LIMITS.max_rows,
+    max_depth: opt.MaxDepthOpt = opt.DEFAULT_LIMITS.max_depth,
+    max_string_chars: opt.MaxStringOpt = opt.DEFAULT_LIMITS.max_string_chars,
+    jobs: opt.ReplayJobsOpt = None,
+    forbidden_classes: opt.ForbiddenClassesOpt = None,
+    policy: opt.PolicyOpt = None,
+    cedar_schema: opt.CedarSchemaOpt = None,
+    quiet: opt.QuietOpt = False,
+    verbose: opt.VerboseOpt = False,
+    root: opt.RootOpt = None,
 ) -> int:
     """Replay one folder as the options ask, say what was written and found; return the exit
     code. Every parameter but ``mode`` is an option of both replay commands, declared here once.
@@ -99,17 +73,22 @@ def replay_command(
     set_output(quiet, verbose)
     with usage_errors(RunFolderError):
         check_run_folder(input_dir)
-        policies = PolicyOptions(forbidden_classes, policy, cedar_schema)
-        scanner = extra_scanner(policies.table())
+        policies = opt.PolicyOptions(forbidden_classes, policy, cedar_schema)
+        scanner = opt.extra_scanner(policies.table())
         chosen = policies.choice().for_run(input_dir)
-        targets = ExportOptions(sarif, junit, markdown, site_url).targets()
-        check_jobs(jobs)
-        limits = LimitOptions(max_file_mb, max_rows, max_depth, max_string_chars).limits()
+        targets = opt.ExportOptions(sarif, junit, markdown, site_url).targets()
+        opt.check_jobs(jobs)
+        limits = LoadLimits(
+            max_file_bytes=max_file_mb * opt.MB,
+            max_rows=max_rows,
+            max_string_chars=max_string_chars,
+            max_depth=max_depth,
+        )
         detail = progress if output.verbose else None
         replay = ReplayConfig(input_dir, mode, limits, chosen, scanner, progress, detail)
         config = RunFolderConfig(replay, out_dir, acceptance_out, targets, root)
         if chosen is not None:
-            say_policy(chosen)
+            opt.say_policy(chosen)
         done = replay_folder(config)
     for path in done.written:
         progress(f"wrote {path}")
