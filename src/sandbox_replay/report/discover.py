@@ -1,23 +1,11 @@
 """Find the runs under the paths given to ``build``: fixture folders and bundle folders.
 
-A folder holding any of the seven core files is one run (a run missing some of them is
-still a run: its strict-load layer reports what is missing, which the report must show
-rather than skip). It is a bundle when it holds ``bundle_manifest.json``, otherwise a
-fixture (whose absent negative-case files the negative-case layer then reports). Any other
-folder is searched, in sorted order, with a stack rather than recursion; a run folder is
-not searched further.
-
-Some folders are not replayed, and each is reported as a ``SkippedFolder`` instead of
-being left out in silence, since it may hold a blocked run:
-
-- a run folder that is hidden (its name, or a folder's between it and the PATH, starts
-  with ``.``): hidden folders are searched, but only to report the runs in them;
-- a symbolic link to a folder, wherever it points: it is never followed;
-- a folder that cannot be listed;
-- a folder more than ``MAX_DEPTH`` levels below its PATH, which is not searched (no run
-  tree is that deep; a hostile one of thousands of levels would take long to walk).
-
-A skipped folder counts as blocked for ``build --fail-on blocked`` unless an
+A folder holding any of the seven core files is one run (its strict load reports what is
+missing), a bundle when it holds ``bundle_manifest.json``, else a fixture. Any other
+folder is searched, in sorted order. A folder that may hold a run and is not replayed is
+reported as a ``SkippedFolder``, never left out in silence: a run in a hidden folder, a
+symbolic link (never followed), a folder that cannot be listed, one more than
+``MAX_DEPTH`` levels deep. It counts as blocked for ``--fail-on blocked`` unless an
 ``--exclude`` pattern names it or a folder above it.
 """
 
@@ -58,10 +46,8 @@ class DiscoveredRun:
 
 @dataclass(frozen=True)
 class SkippedFolder:
-    """A folder that may hold a run and was not replayed: where it is, why, and who accepts it.
-
-    ``excluded_by`` is the ``--exclude`` pattern that accepts it (None: it counts as blocked).
-    """
+    """A folder that may hold a run and was not replayed, and the ``--exclude`` pattern that
+    accepts it (None: it counts as blocked)."""
 
     path: Path
     display_path: str
@@ -70,7 +56,7 @@ class SkippedFolder:
 
     @property
     def shown(self) -> str:
-        """Return the path for a terminal or a page: control and bidi characters made visible."""
+        """Return the path with control and bidi characters made visible."""
         return one_line(self.display_path)
 
     @property
@@ -133,8 +119,8 @@ def _is_core_file(entry: os.DirEntry[str]) -> bool:
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
-    """Return "folder", "link" (a symbolic link to a folder, or one that cannot be
-    checked), "unreadable" or "other" for one entry of a folder being searched."""
+    """Return "folder", "link" (to a folder, or that cannot be checked), "unreadable" or
+    "other" for one entry of a folder being searched."""
     try:
         if entry.is_symlink():
             try:
@@ -202,12 +188,9 @@ def discover(
     """Return every run under ``paths``, each once, with a unique path-safe name, and every
     folder skipped.
 
-    Names come from the folder name. When two folders give one name, each of them is
-    named after its path relative to the working directory instead (its parent folders
-    joined with ``-``), so the choice never depends on the order the paths were given;
-    if that still collides, the build is refused. ``exclude`` holds glob patterns
-    (``fnmatch``: ``*`` also matches ``/``) of folder paths relative to ``cwd``; a skipped
-    folder they name, or a folder above it, is marked excluded.
+    Two folders of one name are each named after their path from the working directory
+    (never after the order given); a collision left is refused. ``exclude`` holds globs
+    (``*`` also matches ``/``) of folder paths relative to ``cwd``.
     """
     base = cwd or Path.cwd()
     found = _Walked()
@@ -266,11 +249,7 @@ def exports_of(
     logs: Mapping[Path, Path] | None = None,
 ) -> tuple[list[ExportRun], list[str]]:
     """Return ``runs`` as the exports take them, and the warnings of their folders outside
-    ``root`` (default: ``exports.repository_root()``).
-
-    A run imported from a log (``logs``: by resolved folder) is named, and its findings
-    located, by the log.
-    """
+    ``root``; a run imported from a log (``logs``: by resolved folder) is located by the log."""
     exported, named = [], set()
     for run in runs:
         export = ExportRun(run.name, facts[run.name], source_root_of(run.path, root))
