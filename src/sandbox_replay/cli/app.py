@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -99,6 +99,16 @@ def terminal_safe(text: object, limit: int = 120) -> str:
         c if c.isprintable() else f"<U+{ord(c):04X}>" for c in visible(str(text)[:limit])
     )
     return shown + ("..." if len(str(text)) > limit else "")
+
+
+def option(*names: str, **settings: Any) -> Any:
+    """Return a typer option whose --help shows no default."""
+    return typer.Option(*names, show_default=False, **settings)
+
+
+def argument(**settings: Any) -> Any:
+    """Return a typer argument whose --help shows no default."""
+    return typer.Argument(show_default=False, **settings)
 
 
 def _version(value: bool) -> None:

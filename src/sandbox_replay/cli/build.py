@@ -13,6 +13,8 @@ from sandbox_replay.cli.app import (
     EXIT_INCOMPLETE,
     EXIT_PASS,
     app,
+    argument,
+    option,
     progress,
     set_output,
     terminal_safe,
@@ -23,7 +25,7 @@ from sandbox_replay.exports import write_exports
 from sandbox_replay.model.policy import PolicyChoice
 
 if TYPE_CHECKING:
-    from sandbox_replay.report.build import BuildResult
+    pass
 
 FAIL_ON = ("blocked", "regression", "new")
 
@@ -65,43 +67,12 @@ def _shown_folder(folder: Path) -> str:
         return folder.name
 
 
-def say_built(result: BuildResult) -> None:
-    """Say what the site holds, and what changed since the baseline."""
-    blocked = sum(1 for run in result.runs if run.status == "blocked")
-    skipped = len(result.unexcluded)
-    excluded = len(result.skipped) - skipped
-    state = "unchanged" if result.unchanged else "written"
-    progress(
-        f"site {state}: {result.out_dir}/index.html "
-        f"({len(result.runs)} run{'' if len(result.runs) == 1 else 's'}, "
-        f"{blocked} blocked, {skipped} skipped"
-        + (f", {excluded} excluded" if excluded else "")
-        + f", {result.file_count} files)"
-    )
-    if result.changes is not None:
-        progress(result.changes.summary())
-
-
-def _build_status(result: BuildResult, fail_on: str | None) -> int:
-    """Return the build's exit code: 1 when ``--fail-on`` finds what it names, else 3 when
-    some run could not be read (the site is incomplete), else 0."""
-    if fail_on == "blocked":
-        failed = result.any_blocked
-    else:
-        changes = result.changes
-        failed = fail_on is not None and changes is not None and changes.fails(fail_on)
-    if failed:
-        return EXIT_BLOCKED
-    return EXIT_INCOMPLETE if result.incomplete else EXIT_PASS
-
-
 @app.command("build")
 def build(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(
+        argument(
             help="Fixture or bundle folders, or folders to search for them (default: ./fixtures).",
-            show_default=False,
         ),
     ] = None,
     out_dir: Annotated[
@@ -109,40 +80,36 @@ def build(
     ] = Path("site"),
     fail_on: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--fail-on",
             help="Exit 1 when any run is 'blocked' (for CI gates); with --baseline, "
             "'regression' when a run that passed in the baseline is blocked, 'new' when "
             "there is a regression or any finding the baseline did not have. By default "
             "the command exits 0 whenever the site is built (3 when a run could not be read).",
-            show_default=False,
         ),
     ] = None,
     baseline: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--baseline",
             help="A previous build to compare with: its site folder or a pack archive of "
             "it. The site then shows what changed since (regressions, new and fixed "
             "findings, changed inputs) and records the baseline's digest.",
-            show_default=False,
         ),
     ] = None,
     label: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--label",
             help="This build's label in history.json and the trend (default: the build "
             "time from SOURCE_DATE_EPOCH, if set).",
-            show_default=False,
         ),
     ] = None,
     templates: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--templates",
             help="Folder of templates (and assets/) searched before the built-in ones.",
-            show_default=False,
         ),
     ] = None,
     sarif: opt.SarifOpt = None,
@@ -151,22 +118,20 @@ def build(
     site_url: opt.SiteUrlOpt = None,
     jobs: Annotated[
         int | None,
-        typer.Option(
+        option(
             "--jobs",
             "-j",
             envvar="SANDBOX_REPLAY_JOBS",
             help="Runs replayed and rendered at once, in separate processes "
             "(default: the number of cores; 1 builds in this process).",
-            show_default=False,
         ),
     ] = None,
     scheduler: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--scheduler",
             help="Address of a Dask distributed scheduler (tcp://host:8786) to replay and "
             "render the runs on; needs the extra sandbox-replay[dask].",
-            show_default=False,
         ),
     ] = None,
     single_file: Annotated[
@@ -245,5 +210,9 @@ def build(
         progress(warning)
     for path in write_exports(targets, result.export_runs) if targets.paths() else []:
         progress(f"wrote {path}")
-    say_built(result)
-    raise typer.Exit(_build_status(result, fail_on))
+    progress(result.summary())
+    if result.changes is not None:
+        progress(result.changes.summary())
+    if result.fails(fail_on):
+        raise typer.Exit(EXIT_BLOCKED)
+    raise typer.Exit(EXIT_INCOMPLETE if result.incomplete else EXIT_PASS)

@@ -13,6 +13,8 @@ from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
     app,
+    argument,
+    option,
     progress,
     terminal_safe,
     usage_error,
@@ -24,27 +26,21 @@ from sandbox_replay.report.run_folder import RunFolderError, check_out_file
 
 @app.command("diff")
 def diff(
-    old: Annotated[
-        Path, typer.Argument(help="The earlier site folder or pack archive.", show_default=False)
-    ],
-    new: Annotated[
-        Path, typer.Argument(help="The later site folder or pack archive.", show_default=False)
-    ],
+    old: Annotated[Path, argument(help="The earlier site folder or pack archive.")],
+    new: Annotated[Path, argument(help="The later site folder or pack archive.")],
     markdown: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--markdown",
             help="Also write the changes as Markdown, for a pull-request comment.",
-            show_default=False,
         ),
     ] = None,
     fail_on: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--fail-on",
             help="Exit 1 on a 'regression' (a run that passed in OLD is blocked in NEW), or "
             "on 'new' (a regression or any finding OLD did not have).",
-            show_default=False,
         ),
     ] = None,
     site_url: opt.SiteUrlOpt = None,

@@ -17,6 +17,7 @@ from sandbox_replay.cli.app import (
     EXIT_PASS,
     app,
     colour,
+    option,
     output,
     progress,
     set_output,
@@ -44,10 +45,9 @@ def replay_command(
     out_dir: opt.OutOpt,
     acceptance_out: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--acceptance-out",
             help="Where to write the acceptance record (default: inside --out).",
-            show_default=False,
         ),
     ] = None,
     card: opt.CardOpt = False,

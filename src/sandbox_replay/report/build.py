@@ -130,10 +130,24 @@ class BuildResult:
         """Return the skipped folders no ``--exclude`` pattern accepts."""
         return tuple(folder for folder in self.skipped if folder.excluded_by is None)
 
-    @property
-    def any_blocked(self) -> bool:
-        """Say whether a run was blocked, or a folder that may hold one was not replayed."""
-        return bool(self.unexcluded) or any(run.status == "blocked" for run in self.runs)
+    def fails(self, fail_on: str | None) -> bool:
+        """Say whether ``--fail-on`` finds what it names: a run blocked or a folder that may
+        hold one not replayed ("blocked"), or a change since the baseline."""
+        if fail_on == "blocked":
+            return bool(self.unexcluded) or any(run.status == "blocked" for run in self.runs)
+        return fail_on is not None and self.changes is not None and self.changes.fails(fail_on)
+
+    def summary(self) -> str:
+        """Return the line that says what the site holds."""
+        runs, blocked = len(self.runs), sum(1 for run in self.runs if run.status == "blocked")
+        skipped = len(self.unexcluded)
+        excluded = len(self.skipped) - skipped
+        return (
+            f"site {'unchanged' if self.unchanged else 'written'}: {self.out_dir}/index.html "
+            f"({runs} run{'' if runs == 1 else 's'}, {blocked} blocked, {skipped} skipped"
+            + (f", {excluded} excluded" if excluded else "")
+            + f", {self.file_count} files)"
+        )
 
     @property
     def incomplete(self) -> bool:
