@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,13 +201,10 @@ def discover(
         if not path.is_dir():
             raise DiscoveryError(f"path {path} is not a folder")
         _walk(path, found)
-    folders: list[Path] = []
-    seen: set[Path] = set()
+    unique: dict[Path, Path] = {}
     for folder in found.runs:
-        key = folder.resolve()
-        if key not in seen:
-            seen.add(key)
-            folders.append(folder)
+        unique.setdefault(folder.resolve(), folder)  # the first of each, in search order
+    folders = list(unique.values())
     skipped: dict[str, SkippedFolder] = {}
     for folder, reason in found.skipped:
         shown = _skipped_display(folder, base)
@@ -221,15 +219,13 @@ def discover(
         raise DiscoveryError(f"no fixture or bundle folder found under {shown}{also}{more}")
     shown_paths = {folder: display_path(folder, base) for folder in folders}
     short = {folder: safe_name(folder.resolve().name) for folder in folders}
-    counts: dict[str, int] = {}
-    for name in short.values():
-        counts[name] = counts.get(name, 0) + 1
-    names: dict[Path, str] = {}
-    for folder in folders:
-        name = short[folder]
-        if counts[name] > 1:
-            name = safe_name(shown_paths[folder].replace("/", "-").lstrip(".-"))
-        names[folder] = name
+    counts = Counter(short.values())
+    names = {
+        folder: safe_name(shown_paths[folder].replace("/", "-").lstrip(".-"))
+        if counts[short[folder]] > 1
+        else short[folder]
+        for folder in folders
+    }
     taken: dict[str, Path] = {}
     for folder, name in names.items():
         if name in taken:
