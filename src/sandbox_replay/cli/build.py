@@ -31,17 +31,15 @@ FAIL_ON = ("blocked", "regression", "new")
 
 
 def _checked_paths(
-    paths: list[Path] | None, fail_on: str | None, baseline: Path | None, label: str | None
+    paths: list[Path] | None, fail_on: str | None, baseline: Path | None
 ) -> tuple[Path, ...]:
-    """Check ``--fail-on`` and ``--label``; return the paths to build (default: ./fixtures)."""
+    """Check ``--fail-on``; return the paths to build (default: ./fixtures)."""
     if fail_on not in (None, *FAIL_ON):
         raise usage_error(
             f"--fail-on accepts 'blocked', 'regression' or 'new', got {terminal_safe(fail_on)!r}"
         )
     if fail_on in ("regression", "new") and baseline is None:
         raise usage_error(f"--fail-on {fail_on} needs --baseline: a build to compare with")
-    if label is not None and (not label.strip() or len(label) > 100 or not label.isprintable()):
-        raise usage_error("--label must be 1 to 100 printable characters")
     if paths:
         return tuple(paths)
     if not Path("fixtures").is_dir():
@@ -176,7 +174,7 @@ def build(
     from sandbox_replay.report.parallel import SchedulerError
 
     set_output(quiet, False)
-    found = _checked_paths(paths, fail_on, baseline, label)
+    found = _checked_paths(paths, fail_on, baseline)
     targets = opt.ExportOptions(sarif, junit, markdown, site_url).targets(out_dir)
     opt.check_jobs(jobs)
     policies = opt.PolicyOptions(forbidden_classes, policy, cedar_schema)

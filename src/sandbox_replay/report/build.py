@@ -95,6 +95,9 @@ class BuildConfig:
     def __post_init__(self) -> None:
         if self.templates is not None and not self.templates.is_dir():
             raise BuildError(f"templates folder {self.templates} does not exist")
+        label = self.label
+        if label is not None and (not label.strip() or len(label) > 100 or not label.isprintable()):
+            raise BuildError("--label must be 1 to 100 printable characters")
 
 
 @dataclass(frozen=True)
