@@ -62,8 +62,9 @@ def main_exit_code(monkeypatch: pytest.MonkeyPatch, replay: Any, *args: str) -> 
 
     from sandbox_replay import cli as cli_module
     from sandbox_replay import runtime
+    from sandbox_replay.report import run_folder
 
-    monkeypatch.setattr(cli_module.run, "replay", replay)
+    monkeypatch.setattr(run_folder, "replay", replay)
     monkeypatch.setattr(sys, "argv", ["sandbox-replay", *args])
     monkeypatch.setattr(runtime, "tune_process", lambda *_: None)
     with pytest.raises(SystemExit) as exit_info:

@@ -8,22 +8,17 @@ from typing import Any
 import pytest
 
 from conftest import FIXTURES, REPO, project_policies
-from sandbox_replay.exports import attach_changes, outside_root
+from sandbox_replay.exports import attach_changes
 from sandbox_replay.report import inspect_runs
 from sandbox_replay.report.build import BuildConfig, build_site
-from sandbox_replay.report.discover import discover_runs, exported_runs
+from sandbox_replay.report.discover import discover, exports_of
 from sandbox_replay.report.inspect_runs import importing_logs
 
 
 def _second_pass(config: BuildConfig, known: Any, root: Path | None) -> tuple[list[Any], list[str]]:
     """What the command line did after the build: import and discover everything again."""
     with importing_logs(config.paths, REPO, config.inspect) as logs:
-        runs = exported_runs(
-            logs.paths, REPO, known, policies=config.policies, root=root, logs=logs.logs
-        )
-        named = {logs.logs.get(r.path.resolve(), r.path) for r in discover_runs(logs.paths, REPO)}
-        warnings = [outside_root(p.parent if p.is_file() else p, root) for p in sorted(named)]
-    return runs, [w for w in warnings if w is not None]
+        return exports_of(discover(logs.paths, REPO).runs, known, root, logs.logs)
 
 
 @pytest.mark.parametrize("inside", [True, False])

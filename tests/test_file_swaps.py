@@ -25,7 +25,7 @@ from sandbox_replay.load.run import InputMode
 from sandbox_replay.model import codes
 from sandbox_replay.records.build import build_records
 from sandbox_replay.report import incremental, views
-from sandbox_replay.report.discover import discover_runs
+from sandbox_replay.report.discover import discover
 from sandbox_replay.report.incremental import inputs_digests
 from sandbox_replay.report.views.input_files import highlighted
 
@@ -180,7 +180,7 @@ def test_a_file_that_grows_while_it_is_read_is_refused(
 @pytest.fixture
 def shown(bundle: Path) -> Callable[[str], tuple[object, str]]:
     """Replay the bundle, then return what its run page would show of an input file."""
-    run = discover_runs([bundle], bundle.parent)[0]
+    run = discover([bundle], bundle.parent).runs[0]
     outcome = replay(ReplayConfig(run.path, run.mode))
     records = build_records(outcome)
     slugs = views.index_run(run, outcome, records, "now", "0").slugs

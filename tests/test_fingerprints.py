@@ -13,14 +13,26 @@ import json
 from pathlib import Path
 
 from conftest import FIXTURES, REPO, copy_fixture, project_policies, read_json
-from sandbox_replay.exports import ExportRun
+from sandbox_replay import ReplayConfig, replay
+from sandbox_replay.exports import ExportRun, export_run
 from sandbox_replay.exports.sarif import build_sarif
 from sandbox_replay.model.fingerprints import FINGERPRINT_VERSION, finding_hash, fingerprints
+from sandbox_replay.model.policy import PolicyChoice
 from sandbox_replay.records.changes import snapshot_of_record
-from sandbox_replay.report.discover import exported_runs
+from sandbox_replay.report.discover import discover
 
 PINNED = REPO / "tests" / "data" / "fingerprints.json"
 INSPECT_RUN = "example-agent_run-e1"
+
+
+def replayed_runs(path: Path, cwd: Path, policies: PolicyChoice | None = None) -> list[ExportRun]:
+    """Replay every run ``build`` finds under ``path``, wrapped as its exports take them."""
+    found = []
+    for run in discover((path,), cwd).runs:
+        policy = policies.for_run(run.path) if policies is not None else None
+        outcome = replay(ReplayConfig(run.path, run.mode, policy=policy))
+        found.append(export_run(run.name, outcome, cwd))
+    return found
 
 
 def pinned_lines(runs: list[ExportRun]) -> dict[str, list[str]]:
@@ -32,7 +44,7 @@ def pinned_lines(runs: list[ExportRun]) -> dict[str, list[str]]:
 
 
 def test_the_fixtures_fingerprints_are_pinned() -> None:
-    runs = exported_runs((FIXTURES,), REPO, policies=project_policies(), root=REPO)
+    runs = replayed_runs(FIXTURES, REPO, project_policies())
     assert len(runs) == 10
     # The built-in Inspect log's run is pinned too, from the site (its source is a log).
     pinned = {name: lines for name, lines in read_json(PINNED).items() if name != INSPECT_RUN}
@@ -51,7 +63,7 @@ def test_the_site_records_give_the_same_fingerprints_as_the_replay() -> None:
 
 
 def test_the_sarif_results_carry_the_fingerprints() -> None:
-    runs = exported_runs((FIXTURES,), REPO, policies=project_policies(), root=REPO)
+    runs = replayed_runs(FIXTURES, REPO, project_policies())
     log = build_sarif(runs)
     pinned = read_json(PINNED)
     for run, sarif_run in zip(runs, log["runs"], strict=True):
@@ -61,7 +73,7 @@ def test_the_sarif_results_carry_the_fingerprints() -> None:
 
 def test_wording_line_and_folder_do_not_change_a_fingerprint(tmp_path: Path) -> None:
     folder = copy_fixture(tmp_path)
-    first = exported_runs((folder,), tmp_path, root=tmp_path)[0]
+    first = replayed_runs(folder, tmp_path)[0]
     base = first.facts.snapshot("first_wave", "a", {}).findings
     reworded = [
         dataclasses.replace(f, message="another wording", line=(f.line or 0) + 40)

@@ -18,7 +18,7 @@ from conftest import EXPORTED_BUNDLE, replay_dir
 from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model import codes
 from sandbox_replay.model.findings import Finding
-from sandbox_replay.report.discover import discover_runs
+from sandbox_replay.report.discover import discover
 from sandbox_replay.report.views import RunIndex, index_run
 from sandbox_replay.report.views.joins import find_gaps, partners_of, row_findings
 from test_perturbations import TRIGGERS, replay_trigger
@@ -33,7 +33,7 @@ FILES = (
 
 
 def _table(folder: Path) -> RunIndex:
-    run = discover_runs([folder], folder.parent)[0]
+    run = discover([folder], folder.parent).runs[0]
     outcome, records = replay_dir(folder, run.mode)
     return index_run(run, outcome, records, "now", "0")
 
@@ -59,7 +59,7 @@ def _assert_gaps_are_walked(table: RunIndex) -> None:
 @pytest.mark.parametrize("code", sorted(TRIGGERS))
 def test_the_gaps_of_each_codes_trigger_are_those_a_walk_finds(code: str, tmp_path: Path) -> None:
     folder, outcome, records = replay_trigger(code, tmp_path)
-    run = discover_runs([folder], folder.parent)[0]
+    run = discover([folder], folder.parent).runs[0]
     _assert_gaps_are_walked(index_run(run, outcome, records, "now", "0"))
 
 

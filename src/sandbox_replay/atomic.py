@@ -19,14 +19,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 
 def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
-    """Serialise a record the one way every record is written: 2-space indent, ASCII, newline.
+    """Return the bytes of ``json.dumps(value, indent=2, ensure_ascii=True)`` and a newline.
 
-    The bytes are always those of ``json.dumps(value, indent=2, ensure_ascii=True)`` and a
-    newline. orjson writes the same bytes faster, except where the two differ:
-    non-ASCII text and DEL (escaped by the standard library; checked on orjson's output),
-    integers beyond 64 bits and non-string keys (orjson refuses them) and small floats
-    (``1e-05`` against ``0.00001``, not visible in the output). So orjson is used only for
-    a value the caller knows to hold no float, and its output only when it is plain ASCII.
+    orjson writes them too, but for non-ASCII text, DEL, big integers, non-string keys and
+    small floats: it is used only for a value the caller knows to hold no float, and its
+    output only when it is plain ASCII.
     """
     if not may_hold_floats:
         try:
@@ -44,10 +41,7 @@ def dump_json(value: Any, *, may_hold_floats: bool = True) -> bytes:
 
 
 def struct_fields(value: Any) -> dict[str, Any]:
-    """Return a typed row as the JSON object it is written as: the fields it holds, in order.
-
-    The serialisers call this for a ``msgspec.Struct``; anything else they cannot write.
-    """
+    """Return a ``msgspec.Struct`` as the JSON object it is written as: its set fields, in order."""
     if not isinstance(value, msgspec.Struct):
         raise TypeError(f"{type(value).__name__} is not JSON serialisable")
     fields = zip(value.__struct_fields__, msgspec.structs.astuple(value), strict=True)
@@ -63,63 +57,47 @@ def iter_json_chunks(
 ) -> Iterator[bytes | memoryview]:
     """Yield ``dump_json(value)`` in pieces, so a large record is never held whole.
 
-    Objects (string keys only) are walked key by key, down to any depth; a list, or any
-    other non-text sequence (such as rows projected on demand), is serialised
-    ``items_per_chunk`` items at a time; everything else is serialised whole. The layout of
-    an indented dump depends only on depth, so each piece is dumped wrapped in as many
-    one-item lists as it sits deep, which puts it at its very depth; cutting off those
-    wrappers leaves the exact bytes the whole dump holds there. They are cut off by a
-    ``memoryview``, not a copy (which would copy the whole record once more), so a piece
-    is ``bytes`` or a ``memoryview`` of bytes: a buffer to write, hash or join.
+    Objects are walked key by key and sequences cut every ``items_per_chunk`` items. An
+    indented dump's layout depends only on depth, so each piece is dumped wrapped in as
+    many one-item lists as it sits deep, and the wrappers cut off by a ``memoryview``.
     """
     yield from _chunks(value, 0, may_hold_floats, items_per_chunk)
     yield b"\n"
 
 
 def list_chunks(
-    batches: Iterable[Sequence[Any]], depth: int, *, may_hold_floats: bool = True
+    batches: Iterable[Sequence[Any]],
+    depth: int,
+    *,
+    may_hold_floats: bool = True,
+    rows: bool = False,
 ) -> Iterator[bytes | memoryview]:
-    """Yield, in pieces, the list of every item of ``batches`` as it reads at ``depth``.
+    """Yield, in pieces, the list of every item of ``batches`` as it reads at ``depth``: the
+    bytes of the whole list dumped there, however its items are batched.
 
-    The bytes are those of the whole list dumped there, however its items are batched:
-    each batch is dumped on its own and joined to the others as the dump joins items.
+    With ``rows`` (typed rows holding no float) msgspec writes each batch, unless it holds
+    text the record escapes.
     """
     opening = b"["
     for batch in batches:
         if batch:
             yield opening + _indent(depth + 1)
             items = batch if type(batch) is list else list(batch)
-            yield _at_depth(items, depth, may_hold_floats, inner=True)
+            fast = _rows_at_depth(items, depth) if rows else None
+            yield _at_depth(items, depth, may_hold_floats, inner=True) if fast is None else fast
             opening = b","
     yield b"[]" if opening == b"[" else _indent(depth) + b"]"
 
 
-def struct_list_chunks(
-    rows: list[Any], depth: int, may_hold_floats: bool, items_per_chunk: int
-) -> Iterator[bytes | memoryview]:
-    """Yield, in pieces, a list of typed rows as it reads at ``depth`` of the indented dump.
-
-    msgspec writes a batch of rows in C, each as ``struct_fields`` has it; where a value
-    may be a float or the batch holds text the record escapes (which msgspec writes
-    otherwise), that batch goes the standard way instead.
-    """
-    batches = (rows[at : at + items_per_chunk] for at in range(0, len(rows), items_per_chunk))
-    if may_hold_floats:
-        yield from list_chunks(batches, depth, may_hold_floats=True)
-        return
-    opening = b"["
-    for batch in batches:
-        encoded = msgspec.json.encode(batch)
-        yield opening + _indent(depth + 1)
-        if encoded.isascii() and b"\x7f" not in encoded:
-            wrapped = b"[" * depth + encoded + b"]" * depth
-            head, tail = _wrapper_lengths(depth, inner=True)
-            laid_out = msgspec.json.format(wrapped, indent=2)
-            yield memoryview(laid_out)[head : len(laid_out) - tail]
-        else:
-            yield _at_depth(batch, depth, may_hold_floats, inner=True)
-        opening = b","
-    yield b"[]" if opening == b"[" else _indent(depth) + b"]"
+def _rows_at_depth(rows: list[Any], depth: int) -> memoryview | None:
+    """Return typed rows as ``_at_depth`` does, written by msgspec; None if they hold text
+    msgspec would not escape as the record does."""
+    encoded = msgspec.json.encode(rows)
+    if not encoded.isascii() or b"\x7f" in encoded:
+        return None
+    head, tail = _wrapper_lengths(depth, inner=True)
+    laid_out = msgspec.json.format(b"[" * depth + encoded + b"]" * depth, indent=2)
+    return memoryview(laid_out)[head : len(laid_out) - tail]
 
 
 def _indent(depth: int) -> bytes:
@@ -127,11 +105,8 @@ def _indent(depth: int) -> bytes:
 
 
 def _wrapper_lengths(depth: int, inner: bool) -> tuple[int, int]:
-    """Return the bytes that ``depth`` one-item list wrappers add before and after a value.
-
-    Each wrapper adds "[" + indent(level) before and indent(level - 1) + "]" after. With
-    ``inner``, the value's own brackets and the indents around its items count too.
-    """
+    """Return the bytes that ``depth`` one-item list wrappers add before and after a value
+    (with ``inner``, its own brackets and the indents around its items too)."""
     head = sum(2 + 2 * level for level in range(1, depth + 1))
     tail = sum(2 + 2 * level for level in range(depth))
     if inner:
@@ -141,17 +116,18 @@ def _wrapper_lengths(depth: int, inner: bool) -> tuple[int, int]:
 
 
 def _at_depth(value: Any, depth: int, may_hold_floats: bool, inner: bool = False) -> memoryview:
-    """Return ``value`` dumped as it reads at ``depth`` of an indented dump (no newline after).
-
-    With ``inner``, ``value`` is a non-empty list and only its items are returned, as they
-    read one level deeper (without the brackets and the indents around them).
-    """
+    """Return ``value`` dumped as it reads at ``depth`` of an indented dump (no newline);
+    with ``inner``, only the items of the non-empty list ``value``."""
     wrapped = value
     for _ in range(depth):
         wrapped = [wrapped]
     head, tail = _wrapper_lengths(depth, inner)
     dumped = dump_json(wrapped, may_hold_floats=may_hold_floats)
     return memoryview(dumped)[head : len(dumped) - tail - 1]  # and the dump's newline
+
+
+def _is_rows(value: Any) -> bool:
+    return type(value) is list and bool(value) and isinstance(value[0], msgspec.Struct)
 
 
 def _is_sequence(value: Any) -> bool:
@@ -171,23 +147,19 @@ def _chunks(
             opening = b","
             yield from _chunks(item, depth + 1, may_hold_floats, items_per_chunk)
         yield _indent(depth) + b"}"
-    elif type(value) is list and value and isinstance(value[0], msgspec.Struct):
-        yield from struct_list_chunks(value, depth, may_hold_floats, items_per_chunk)
-    elif _is_sequence(value) and (len(value) > items_per_chunk or type(value) is not list):
+    elif _is_sequence(value) and (
+        len(value) > items_per_chunk or type(value) is not list or _is_rows(value)
+    ):
         batches = (value[at : at + items_per_chunk] for at in range(0, len(value), items_per_chunk))
-        yield from list_chunks(batches, depth, may_hold_floats=may_hold_floats)
+        rows = not may_hold_floats and _is_rows(value)
+        yield from list_chunks(batches, depth, may_hold_floats=may_hold_floats, rows=rows)
     else:
         yield _at_depth(value, depth, may_hold_floats)
 
 
 def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> None:
-    """Write the concatenated ``chunks`` to ``path`` atomically, one piece at a time.
-
-    The pieces go to a temp file in the same folder (``write_chunks``), which is synced
-    and then renamed over ``path``; on any error the temp file is removed and ``path`` is
-    left as it was. The file gets the mode a plain ``open`` would give it (0666 less the
-    umask).
-    """
+    """Write the concatenated ``chunks`` to ``path`` through a synced temp file beside it and
+    a rename; on any error ``path`` is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temp(path)
     try:
@@ -204,12 +176,8 @@ def write_chunks_atomic(path: Path, chunks: Iterable[bytes | memoryview]) -> Non
 
 
 def write_chunks(out: BinaryIO, chunks: Iterable[bytes | memoryview]) -> None:
-    """Write ``chunks`` to the open file ``out``, and start writing them back as they come.
-
-    Every ``WRITEBACK_STEP`` bytes the kernel is asked to start writing what it holds of
-    the file to disk (``_start_writeback``), so the disk works while the next pieces are
-    made and the caller's closing sync has little left to wait for.
-    """
+    """Write ``chunks`` to ``out``, asking the kernel every ``WRITEBACK_STEP`` bytes to start
+    writing them to disk, so the caller's closing sync has little left to wait for."""
     written = started = 0
     for chunk in chunks:
         written += out.write(chunk)
@@ -224,22 +192,15 @@ WRITEBACK_STEP = 32 << 20
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to start writing a range of the file to disk, and not wait for it.
-
-    ``POSIX_FADV_DONTNEED`` does that on Linux for the range's dirty pages (and lets go of
-    those already clean); where ``posix_fadvise`` is missing the closing sync does it all.
-    """
+    """Ask the kernel to start writing a range of the file to disk (``POSIX_FADV_DONTNEED``)."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is not None:
         advise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
 def _create_temp(path: Path) -> tuple[int, str]:
-    """Create a new temp file beside ``path`` and return its descriptor and path.
-
-    ``tempfile.mkstemp`` creates it 0600 whatever the umask; created here with mode 0666,
-    the kernel applies the umask itself, with no process-wide ``os.umask`` call to read it.
-    """
+    """Create a new temp file beside ``path``, mode 0666 less the umask (``mkstemp`` gives
+    0600); return its descriptor and path."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     flags |= getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     while True:

@@ -1,9 +1,6 @@
-"""How the tool writes a count for people: one format everywhere, ``1,666``, never ``1666``.
+"""How the tool writes a count for people: ``1,666``, never ``1666``, wherever it is shown.
 
-Pages, drawings, the gap headline and the human text of the exports all write counts
-through ``count`` (and ``plural``), so a figure reads the same wherever it is shown.
-Machine fields (JSON numbers, SARIF and JUnit attributes, sort keys, anchors, file:line
-locations) keep plain digits and never pass through here.
+Machine fields (JSON numbers, SARIF and JUnit attributes, anchors, file:line) keep plain digits.
 """
 
 from __future__ import annotations

@@ -20,12 +20,8 @@ def usable_cpus() -> int:
 
 
 def die_with_parent() -> None:
-    """Have Linux kill this (forked) process when the process that started it dies.
-
-    A killed parent must leave no child behind still writing files. Elsewhere this is a
-    no-op. The parent may have died before this call: a caller that must be sure checks
-    ``os.getppid()`` against the parent's pid afterwards.
-    """
+    """Have Linux kill this (forked) process when its parent dies, so none is left writing
+    files; elsewhere a no-op. A parent dead before the call is the caller's to check."""
     if not sys.platform.startswith("linux"):
         return
     with contextlib.suppress(OSError, AttributeError):

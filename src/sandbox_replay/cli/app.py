@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
@@ -42,7 +44,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 @dataclass
 class _Output:
-    """How much a command says, set by its -q/-v options (each command sets it anew)."""
+    """How much a command says, set by its -q/-v options."""
 
     quiet: bool = False
     verbose: bool = False
@@ -58,20 +60,14 @@ def set_output(quiet: bool, verbose: bool) -> None:
 
 
 def progress(message: str) -> None:
-    """Write one progress line to stderr, keeping stdout for machine-readable output.
-
-    The message names folders and files, whose names are input too: it is printed on one
-    line with its control and invisible characters shown as ``<U+XXXX>``. With ``-q``
-    nothing is said but errors and the summary.
-    """
+    """Write one progress line to stderr (nothing with ``-q``), input text made visible."""
     if not output.quiet:
         print(f"sandbox-replay: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def colour(text: str, code: str, stream: TextIO) -> str:
-    """Wrap ``text`` in an ANSI colour on a terminal: never with NO_COLOR set, always with
-    FORCE_COLOR set (https://no-color.org, https://force-color.org), else when ``stream``
-    is a TTY."""
+    """Wrap ``text`` in an ANSI colour: never with NO_COLOR, always with FORCE_COLOR, else
+    when ``stream`` is a TTY (https://no-color.org, https://force-color.org)."""
     if os.environ.get("NO_COLOR"):
         return text
     if not os.environ.get("FORCE_COLOR") and not (hasattr(stream, "isatty") and stream.isatty()):
@@ -84,39 +80,35 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
-def check_input_dir(path: Path) -> None:
-    if not path.exists():
-        raise usage_error(f"input folder {path} does not exist")
-    if not path.is_dir():
-        raise usage_error(f"input {path} is not a folder")
+@contextmanager
+def usage_errors(*errors: type[Exception], safe: bool = False) -> Iterator[None]:
+    """Turn any of the library's ``errors`` raised in the block into a usage error.
 
-
-def check_out_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise usage_error(f"output path {path} exists and is not a folder")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise usage_error(f"output path {path} lies under {parent}, which is a file")
-
-
-def check_out_file(path: Path, what: str) -> None:
-    if path.is_dir():
-        raise usage_error(f"{what} {path} is a folder, not a file")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise usage_error(f"{what} {path} lies under {parent}, which is a file")
+    With ``safe`` the message quotes input text, shown as ``terminal_safe`` shows it.
+    """
+    try:
+        yield
+    except errors as error:
+        raise usage_error(terminal_safe(error, 400) if safe else str(error)) from None
 
 
 def terminal_safe(text: object, limit: int = 120) -> str:
-    """Return input-derived text fit for a terminal: one line, nothing hidden.
-
-    Every character ``visible`` marks, and any other one that is not printable (a line
-    break, a tab, a no-break space, an unassigned code point), is shown as ``<U+XXXX>``.
-    """
+    """Return input-derived text on one line, each character ``visible`` marks or that is
+    not printable shown as ``<U+XXXX>``."""
     shown = "".join(
         c if c.isprintable() else f"<U+{ord(c):04X}>" for c in visible(str(text)[:limit])
     )
     return shown + ("..." if len(str(text)) > limit else "")
+
+
+def option(*names: str, **settings: Any) -> Any:
+    """Return a typer option whose --help shows no default."""
+    return typer.Option(*names, show_default=False, **settings)
+
+
+def argument(**settings: Any) -> Any:
+    """Return a typer argument whose --help shows no default."""
+    return typer.Argument(show_default=False, **settings)
 
 
 def _version(value: bool) -> None:
@@ -135,11 +127,8 @@ def main_options(
         ),
     ] = False,
 ) -> None:
-    """Replay recorded AI-agent sandbox actions and check their containment claims.
-
-    Option defaults may also be set in [tool.sandbox-replay] of ./pyproject.toml (README,
-    Commands); a command-line option or a SANDBOX_REPLAY_* variable wins over them.
-    """
+    """Read option defaults from [tool.sandbox-replay] of ./pyproject.toml (options and
+    SANDBOX_REPLAY_* variables win over them)."""
     set_output(quiet=False, verbose=False)  # each command says as much as its own options ask
     try:
         ctx.default_map = project_defaults(Path.cwd())
@@ -148,13 +137,8 @@ def main_options(
 
 
 def main() -> None:
-    """Run the CLI: a usage error is one line, and no error ever prints a traceback.
-
-    A traceback could quote input text; an internal error names only its type and place,
-    and exits 1 (never pass) without a record. A full, read-only or forbidden disk
-    (``build.WRITE_FAULTS``) is no bug: a usage error naming the path. The process is the
-    command's own, so its settings are made here (``runtime``), never in the library.
-    """
+    """Run the CLI in a process of its own (``runtime``): a usage error is one line, and no
+    error prints a traceback, which could quote input text."""
     runtime.tune_process(sys.argv[1] if len(sys.argv) > 1 else None)
     try:
         code = app(standalone_mode=False)

@@ -2,164 +2,60 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from sandbox_replay.cli import options as opt
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_INCOMPLETE,
     EXIT_PASS,
     app,
+    argument,
+    option,
     progress,
     set_output,
     terminal_safe,
     usage_error,
+    usage_errors,
 )
-from sandbox_replay.cli.options import (
-    CedarSchemaOpt,
-    ExcludeOpt,
-    ExportOptions,
-    ForbiddenClassesOpt,
-    InspectOptions,
-    JunitOpt,
-    MapOpt,
-    MarkdownOpt,
-    PolicyOpt,
-    PolicyOptions,
-    QuietOpt,
-    RootOpt,
-    SarifOpt,
-    SiteUrlOpt,
-    TeardownOpt,
-    check_jobs,
-    say_policy,
-)
-from sandbox_replay.exports import ExportTargets, write_exports
+from sandbox_replay.exports import write_exports
 from sandbox_replay.model.policy import PolicyChoice
 
 if TYPE_CHECKING:
-    from sandbox_replay.importers.inspect_logs import ImportOptions
-    from sandbox_replay.report.build import BuildConfig, BuildResult
+    pass
 
 FAIL_ON = ("blocked", "regression", "new")
 
 
-@dataclass(frozen=True)
-class BuildOptions:
-    """What ``build`` was asked; the values are checked as it is made."""
-
-    paths: tuple[Path, ...]
-    out_dir: Path
-    exports: ExportOptions
-    policies: PolicyOptions
-    inspect: InspectOptions
-    fail_on: str | None = None
-    baseline: Path | None = None
-    label: str | None = None
-    templates: Path | None = None
-    jobs: int | None = None
-    scheduler: str | None = None
-    single_file: bool = False
-    rebuild: bool = False
-    exclude: tuple[str, ...] = field(default=())
-    root: Path | None = None
-
-    def __post_init__(self) -> None:
-        fail_on = self.fail_on
-        if fail_on not in (None, *FAIL_ON):
-            raise usage_error(
-                f"--fail-on accepts 'blocked', 'regression' or 'new', got {terminal_safe(fail_on)!r}"
-            )
-        if fail_on in ("regression", "new") and self.baseline is None:
-            raise usage_error(f"--fail-on {fail_on} needs --baseline: a build to compare with")
-        label = self.label
-        if label is not None and (not label.strip() or len(label) > 100 or not label.isprintable()):
-            raise usage_error("--label must be 1 to 100 printable characters")
-        if not self.paths:
-            if not Path("fixtures").is_dir():
-                raise usage_error(
-                    "no PATH given and there is no fixtures/ folder here; "
-                    "pass the fixture or bundle folders to build"
-                )
-            object.__setattr__(self, "paths", (Path("fixtures"),))
-        if self.templates is not None and not self.templates.is_dir():
-            raise usage_error(f"templates folder {self.templates} does not exist")
+def _checked_paths(
+    paths: list[Path] | None, fail_on: str | None, baseline: Path | None
+) -> tuple[Path, ...]:
+    """Check ``--fail-on``; return the paths to build (default: ./fixtures)."""
+    if fail_on not in (None, *FAIL_ON):
+        raise usage_error(
+            f"--fail-on accepts 'blocked', 'regression' or 'new', got {terminal_safe(fail_on)!r}"
+        )
+    if fail_on in ("regression", "new") and baseline is None:
+        raise usage_error(f"--fail-on {fail_on} needs --baseline: a build to compare with")
+    if paths:
+        return tuple(paths)
+    if not Path("fixtures").is_dir():
+        raise usage_error(
+            "no PATH given and there is no fixtures/ folder here; "
+            "pass the fixture or bundle folders to build"
+        )
+    return (Path("fixtures"),)
 
 
-@dataclass(frozen=True)
-class BuildPlan:
-    """The library's build config and what the command needs besides it."""
-
-    config: BuildConfig
-    targets: ExportTargets
-    policies: PolicyChoice
-    inspect: ImportOptions
-    root: Path | None
-
-
-def build_plan(options: BuildOptions) -> BuildPlan:
-    """Check the export paths and jobs, read the tables, policies and baseline named."""
-    from sandbox_replay.report.baseline import BaselineError, read_baseline
-    from sandbox_replay.report.build import BuildConfig, epoch_from_env
-
-    targets = options.exports.targets(options.out_dir)
-    check_jobs(options.jobs)
-    table = options.policies.table()
-    policies = options.policies.choice()
-    inspect = options.inspect.import_options(table)
-    try:
-        previous = read_baseline(options.baseline) if options.baseline is not None else None
-    except BaselineError as error:
-        raise usage_error(terminal_safe(error, 400)) from None
-    config = BuildConfig(
-        options.paths,
-        options.out_dir,
-        options.templates,
-        epoch_from_env(),
-        progress=progress,
-        jobs=options.jobs,
-        scheduler=options.scheduler,
-        single_file=options.single_file,
-        rebuild=options.rebuild,
-        forbidden=table,
-        policies=policies,
-        exclude=options.exclude,
-        baseline=previous,
-        label=options.label,
-        inspect=inspect,
-        exports=bool(targets.paths()),
-        export_root=options.root,
-    )
-    return BuildPlan(config, targets, policies, inspect, options.root)
-
-
-def build_and_export(plan: BuildPlan) -> tuple[BuildResult, list[Path]]:
-    """Build the site, then write the exports; return the result and the exports written."""
-    from sandbox_replay.importers.inspect_logs import InspectImportError
-    from sandbox_replay.report.build import BuildError, build_site
-    from sandbox_replay.report.discover import DiscoveryError
-    from sandbox_replay.report.parallel import SchedulerError
-
-    try:
-        result = build_site(plan.config)
-        if plan.policies.default is not None:
-            say_policy(plan.policies.default, " for every run")
-        for folder, run_policy in plan.policies.runs:
-            say_policy(run_policy, f" for runs under {_shown_folder(folder)}")
-        exported = _export_runs(plan, result) if plan.targets.paths() else []
-    except (BuildError, DiscoveryError, SchedulerError, InspectImportError) as error:
-        raise usage_error(str(error)) from None
-    return result, exported
-
-
-def _export_runs(plan: BuildPlan, result: BuildResult) -> list[Path]:
-    """Write one SARIF run / test suite / summary section per run, named as the site names it."""
-    for warning in result.warnings:
-        progress(warning)
-    return write_exports(plan.targets, result.export_runs)
+def say_policies(policies: PolicyChoice) -> None:
+    """Say which policies the runs were replayed with (nothing for the packaged table)."""
+    if policies.default is not None:
+        opt.say_policy(policies.default, " for every run")
+    for folder, run_policy in policies.runs:
+        opt.say_policy(run_policy, f" for runs under {_shown_folder(folder)}")
 
 
 def _shown_folder(folder: Path) -> str:
@@ -169,43 +65,12 @@ def _shown_folder(folder: Path) -> str:
         return folder.name
 
 
-def say_built(result: BuildResult) -> None:
-    """Say what the site holds, and what changed since the baseline."""
-    blocked = sum(1 for run in result.runs if run.status == "blocked")
-    skipped = len(result.unexcluded)
-    excluded = len(result.skipped) - skipped
-    state = "unchanged" if result.unchanged else "written"
-    progress(
-        f"site {state}: {result.out_dir}/index.html "
-        f"({len(result.runs)} run{'' if len(result.runs) == 1 else 's'}, "
-        f"{blocked} blocked, {skipped} skipped"
-        + (f", {excluded} excluded" if excluded else "")
-        + f", {result.file_count} files)"
-    )
-    if result.changes is not None:
-        progress(result.changes.summary())
-
-
-def _build_status(result: BuildResult, fail_on: str | None) -> int:
-    """Return the build's exit code: 1 when ``--fail-on`` finds what it names, else 3 when
-    some run could not be read (the site is incomplete), else 0."""
-    if fail_on == "blocked":
-        failed = result.any_blocked
-    else:
-        changes = result.changes
-        failed = fail_on is not None and changes is not None and changes.fails(fail_on)
-    if failed:
-        return EXIT_BLOCKED
-    return EXIT_INCOMPLETE if result.incomplete else EXIT_PASS
-
-
 @app.command("build")
 def build(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(
+        argument(
             help="Fixture or bundle folders, or folders to search for them (default: ./fixtures).",
-            show_default=False,
         ),
     ] = None,
     out_dir: Annotated[
@@ -213,64 +78,58 @@ def build(
     ] = Path("site"),
     fail_on: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--fail-on",
             help="Exit 1 when any run is 'blocked' (for CI gates); with --baseline, "
             "'regression' when a run that passed in the baseline is blocked, 'new' when "
             "there is a regression or any finding the baseline did not have. By default "
             "the command exits 0 whenever the site is built (3 when a run could not be read).",
-            show_default=False,
         ),
     ] = None,
     baseline: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--baseline",
             help="A previous build to compare with: its site folder or a pack archive of "
             "it. The site then shows what changed since (regressions, new and fixed "
             "findings, changed inputs) and records the baseline's digest.",
-            show_default=False,
         ),
     ] = None,
     label: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--label",
             help="This build's label in history.json and the trend (default: the build "
             "time from SOURCE_DATE_EPOCH, if set).",
-            show_default=False,
         ),
     ] = None,
     templates: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--templates",
             help="Folder of templates (and assets/) searched before the built-in ones.",
-            show_default=False,
         ),
     ] = None,
-    sarif: SarifOpt = None,
-    junit: JunitOpt = None,
-    markdown: MarkdownOpt = None,
-    site_url: SiteUrlOpt = None,
+    sarif: opt.SarifOpt = None,
+    junit: opt.JunitOpt = None,
+    markdown: opt.MarkdownOpt = None,
+    site_url: opt.SiteUrlOpt = None,
     jobs: Annotated[
         int | None,
-        typer.Option(
+        option(
             "--jobs",
             "-j",
             envvar="SANDBOX_REPLAY_JOBS",
             help="Runs replayed and rendered at once, in separate processes "
             "(default: the number of cores; 1 builds in this process).",
-            show_default=False,
         ),
     ] = None,
     scheduler: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--scheduler",
             help="Address of a Dask distributed scheduler (tcp://host:8786) to replay and "
             "render the runs on; needs the extra sandbox-replay[dask].",
-            show_default=False,
         ),
     ] = None,
     single_file: Annotated[
@@ -289,14 +148,14 @@ def build(
             "version are unchanged since the last build into --out.",
         ),
     ] = False,
-    forbidden_classes: ForbiddenClassesOpt = None,
-    policy: PolicyOpt = None,
-    cedar_schema: CedarSchemaOpt = None,
-    exclude: ExcludeOpt = None,
-    map_file: MapOpt = None,
-    rollback_from_teardown: TeardownOpt = False,
-    quiet: QuietOpt = False,
-    root: RootOpt = None,
+    forbidden_classes: opt.ForbiddenClassesOpt = None,
+    policy: opt.PolicyOpt = None,
+    cedar_schema: opt.CedarSchemaOpt = None,
+    exclude: opt.ExcludeOpt = None,
+    map_file: opt.MapOpt = None,
+    rollback_from_teardown: opt.TeardownOpt = False,
+    quiet: opt.QuietOpt = False,
+    root: opt.RootOpt = None,
 ) -> None:
     """Replay every run found and render the static report site.
 
@@ -308,26 +167,50 @@ def build(
     1 if any run was blocked or any folder that may hold a run was skipped (hidden,
     symbolic link, unreadable, too deep) and no --exclude names it; 2 on a usage error.
     """
+    from sandbox_replay.importers.inspect_logs import InspectImportError
+    from sandbox_replay.report.baseline import BaselineError, read_baseline
+    from sandbox_replay.report.build import BuildConfig, BuildError, build_site, epoch_from_env
+    from sandbox_replay.report.discover import DiscoveryError
+    from sandbox_replay.report.parallel import SchedulerError
+
     set_output(quiet, False)
-    options = BuildOptions(
-        tuple(paths or ()),
-        out_dir,
-        ExportOptions(sarif, junit, markdown, site_url),
-        PolicyOptions(forbidden_classes, policy, cedar_schema),
-        InspectOptions(map_file, rollback_from_teardown),
-        fail_on,
-        baseline,
-        label,
-        templates,
-        jobs,
-        scheduler,
-        single_file,
-        rebuild,
-        tuple(exclude or ()),
-        root,
-    )
-    result, exported = build_and_export(build_plan(options))
-    for path in exported:
+    found = _checked_paths(paths, fail_on, baseline)
+    targets = opt.ExportOptions(sarif, junit, markdown, site_url).targets(out_dir)
+    opt.check_jobs(jobs)
+    policies = opt.PolicyOptions(forbidden_classes, policy, cedar_schema)
+    table, chosen = policies.table(), policies.choice()
+    inspect = opt.InspectOptions(map_file, rollback_from_teardown).import_options(table)
+    with usage_errors(BaselineError, safe=True):
+        previous = read_baseline(baseline) if baseline is not None else None
+    with usage_errors(BuildError, DiscoveryError, SchedulerError, InspectImportError):
+        config = BuildConfig(
+            found,
+            out_dir,
+            templates,
+            epoch_from_env(),
+            progress=progress,
+            jobs=jobs,
+            scheduler=scheduler,
+            single_file=single_file,
+            rebuild=rebuild,
+            forbidden=table,
+            policies=chosen,
+            exclude=tuple(exclude or ()),
+            baseline=previous,
+            label=label,
+            inspect=inspect,
+            exports=bool(targets.paths()),
+            export_root=root,
+        )
+        result = build_site(config)
+        say_policies(chosen)
+    for warning in result.warnings:
+        progress(warning)
+    for path in write_exports(targets, result.export_runs) if targets.paths() else []:
         progress(f"wrote {path}")
-    say_built(result)
-    raise typer.Exit(_build_status(result, fail_on))
+    progress(result.summary())
+    if result.changes is not None:
+        progress(result.changes.summary())
+    if result.fails(fail_on):
+        raise typer.Exit(EXIT_BLOCKED)
+    raise typer.Exit(EXIT_INCOMPLETE if result.incomplete else EXIT_PASS)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
-from sandbox_replay.cli.app import app, usage_error
+from sandbox_replay.cli.app import app, argument, usage_error
 from sandbox_replay.model.codes import REGISTRY, Layer, lookup
 
 
@@ -14,9 +12,7 @@ from sandbox_replay.model.codes import REGISTRY, Layer, lookup
 def explain_codes(
     code: Annotated[
         str | None,
-        typer.Argument(
-            help="A finding code to explain; omit to list every code.", show_default=False
-        ),
+        argument(help="A finding code to explain; omit to list every code."),
     ] = None,
 ) -> None:
     """List every finding code by layer, or print one code's full documentation.

@@ -8,45 +8,42 @@ from typing import Annotated
 import typer
 
 from sandbox_replay.atomic import write_bytes_atomic
+from sandbox_replay.cli import options as opt
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
     app,
-    check_out_file,
+    argument,
+    option,
     progress,
     terminal_safe,
     usage_error,
+    usage_errors,
 )
-from sandbox_replay.cli.options import SiteUrlOpt
 from sandbox_replay.records.changes import Changes
+from sandbox_replay.report.run_folder import RunFolderError, check_out_file
 
 
 @app.command("diff")
 def diff(
-    old: Annotated[
-        Path, typer.Argument(help="The earlier site folder or pack archive.", show_default=False)
-    ],
-    new: Annotated[
-        Path, typer.Argument(help="The later site folder or pack archive.", show_default=False)
-    ],
+    old: Annotated[Path, argument(help="The earlier site folder or pack archive.")],
+    new: Annotated[Path, argument(help="The later site folder or pack archive.")],
     markdown: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--markdown",
             help="Also write the changes as Markdown, for a pull-request comment.",
-            show_default=False,
         ),
     ] = None,
     fail_on: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--fail-on",
             help="Exit 1 on a 'regression' (a run that passed in OLD is blocked in NEW), or "
             "on 'new' (a regression or any finding OLD did not have).",
-            show_default=False,
         ),
     ] = None,
-    site_url: SiteUrlOpt = None,
+    site_url: opt.SiteUrlOpt = None,
 ) -> None:
     """Print what changed from one build to another: regressions and new findings.
 
@@ -64,19 +61,16 @@ def diff(
             f"--fail-on accepts 'regression' or 'new', got {terminal_safe(fail_on)!r}"
         )
     if markdown is not None:
-        check_out_file(markdown, "--markdown")
-    try:
+        with usage_errors(RunFolderError):
+            check_out_file(markdown, "--markdown")
+    with usage_errors(BaselineError, safe=True):
         before, after = read_baseline(old), read_baseline(new)
-    except BaselineError as error:
-        raise usage_error(terminal_safe(error, 400)) from None
     changes = compare(before.runs, after.runs, before.manifest_sha256, before.label)
     for line in diff_lines(changes):
         print(line)
     if markdown is not None:
-        try:
+        with usage_errors(ValueError):
             data = diff_markdown(changes, site_url)
-        except ValueError as error:
-            raise usage_error(str(error)) from None
         write_bytes_atomic(markdown, data)
         progress(f"wrote {markdown}")
     progress(changes.summary())

@@ -7,14 +7,15 @@ from typing import Annotated
 
 import typer
 
-from sandbox_replay.cli.app import app, progress, set_output, terminal_safe, usage_error
-from sandbox_replay.cli.options import (
-    ForbiddenClassesOpt,
-    InspectOptions,
-    MapOpt,
-    PolicyOptions,
-    QuietOpt,
-    TeardownOpt,
+from sandbox_replay.cli import options as opt
+from sandbox_replay.cli.app import (
+    app,
+    argument,
+    option,
+    progress,
+    set_output,
+    terminal_safe,
+    usage_errors,
 )
 
 import_app = typer.Typer(
@@ -28,23 +29,19 @@ app.add_typer(import_app, name="import")
 def import_inspect(
     logs: Annotated[
         list[Path],
-        typer.Argument(
-            help="Inspect AI .eval logs, or folders searched for them.", show_default=False
-        ),
+        argument(help="Inspect AI .eval logs, or folders searched for them."),
     ],
     out_dir: Annotated[
         Path,
-        typer.Option(
-            "--out", "-o", help="Folder to write the bundle folders into.", show_default=False
-        ),
+        option("--out", "-o", help="Folder to write the bundle folders into."),
     ],
-    map_file: MapOpt = None,
+    map_file: opt.MapOpt = None,
     per_log: Annotated[
         bool, typer.Option("--per-log", help="One bundle per log instead of one per sample.")
     ] = False,
-    rollback_from_teardown: TeardownOpt = False,
-    forbidden_classes: ForbiddenClassesOpt = None,
-    quiet: QuietOpt = False,
+    rollback_from_teardown: opt.TeardownOpt = False,
+    forbidden_classes: opt.ForbiddenClassesOpt = None,
+    quiet: opt.QuietOpt = False,
 ) -> None:
     """Import Inspect AI evaluation logs as bundle folders, one per sample (or per log).
 
@@ -60,17 +57,15 @@ def import_inspect(
     )
 
     set_output(quiet, False)
-    table = PolicyOptions(forbidden_classes).table()
-    options = InspectOptions(map_file, rollback_from_teardown).import_options(table, per_log)
-    try:
+    table = opt.PolicyOptions(forbidden_classes).table()
+    options = opt.InspectOptions(map_file, rollback_from_teardown).import_options(table, per_log)
+    with usage_errors(InspectImportError, safe=True):
         found = find_logs(logs)
         if not found:
             shown = ", ".join(str(path) for path in logs)
             raise InspectImportError(f"no .eval log found under {shown}")
         bundles = import_logs(found, options)
         written = write_bundles(bundles, out_dir)
-    except InspectImportError as error:
-        raise usage_error(terminal_safe(error, 400)) from None
     for bundle, folder in zip(bundles, written, strict=True):
         if bundle.secret_matches:
             counts = ", ".join(f"{c}: {n}" for c, n in sorted(bundle.secret_matches.items()))

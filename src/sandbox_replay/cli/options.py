@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sandbox_replay.cli.app import progress, terminal_safe, usage_error
+from sandbox_replay.cli.app import option, progress, usage_error, usage_errors
 from sandbox_replay.exports import ExportTargets
 from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.load.scan import (
@@ -23,20 +23,19 @@ from sandbox_replay.model.policy import Policy, PolicyChoice, PolicyFileError, c
 if TYPE_CHECKING:
     from sandbox_replay.importers.inspect_logs import ImportOptions
 
-_DEFAULT_LIMITS = LoadLimits()
-_MB = 1024 * 1024
+DEFAULT_LIMITS = LoadLimits()
+MB = 1024 * 1024
 
 InputOpt = Annotated[
     Path,
-    typer.Option("--input", "-i", help="Folder holding the input files.", show_default=False),
+    option("--input", "-i", help="Folder holding the input files."),
 ]
 OutOpt = Annotated[
     Path,
-    typer.Option(
+    option(
         "--out",
         "-o",
         help="Folder to write the records into (created if absent).",
-        show_default=False,
     ),
 ]
 CardOpt = Annotated[
@@ -47,26 +46,23 @@ CardOpt = Annotated[
 ]
 SarifOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--sarif",
         help="Also write the findings as a SARIF 2.1.0 log (for code scanning) to this file.",
-        show_default=False,
     ),
 ]
 JunitOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--junit",
         help="Also write the layer checks as JUnit XML (for CI test reports) to this file.",
-        show_default=False,
     ),
 ]
 MarkdownOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--markdown",
         help="Also write a Markdown summary (for a CI job summary or PR comment) to this file.",
-        show_default=False,
     ),
 ]
 MaxFileMbOpt = Annotated[
@@ -109,11 +105,10 @@ MaxStringOpt = Annotated[
 ]
 ReplayJobsOpt = Annotated[
     int | None,
-    typer.Option(
+    option(
         "--jobs",
         "-j",
         help="Accepted for older scripts and ignored: one run replays in one process.",
-        show_default=False,
         hidden=True,
     ),
 ]
@@ -121,55 +116,50 @@ ReplayJobsOpt = Annotated[
 
 PolicyOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--policy",
         envvar="SANDBOX_REPLAY_POLICY",
         help="The policy to derive verdicts with: a .json table (sandbox-replay schema "
         "policy_table) or a .cedar policy set; default: policy in [tool.sandbox-replay] "
         "of ./pyproject.toml, else the packaged table.",
-        show_default=False,
     ),
 ]
 CedarSchemaOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--cedar-schema",
         envvar="SANDBOX_REPLAY_CEDAR_SCHEMA",
         help="A Cedar schema the .cedar policy is validated against before any request "
         "is evaluated.",
-        show_default=False,
     ),
 ]
 ForbiddenClassesOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--forbidden-classes",
         envvar="SANDBOX_REPLAY_FORBIDDEN_CLASSES",
         help="A forbidden-classes table (ours, or the original implementation's "
         "classes[].terms[].token shape) whose classes are added to the packaged ones; "
         "a hit of any class blocks the run.",
-        show_default=False,
     ),
 ]
 
 
 RootOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--root",
         envvar="SANDBOX_REPLAY_ROOT",
         help="Folder the exports' file paths are relative to (default: the repository the "
         "working folder lies in, found by its .git, else the working folder).",
-        show_default=False,
     ),
 ]
 MapOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--map",
         help="Map file classifying Inspect AI tool calls into request shapes (README, "
         "Replaying Inspect AI logs); without it every call is unclassified and derives to block.",
-        show_default=False,
     ),
 ]
 TeardownOpt = Annotated[
@@ -192,23 +182,21 @@ VerboseOpt = Annotated[
 ]
 ExcludeOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    option(
         "--exclude",
         help="Accept a skipped folder (hidden, symbolic link, unreadable or too deep) as not "
         "replayed, so it no longer counts as blocked: a folder path relative to the working "
         "directory, or a glob of such paths ('*' also matches '/'); it names that folder and "
         "every folder under it. Repeatable.",
-        show_default=False,
     ),
 ]
 SiteUrlOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--site-url",
         envvar="SANDBOX_REPLAY_SITE_URL",
         help="Absolute URL of the published report site; the Markdown summary links codes "
         "to its catalog.",
-        show_default=False,
     ),
 ]
 
@@ -224,11 +212,7 @@ class ExportOptions:
 
     def targets(self, site_dir: Path | None = None) -> ExportTargets:
         """Return the exports to write, refusing paths that cannot be written or that a
-        build would lose.
-
-        ``site_dir`` is the site folder of ``build``: every build replaces it whole, so an
-        export inside it would vanish on the next build and fail ``verify`` meanwhile.
-        """
+        build would lose: inside ``site_dir``, which every build replaces whole."""
         from sandbox_replay.exports.sarif import part_number
 
         targets = ExportTargets(self.sarif, self.junit, self.markdown, self.site_url)
@@ -250,29 +234,9 @@ class ExportOptions:
         if self.site_url is not None:
             from sandbox_replay.exports.markdown import check_site_url  # its chart code, only here
 
-            try:
+            with usage_errors(ValueError):
                 check_site_url(self.site_url)
-            except ValueError as error:
-                raise usage_error(str(error)) from None
         return targets
-
-
-@dataclass(frozen=True)
-class LimitOptions:
-    """``--max-file-mb``, ``--max-rows``, ``--max-depth`` and ``--max-string-chars``."""
-
-    max_file_mb: int
-    max_rows: int
-    max_depth: int
-    max_string_chars: int
-
-    def limits(self) -> LoadLimits:
-        return LoadLimits(
-            max_file_bytes=self.max_file_mb * _MB,
-            max_rows=self.max_rows,
-            max_string_chars=self.max_string_chars,
-            max_depth=self.max_depth,
-        )
 
 
 @dataclass(frozen=True)
@@ -284,16 +248,15 @@ class PolicyOptions:
     cedar_schema: Path | None = None
 
     def table(self) -> ForbiddenTable | None:
-        """Read and check the forbidden-classes table (either shape); None when none is given."""
+        """Read the forbidden-classes table (either shape); None when none is given."""
         path = self.forbidden_classes
         if path is None:
             return None
         if not path.is_file():
             raise usage_error(f"forbidden-classes table {path} is not a file")
         try:
-            return read_forbidden_table(path)
-        except ForbiddenClassesError as error:
-            raise usage_error(str(error)) from None
+            with usage_errors(ForbiddenClassesError):
+                return read_forbidden_table(path)
         except OSError as error:
             raise usage_error(
                 f"cannot read forbidden-classes table {path}: {error.strerror}"
@@ -301,10 +264,8 @@ class PolicyOptions:
 
     def choice(self) -> PolicyChoice:
         """Read ``--policy``/``--cedar-schema`` or ``[tool.sandbox-replay]`` of ./pyproject.toml."""
-        try:
+        with usage_errors(PolicyFileError):
             return choose_policies(self.policy, self.cedar_schema, Path.cwd())
-        except PolicyFileError as error:
-            raise usage_error(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -315,14 +276,11 @@ class InspectOptions:
     rollback_from_teardown: bool = False
 
     def import_options(self, table: ForbiddenTable | None, per_log: bool = False) -> ImportOptions:
-        """Return the importer's options; a bad map file is a usage error."""
         from sandbox_replay.importers.inspect_logs import ImportOptions
         from sandbox_replay.importers.tool_map import MapFileError, empty_map, read_tool_map
 
-        try:
+        with usage_errors(MapFileError, safe=True):
             tool_map = read_tool_map(self.map_file) if self.map_file is not None else empty_map()
-        except MapFileError as error:
-            raise usage_error(terminal_safe(error, 400)) from None
         return ImportOptions(
             tool_map,
             per_log=per_log,

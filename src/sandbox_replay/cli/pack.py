@@ -5,23 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from sandbox_replay.cli.app import app, progress, usage_error
+from sandbox_replay.cli.app import app, argument, option, progress, usage_errors
 
 
 @app.command("pack")
 def pack(
-    site_dir: Annotated[
-        Path, typer.Argument(help="The built report site folder.", show_default=False)
-    ],
+    site_dir: Annotated[Path, argument(help="The built report site folder.")],
     out: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--out",
             "-o",
             help="Archive to write (default: <site folder>.tar.gz beside the folder).",
-            show_default=False,
         ),
     ] = None,
 ) -> None:
@@ -39,10 +34,8 @@ def pack(
         source_date_epoch,
     )
 
-    try:
+    with usage_errors(PackError):
         config = PackConfig(site_dir, out or default_archive(site_dir), source_date_epoch())
         written = pack_site(config)
-    except PackError as error:
-        raise usage_error(str(error)) from None
     for path in written:
         progress(f"wrote {path}")

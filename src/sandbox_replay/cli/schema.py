@@ -6,28 +6,25 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from sandbox_replay.cli.app import app, progress, usage_error
+from sandbox_replay.cli.app import app, argument, option, progress, usage_error
 
 
 @app.command("schema")
 def print_schema(
     name: Annotated[
         str | None,
-        typer.Argument(help="A schema to print; omit to list them.", show_default=False),
+        argument(help="A schema to print; omit to list them."),
     ] = None,
     write: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--write",
             help="Write every schema as <name>.schema.json into this folder instead.",
-            show_default=False,
         ),
     ] = None,
 ) -> None:
     """Print the JSON Schema of an input file or of the result record, or list them."""
-    # Imported here: building the pydantic models costs every other command ~0.15 s.
+    # Imported here: building the pydantic models slows every other command's start.
     from sandbox_replay.records.schemas import SCHEMA_MODELS, schema_bytes, write_schemas
 
     if write is not None:

@@ -11,6 +11,8 @@ from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
     app,
+    argument,
+    option,
     progress,
     terminal_safe,
     usage_error,
@@ -19,26 +21,22 @@ from sandbox_replay.cli.app import (
 
 @app.command("verify")
 def verify(
-    site_dir: Annotated[
-        Path, typer.Argument(help="The published report site folder.", show_default=False)
-    ],
+    site_dir: Annotated[Path, argument(help="The published report site folder.")],
     inputs: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--inputs",
             help="Folder the site's recorded source paths are relative to "
             "(default: the working directory).",
-            show_default=False,
         ),
     ] = None,
     baseline: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--baseline",
             help="The baseline the site was built with (--baseline of build): a site "
             "folder or pack archive. Needed, and must be the very same, when the site "
             "records one.",
-            show_default=False,
         ),
     ] = None,
 ) -> None:

@@ -1,14 +1,8 @@
 """Build the static report site: plan the runs, replay them, build the pages that span runs, write.
 
-``build_site`` reads as its phases, and nothing touches the output folder before the last
-(only ``publish.recover`` runs first, and it only puts back what a killed build moved):
-
-1. ``_plan``: find the runs, hash their inputs, pick those the last build's pages serve;
-2. ``_replay``: build every other run (``parallel.build_run``) here, in ``--jobs``
-   processes (fewer if they would not fit in memory: ``memory``) or on Dask, each page
-   written into the staging folder (``publish.new_staging``) as it is rendered;
-3. ``_shared_pages``: the pages that span runs, then the forbidden-material check;
-4. ``publish.write_site``: swap the staging folder in, atomically.
+``build_site`` runs the phases ``_plan``, ``_replay`` (each page into the staging folder as
+it is rendered), ``_shared_pages`` and ``publish.write_site`` (the atomic swap); nothing
+touches the output folder before the last but ``publish.recover``.
 
 Site layout (all links relative, so it opens from ``file://`` or any static host):
 ``index.html``, ``codes/index.html``, ``policy/index.html``, ``changes/index.html`` (with
@@ -34,23 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.exports import (
-    ExportFacts,
-    ExportRun,
-    attach_changes,
-)
+from sandbox_replay.exports import ExportFacts, ExportRun, attach_changes
 from sandbox_replay.forking import usable_cpus
 from sandbox_replay.importers.inspect_logs import ImportOptions, InspectImportError
 from sandbox_replay.load.files import SITE_MANIFEST as MANIFEST
 from sandbox_replay.load.files import SITE_MARKER as SITE_MARKER
 from sandbox_replay.load.scan import ForbiddenTable
 from sandbox_replay.model.policy import PolicyChoice
-from sandbox_replay.records.changes import (
-    Changes,
-    RunSnapshot,
-    compare,
-    match_runs,
-)
+from sandbox_replay.records.changes import Changes, RunSnapshot, compare, match_runs
 from sandbox_replay.report import incremental, manifest, publish
 from sandbox_replay.report.baseline import HISTORY, Baseline
 from sandbox_replay.report.changes_views import CHANGES_PAGE, build_changes_view
@@ -70,11 +55,7 @@ from sandbox_replay.report.publish import WRITE_FAULTS as WRITE_FAULTS
 from sandbox_replay.report.publish import BuildError as BuildError
 from sandbox_replay.report.publish import Site
 from sandbox_replay.report.render import ASSETS, Renderer
-from sandbox_replay.report.site_views import (
-    build_catalog_view,
-    build_index_view,
-    build_policy_view,
-)
+from sandbox_replay.report.site_views import build_catalog_view, build_index_view, build_policy_view
 from sandbox_replay.report.views import plural
 from sandbox_replay.version import __version__
 
@@ -111,6 +92,13 @@ class BuildConfig:
     exports: bool = False
     export_root: Path | None = None
 
+    def __post_init__(self) -> None:
+        if self.templates is not None and not self.templates.is_dir():
+            raise BuildError(f"templates folder {self.templates} does not exist")
+        label = self.label
+        if label is not None and (not label.strip() or len(label) > 100 or not label.isprintable()):
+            raise BuildError("--label must be 1 to 100 printable characters")
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -128,13 +116,13 @@ class BuildResult:
     file_count: int
     unchanged: bool
     reused: int = 0
-    # What the exports show of each run, by name: replayed or reused, none replays again.
+    # What the exports show of each run, by name.
     exports: Mapping[str, ExportFacts] = field(default_factory=dict)
     skipped: tuple[SkippedFolder, ...] = ()
     # What changed since the baseline, with ``--baseline``.
     changes: Changes | None = None
-    # With ``BuildConfig.exports``: the runs as the exports' writers take them, and the
-    # warnings of folders outside their root (``discover.exports_of``).
+    # With ``BuildConfig.exports``: the runs as the exports take them, and the warnings of
+    # folders outside their root.
     export_runs: tuple[ExportRun, ...] = ()
     warnings: tuple[str, ...] = ()
     # The Inspect AI logs that could not be read (the extra is missing).
@@ -145,15 +133,28 @@ class BuildResult:
         """Return the skipped folders no ``--exclude`` pattern accepts."""
         return tuple(folder for folder in self.skipped if folder.excluded_by is None)
 
-    @property
-    def any_blocked(self) -> bool:
-        """Say whether ``--fail-on blocked`` fails: a run was blocked, or a folder that may
-        hold one was skipped and not excluded."""
-        return bool(self.unexcluded) or any(run.status == "blocked" for run in self.runs)
+    def fails(self, fail_on: str | None) -> bool:
+        """Say whether ``--fail-on`` finds what it names: a run blocked or a folder that may
+        hold one not replayed ("blocked"), or a change since the baseline."""
+        if fail_on == "blocked":
+            return bool(self.unexcluded) or any(run.status == "blocked" for run in self.runs)
+        return fail_on is not None and self.changes is not None and self.changes.fails(fail_on)
+
+    def summary(self) -> str:
+        """Return the line that says what the site holds."""
+        runs, blocked = len(self.runs), sum(1 for run in self.runs if run.status == "blocked")
+        skipped = len(self.unexcluded)
+        excluded = len(self.skipped) - skipped
+        return (
+            f"site {'unchanged' if self.unchanged else 'written'}: {self.out_dir}/index.html "
+            f"({runs} run{'' if runs == 1 else 's'}, {blocked} blocked, {skipped} skipped"
+            + (f", {excluded} excluded" if excluded else "")
+            + f", {self.file_count} files)"
+        )
 
     @property
     def incomplete(self) -> bool:
-        """Say whether some run could not be read, so the site does not show every run."""
+        """Say whether some run could not be read."""
         return bool(self.unread)
 
 
@@ -183,8 +184,8 @@ def _stderr(message: str) -> None:
 def build_site(config: BuildConfig) -> BuildResult:
     """Replay every run under ``config.paths`` and write the report site to ``config.out_dir``.
 
-    A full, read-only or forbidden disk (``WRITE_FAULTS``) is a ``BuildError`` naming the
-    output folder and the path that failed; the previous site is then left as it was.
+    A full, read-only or forbidden disk (``WRITE_FAULTS``) is a ``BuildError``; the previous
+    site is then left as it was.
     """
     started = time.perf_counter()
     progress = config.progress or _stderr
@@ -215,7 +216,7 @@ def _build(
     started: float,
     logs: LogRuns,
 ) -> BuildResult:
-    """Build the site, ``out_dir`` recovered, checked and locked (``build_site``)."""
+    """Build the site into ``out_dir``, recovered, checked and locked."""
     plan = _plan(config, out_dir, logs, progress)
     staging = publish.new_staging(out_dir)
     try:
@@ -275,8 +276,6 @@ def _plan(
     config: BuildConfig, out_dir: Path, logs: LogRuns, progress: Callable[[str], None]
 ) -> _Plan:
     """Find the runs, hash their inputs, and read which of them the last build may serve."""
-    if config.templates is not None and not config.templates.is_dir():
-        raise BuildError(f"templates folder {config.templates} does not exist")
     found = discover(config.paths, config.cwd, config.exclude)
     runs = tuple(map(logs.relabel, found.runs))
     for folder in found.skipped:
@@ -351,8 +350,7 @@ def _task(run: DiscoveredRun, config: BuildConfig, plan: _Plan, staging: Path) -
 
 
 class _Progress:
-    """The build's progress lines; a run's line starts ``[k/N elapsed]``, so a long build
-    shows how far it got."""
+    """The build's progress lines; a run's line starts ``[k/N elapsed]``."""
 
     def __init__(self, say: Callable[[str], None], total: int, started: float) -> None:
         self.say, self.total, self.started, self.done = say, total, started, 0
@@ -395,8 +393,7 @@ def _replay(
             progress(fit.note)
         jobs = fit.jobs
     if len(tasks) == 1 and tasks[0].staging is not None:
-        # One run to build: its processes share out its listing pages instead, and it
-        # says how far it got.
+        # One run to build: its processes share out its listing pages instead.
         tasks[0] = replace(tasks[0], page_jobs=jobs, progress=progress)
 
     def done(task: RunTask, built: RunBuilt) -> None:
@@ -470,7 +467,7 @@ def _status_file(
     plan: _Plan, site: Site, built: Sequence[tuple[RunTask, RunBuilt]], say: Callable[[str], None]
 ) -> None:
     """Add ``build-status.json``; a run whose inputs changed while read gets a key no build
-    matches (``incremental.UNSETTLED``)."""
+    matches."""
     keys = plan.hashed.keys
     for task, result in built:
         name = task.run.name
@@ -492,8 +489,8 @@ def _status_file(
 def _export_runs(
     config: BuildConfig, plan: _Plan, site: Site, logs: LogRuns, changes: Changes | None
 ) -> tuple[tuple[ExportRun, ...], tuple[str, ...]]:
-    """Return every run as the exports take it, and the warnings of the folders outside
-    their root (``discover.exports_of``); none unless exports are wanted."""
+    """Return every run as the exports take it and the warnings of ``discover.exports_of``;
+    none unless exports are wanted."""
     if not config.exports:
         return (), ()
     runs, warnings = exports_of(plan.runs, site.exports, config.export_root, logs.logs)

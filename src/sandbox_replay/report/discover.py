@@ -1,25 +1,12 @@
 """Find the runs under the paths given to ``build``: fixture folders and bundle folders.
 
-A folder holding any of the seven core files is one run (a run missing some of them is
-still a run: its strict-load layer reports what is missing, which the report must show
-rather than skip). It is a bundle when it holds ``bundle_manifest.json``, otherwise a
-fixture (whose absent negative-case files the negative-case layer then reports). Any other
-folder is searched, in sorted order, with a stack rather than recursion; a run folder is
-not searched further.
-
-Some folders are not replayed, and each is reported as a ``SkippedFolder`` instead of
-being left out in silence, since it may hold a blocked run:
-
-- a run folder that is hidden (its name, or a folder's between it and the PATH, starts
-  with ``.``): hidden folders are searched, but only to report the runs in them;
-- a symbolic link to a folder, wherever it points: it is never followed;
-- a folder that cannot be listed;
-- a folder more than ``MAX_DEPTH`` levels below its PATH, which is not searched (no run
-  tree is that deep; a hostile one of thousands of levels would take long to walk).
-
-A skipped folder counts as blocked for ``build --fail-on blocked`` unless an
+A folder holding any of the seven core files is one run (its strict load reports what is
+missing), a bundle when it holds ``bundle_manifest.json``, else a fixture. Any other
+folder is searched, in sorted order. A folder that may hold a run and is not replayed is
+reported as a ``SkippedFolder``, never left out in silence: a run in a hidden folder, a
+symbolic link (never followed), a folder that cannot be listed, one more than
+``MAX_DEPTH`` levels deep. It counts as blocked for ``--fail-on blocked`` unless an
 ``--exclude`` pattern names it or a folder above it.
-``exported_runs`` gives the exports every run found, replayed unless the build made it.
 """
 
 from __future__ import annotations
@@ -27,16 +14,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox_replay.checks import pipeline
 from sandbox_replay.exports import ExportFacts, ExportRun, located_at, outside_root, source_root_of
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import BUNDLE_MANIFEST, CORE_FILES, InputMode
-from sandbox_replay.load.scan import ForbiddenScanner
-from sandbox_replay.model.policy import PolicyChoice
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
 
@@ -62,10 +47,8 @@ class DiscoveredRun:
 
 @dataclass(frozen=True)
 class SkippedFolder:
-    """A folder that may hold a run and was not replayed: where it is, why, and who accepts it.
-
-    ``excluded_by`` is the ``--exclude`` pattern that accepts it (None: it counts as blocked).
-    """
+    """A folder that may hold a run and was not replayed, and the ``--exclude`` pattern that
+    accepts it (None: it counts as blocked)."""
 
     path: Path
     display_path: str
@@ -74,7 +57,7 @@ class SkippedFolder:
 
     @property
     def shown(self) -> str:
-        """Return the path for a terminal or a page: control and bidi characters made visible."""
+        """Return the path with control and bidi characters made visible."""
         return one_line(self.display_path)
 
     @property
@@ -137,8 +120,8 @@ def _is_core_file(entry: os.DirEntry[str]) -> bool:
 
 
 def _kind(entry: os.DirEntry[str]) -> str:
-    """Return "folder", "link" (a symbolic link to a folder, or one that cannot be
-    checked), "unreadable" or "other" for one entry of a folder being searched."""
+    """Return "folder", "link" (to a folder, or that cannot be checked), "unreadable" or
+    "other" for one entry of a folder being searched."""
     try:
         if entry.is_symlink():
             try:
@@ -206,12 +189,9 @@ def discover(
     """Return every run under ``paths``, each once, with a unique path-safe name, and every
     folder skipped.
 
-    Names come from the folder name. When two folders give one name, each of them is
-    named after its path relative to the working directory instead (its parent folders
-    joined with ``-``), so the choice never depends on the order the paths were given;
-    if that still collides, the build is refused. ``exclude`` holds glob patterns
-    (``fnmatch``: ``*`` also matches ``/``) of folder paths relative to ``cwd``; a skipped
-    folder they name, or a folder above it, is marked excluded.
+    Two folders of one name are each named after their path from the working directory
+    (never after the order given); a collision left is refused. ``exclude`` holds globs
+    (``*`` also matches ``/``) of folder paths relative to ``cwd``.
     """
     base = cwd or Path.cwd()
     found = _Walked()
@@ -221,13 +201,10 @@ def discover(
         if not path.is_dir():
             raise DiscoveryError(f"path {path} is not a folder")
         _walk(path, found)
-    folders: list[Path] = []
-    seen: set[Path] = set()
+    unique: dict[Path, Path] = {}
     for folder in found.runs:
-        key = folder.resolve()
-        if key not in seen:
-            seen.add(key)
-            folders.append(folder)
+        unique.setdefault(folder.resolve(), folder)  # the first of each, in search order
+    folders = list(unique.values())
     skipped: dict[str, SkippedFolder] = {}
     for folder, reason in found.skipped:
         shown = _skipped_display(folder, base)
@@ -242,15 +219,13 @@ def discover(
         raise DiscoveryError(f"no fixture or bundle folder found under {shown}{also}{more}")
     shown_paths = {folder: display_path(folder, base) for folder in folders}
     short = {folder: safe_name(folder.resolve().name) for folder in folders}
-    counts: dict[str, int] = {}
-    for name in short.values():
-        counts[name] = counts.get(name, 0) + 1
-    names: dict[Path, str] = {}
-    for folder in folders:
-        name = short[folder]
-        if counts[name] > 1:
-            name = safe_name(shown_paths[folder].replace("/", "-").lstrip(".-"))
-        names[folder] = name
+    counts = Counter(short.values())
+    names = {
+        folder: safe_name(shown_paths[folder].replace("/", "-").lstrip(".-"))
+        if counts[short[folder]] > 1
+        else short[folder]
+        for folder in folders
+    }
     taken: dict[str, Path] = {}
     for folder, name in names.items():
         if name in taken:
@@ -263,11 +238,6 @@ def discover(
     return Discovery(tuple(sorted(runs, key=lambda r: r.name)), ordered_skipped)
 
 
-def discover_runs(paths: Sequence[Path], cwd: Path | None = None) -> list[DiscoveredRun]:
-    """Return every run under ``paths`` (``discover``), without the folders skipped."""
-    return list(discover(paths, cwd).runs)
-
-
 def exports_of(
     runs: Sequence[DiscoveredRun],
     facts: Mapping[str, ExportFacts],
@@ -275,11 +245,7 @@ def exports_of(
     logs: Mapping[Path, Path] | None = None,
 ) -> tuple[list[ExportRun], list[str]]:
     """Return ``runs`` as the exports take them, and the warnings of their folders outside
-    ``root`` (default: ``exports.repository_root()``).
-
-    A run imported from a log (``logs``: by resolved folder) is named, and its findings
-    located, by the log.
-    """
+    ``root``; a run imported from a log (``logs``: by resolved folder) is located by the log."""
     exported, named = [], set()
     for run in runs:
         export = ExportRun(run.name, facts[run.name], source_root_of(run.path, root))
@@ -291,29 +257,3 @@ def exports_of(
         named.add(log or run.path)
     warnings = (outside_root(p.parent if p.is_file() else p, root) for p in sorted(named))
     return exported, [warning for warning in warnings if warning is not None]
-
-
-def exported_runs(
-    paths: Sequence[Path],
-    cwd: Path | None = None,
-    known: Mapping[str, ExportFacts] | None = None,
-    *,
-    summary: bool = True,
-    scanner: ForbiddenScanner | None = None,
-    policies: PolicyChoice | None = None,
-    root: Path | None = None,
-    logs: Mapping[Path, Path] | None = None,
-) -> list[ExportRun]:
-    """Return every run ``build`` finds under ``paths`` for the exports (``exports_of``).
-
-    A run whose facts are ``known`` by that name (``BuildResult.exports``) is not replayed
-    again; any other run is.
-    """
-    runs = discover_runs(paths, cwd)
-    facts = dict(known or {})
-    for run in runs:
-        if run.name not in facts:
-            policy = policies.for_run(run.path) if policies is not None else None
-            config = pipeline.ReplayConfig(run.path, run.mode, policy=policy, scanner=scanner)
-            facts[run.name] = ExportFacts.of(pipeline.replay(config), None, summary=summary)
-    return exports_of(runs, facts, root, logs)[0]

@@ -1,12 +1,8 @@
 """Decide which runs of a rebuild can reuse the pages the previous build wrote.
 
-A run is reused when nothing that shapes its pages changed: the tool version, templates
-and assets (built-in and ``--templates``), build time, ``--forbidden-classes`` table,
-policies, baseline and label (``settings_hash``: any change rebuilds every run), and the
-content of every file under its input folder, by name and path. Mtimes play no part.
-
-The status file ``build-status.json`` at the root of the site records this (written with
-``atomic.dump_json``; it is part of the site, so it is swapped in with it):
+A run is reused when nothing that shapes its pages changed: the global settings
+(``settings_hash``: any change rebuilds every run) and the path and bytes of every file
+under its input folder; mtimes play no part. ``build-status.json``, at the site root:
 
     {"format": 1,
      "tool_version": "<version>",
@@ -76,11 +72,8 @@ def settings_hash(
     single_file: bool = False,
 ) -> str:
     """Hash everything global that shapes the pages: version, templates, assets, time, the
-    packaged data (policy table, forbidden classes, code docs), the digest of a user's
-    forbidden-classes table and that of the policies given ("" for none), and whether each
-    run writes a single file. A change to any of them rebuilds every run: a verdict is
-    never reused from another policy, nor a run's files from a build without its single
-    file."""
+    packaged data, a user's forbidden-classes table and policies ("" for none), and
+    ``single_file``."""
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0{policies}\0".encode())
     if single_file:
@@ -98,18 +91,12 @@ def settings_hash(
 
 
 def inputs_digests(folder: Path) -> tuple[str, dict[str, str]]:
-    """Hash a run folder; return that hash and the ``sha256:<hex>`` of each file read.
+    """Hash a run folder (each file's relative path and bytes, sorted); return that hash and
+    the ``sha256:<hex>`` of each file read.
 
-    The folder's hash covers every file under it: its relative path and its bytes, in
-    sorted order.
-
-    A symlink is hashed as the path it holds, never followed: the replay reads nothing
-    through a symlink that leads out of the run folder, and what one inside leads to is
-    hashed as itself; following one to ``/dev/zero`` or a FIFO would never end. A file is
-    opened without following a symlink or waiting on a FIFO put in its place, and read up
-    to the size it had when opened; one that is no longer a regular file counts as
-    unreadable. Each file's own digest (under a symlink's path too, where it leads to a
-    file of the folder) is for ``changed_while_built``.
+    A symlink is hashed as the path it holds, never followed (one to ``/dev/zero`` or a
+    FIFO would never end); it gets the digest of the folder's file it leads to, if any.
+    A file is read up to the size it had when opened.
     """
     digest = hashlib.sha256()
     files: dict[str, str] = {}
@@ -172,12 +159,8 @@ def hash_runs(runs: Iterable[DiscoveredRun]) -> Hashed:
 
 
 def changed_while_built(hashed: Mapping[str, str], replayed: Mapping[str, str]) -> int:
-    """Return how many files the replay read with other bytes than the hash did.
-
-    A file written between the two may have been read before the change by one and after
-    it by the other. The run's key must then not be trusted: it would name bytes its pages
-    were not built from.
-    """
+    """Return how many files the replay read with other bytes than the hash did (then the
+    run's key would name bytes its pages were not built from)."""
     return sum(1 for path, sha256 in replayed.items() if hashed.get(path) != sha256)
 
 
@@ -197,9 +180,8 @@ def run_key(run: DiscoveredRun, inputs_sha256: str) -> dict[str, str]:
 def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], ReusableRun]:
     """Return the runs of the previous build keyed by ``run_key``; empty on any global change.
 
-    The old site is anyone's to edit: the status file is read only if it is a regular file
-    (no symlink followed, no FIFO waited on) within the input size limit, and parsed by
-    orjson, which refuses nesting deeper than 1,024 levels.
+    The old site is anyone's to edit: the file is read only if regular and within the
+    input size limit.
     """
     try:
         status = orjson.loads(
@@ -224,12 +206,8 @@ def read_status(out_dir: Path, settings_sha256: str) -> dict[tuple[str, ...], Re
 
 
 def _own_page(path: str, name: str, out_dir: Path) -> bool:
-    """Say whether ``path`` names a plain file of run ``name``'s folder in the site, or the
-    run's single file (``single/<name>.html``).
-
-    The status file is read from the output folder, which anyone may have edited: a path
-    out of the run's folder (``..``, absolute, a link) must never be copied into the site.
-    """
+    """Say whether ``path`` names a plain file of run ``name``'s folder in the site, or its
+    single file: a path out of it (``..``, absolute, a link) must never be copied."""
     parts = path.split("/")
     single = path == single_file_path(name)
     if not single and not (

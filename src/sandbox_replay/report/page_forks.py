@@ -27,11 +27,8 @@ class MatchedTextError(ValueError):
 class _PageQueue:
     """The numbers of a run's sub-pages, claimed by whichever process is free next.
 
-    They wait in a pipe as 4-byte tokens, all written before any process forks; each
-    process reads one token at a time (a pipe read of 4 bytes never splits a token), so
-    each page is rendered exactly once, and a process that finishes its other work early
-    takes more pages. A token stands for a block of consecutive pages, sized so that
-    every token fits the ``PIPE_BUF`` bytes a pipe always holds without blocking.
+    They wait in a pipe as 4-byte tokens (a pipe read of 4 bytes never splits one), each for
+    a block of pages sized so that every token fits in ``PIPE_BUF`` bytes.
     """
 
     TOKENS = select.PIPE_BUF // 4
@@ -70,19 +67,13 @@ def render_shared(
     say: Callable[[str], None] = lambda message: None,
     tick: Callable[[], None] = lambda: None,
 ) -> tuple[str, RunView]:
-    """Write the result record, the run page and the ``count`` sub-pages.
+    """Write the result record, the run page and the ``count`` sub-pages; return the record's
+    digest and the run page's view.
 
-    Return the record's digest (from ``write_result``) and the run page's view (from
-    ``run_page``, which shows the digest). With ``helpers`` > 0, that many processes are
-    forked (``_fork_helpers``) to render sub-pages from a ``_PageQueue`` while this one
-    writes the record and renders the run page, then takes pages from the queue too. The
-    record is written here rather than by a process of its own: each process that reads
-    the replay makes the kernel copy the memory pages it touches.
-
-    A helper that dies (the out-of-memory killer is the likely cause) takes with it the
-    pages it had claimed, and may leave one half written: this process then renders again
-    every page it did not render itself, and ``say``s so. A page with matched text in it
-    still stops the run, whoever found it. ``tick`` is called for each page this one renders.
+    ``helpers`` forked processes render sub-pages from a ``_PageQueue`` while this one
+    writes the record and the run page, then takes pages too. Should a helper die, this
+    process renders again every page it did not render itself, and ``say``s so. ``tick``
+    is called for each page this one renders.
     """
     if helpers < 1:
         digest = write_result()
@@ -139,10 +130,7 @@ def _fork_helpers(
     renderer: Renderer,
     emit: Callable[[str, bytes], None],
 ) -> list[int]:
-    """Fork ``helpers`` processes that render sub-pages from ``queue``; return their pids.
-
-    Each builds its own view-models, writes its pages and reports only its exit status.
-    """
+    """Fork ``helpers`` processes that render sub-pages from ``queue``; return their pids."""
     children: list[int] = []
     try:
         for _ in range(helpers):

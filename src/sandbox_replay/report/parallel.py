@@ -1,15 +1,8 @@
 """Replay and render one run of the site, in this process, a pool of processes, or on Dask.
 
-``build_run`` is the unit of work: it replays one run folder, builds its records and
-view-models, and renders its pages (the run page, ``result.json``, the gaps listing and
-search index, the listing sub-pages, with ``--single-file`` its ``single/<run>.html``).
-It never touches the output folder: given a staging folder it writes each page there as
-it is rendered, so a large run never holds all its pages in memory; given none (a Dask
-worker, maybe on another machine) it returns the bytes. Every page is first checked
-against the text the run's forbidden-material scan matched.
-
-``run_all`` runs a list of tasks with ``jobs`` local processes or on a Dask scheduler and
-reports each finished run through a callback, in the order they finish.
+``build_run`` replays one run folder and renders its pages, each checked first against the
+text the forbidden-material scan matched: into a staging folder as they are rendered, or,
+given none (a Dask worker), returned as bytes. ``run_all`` runs many.
 """
 
 from __future__ import annotations
@@ -61,11 +54,9 @@ class RunTask:
     page_jobs: int = 1
     # The policy in force for this run; None for the packaged table.
     policy: Policy | None = None
-    # Told each phase of the run as it ends, for a lone run built here (one that takes
-    # long enough to need it); never sent to another process.
+    # Told each phase of the run as it ends, for a lone run built here.
     progress: Callable[[str], None] | None = field(default=None, compare=False)
-    # With ``--baseline``: the baseline run it is compared with (None: a run new since
-    # then) and how it was matched (``changes.match_runs``). Without, ``compared`` is False.
+    # With ``--baseline``: the baseline run (None: a run new since) and how it was matched.
     compared: bool = False
     baseline_run: RunSnapshot | None = None
     matched_by: str = ""
@@ -92,7 +83,7 @@ class RunBuilt:
 
 def needles_of(matched: Iterable[bytes]) -> frozenset[bytes]:
     """Return the byte strings no page may hold: each match raw, HTML-escaped, and as the
-    search index writes a string (``search_index.js_string``)."""
+    search index writes it."""
     found: set[bytes] = set()
     for text in matched:
         found.add(text)
@@ -111,11 +102,8 @@ def refuse_matched(path: str, data: bytes, needles: frozenset[bytes]) -> None:
 
 
 def _staged_path(staging: Path, relative: str) -> Path:
-    """Return ``staging / relative`` after making its folders one level at a time.
-
-    Never ``staging`` itself: a worker left running by a killed build must not recreate a
-    staging folder the next build's recovery removed.
-    """
+    """Return ``staging / relative`` after making its folders, never ``staging`` itself (a
+    worker left running by a killed build must not recreate a removed staging folder)."""
     folder = staging
     for part in Path(relative).parent.parts:
         folder = folder / part
@@ -129,11 +117,8 @@ def put_file(staging: Path, relative: str, data: bytes) -> None:
 
 
 def reuse_file(staging: Path, relative: str, previous: Path) -> None:
-    """Put the previous build's copy of a page into ``staging``: a hard link where possible.
-
-    Pages are never rewritten in place (each build writes a new folder), so the link
-    cannot change the old site, and it costs no copy of a large ``result.json``.
-    """
+    """Put the previous build's copy of a page into ``staging``: a hard link where possible
+    (pages are never rewritten in place, so the link cannot change the old site)."""
     target = _staged_path(staging, relative)
     try:
         os.link(previous / relative, target)
@@ -142,11 +127,8 @@ def reuse_file(staging: Path, relative: str, previous: Path) -> None:
 
 
 def build_run(task: RunTask) -> RunBuilt:
-    """Replay one run and render its pages (see the module docstring for where they go).
-
-    The result record is written first, then the run page, which shows the record's
-    digest, then the sub-pages, shared out to forked processes (``page_forks.render_shared``).
-    """
+    """Replay one run and render its pages: the result record, the run page that shows its
+    digest, then the sub-pages (``page_forks.render_shared``)."""
     started = time.perf_counter()
     progress = task.progress
     say = None if progress is None else lambda text: progress(f"runs/{task.run.name}: {text}")
@@ -203,8 +185,7 @@ def build_run(task: RunTask) -> RunBuilt:
 
 
 class _RunOutput:
-    """Where one run's pages go: into the staging folder as rendered, or, with none (a Dask
-    worker), into ``files``; each checked for matched text first."""
+    """Where one run's pages go: into the staging folder, or with none into ``files``."""
 
     def __init__(
         self,
@@ -279,11 +260,8 @@ class _RunOutput:
 def _stream_result(
     records: RunRecords, staging: Path, relative: str, needles: frozenset[bytes]
 ) -> str:
-    """Write the result record in pieces, never whole; return its sha256.
-
-    Each piece is checked for matched text together with the tail of the piece before it,
-    so a match cut by a piece boundary is still found.
-    """
+    """Write the result record in pieces, each checked for matched text with the tail of the
+    one before; return its sha256."""
     digest = hashlib.sha256()
     overlap = max((len(n) for n in needles), default=1) - 1
 
@@ -299,8 +277,7 @@ def _stream_result(
 
     with _staged_path(staging, relative).open("wb") as out:
         write_chunks(out, checked(records.result_chunks()))
-        # Synced here, not by the sync before the swap: this wait then overlaps the
-        # sub-pages the page helpers are rendering.
+        # Synced here, so the wait overlaps the sub-pages the page helpers render.
         out.flush()
         os.fsync(out.fileno())
     return digest.hexdigest()
@@ -375,10 +352,7 @@ def _completed(
         finally:
             client.close()
         return
-    if len(tasks) == 1:
-        yield 0, build_run(tasks[0])
-        return
-    if jobs <= 1:
+    if len(tasks) == 1 or jobs <= 1:
         for index, task in enumerate(tasks):
             yield index, build_run(task)
         return

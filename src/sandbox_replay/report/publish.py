@@ -1,16 +1,11 @@
 """Publish a built site: lock the output folder, recover a killed build, swap the new site in.
 
-A build killed at any instant (SIGKILL included) leaves the output folder either byte for
-byte the previous site or byte for byte the new one, never a mix, and holds no temporary
-file. The new site is written in full into a hidden sibling folder ``.<out>.new-<random>``
-(``new_staging``) and made durable (``_sync_tree``); then, on Linux, one
-``renameat2(RENAME_EXCHANGE)`` swaps it with the output folder atomically, and the sibling
-(now the old site) is removed. Where that call is missing the old site is first renamed
-aside to ``.<out>.old-<random>`` and the new one renamed into place: a kill between those
-two renames leaves no output folder for an instant, and the next build's ``recover`` renames
-the old site back before anything else. One build at a time writes a given output folder
-(``out_lock``). A symlink given as the output folder is swapped out like a folder, never
-followed. ``tests/test_build_interrupt.py`` kills builds at every line of this phase.
+A build killed at any instant leaves the output folder byte for byte the previous site or
+the new one, and no temporary file. The new site is written into a hidden sibling
+``.<out>.new-<random>``, made durable, then swapped in by one ``renameat2(RENAME_EXCHANGE)``;
+where that call is missing the old site is renamed aside to ``.<out>.old-<random>`` first,
+and ``recover`` renames it back should a kill fall between the two renames. A symlink given
+as the output folder is swapped out like a folder, never followed.
 """
 
 from __future__ import annotations
@@ -72,8 +67,8 @@ class BuildError(ValueError):
 
 
 class Site:
-    """The site as a build gathers it before ``write_site``: pages in memory by path and
-    pages already staged (refusing a second file at one path), and what each run gave."""
+    """The site as a build gathers it: pages in memory and pages staged (refusing a second
+    file at one path), and what each run gave."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
@@ -114,7 +109,7 @@ def write_fault(error: OSError, shown: Path) -> BuildError:
 
 def check_out_path(out_dir: Path, inside: Sequence[Path], shown: Path) -> None:
     """Refuse an output folder that is a root, lies under a file, or holds ``inside[0]`` (the
-    working directory) or an input path: replacing it would sweep them away."""
+    working directory) or an input path."""
     if out_dir.parent == out_dir:
         raise BuildError(f"output folder {shown} is a filesystem root")
     for path in inside:
@@ -131,10 +126,7 @@ def check_out_path(out_dir: Path, inside: Sequence[Path], shown: Path) -> None:
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """Refuse an output folder that is not empty and not a site this tool built.
-
-    A symlink given as ``--out`` is replaced, never followed, so it needs no check.
-    """
+    """Refuse an output folder that is not empty and not a site this tool built."""
     if out_dir.is_symlink():
         return
     if out_dir.exists() and not out_dir.is_dir():
@@ -148,13 +140,10 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def site_marker(manifest: bytes) -> bytes:
-    """Return the site marker for a site whose ``manifest.json`` holds ``manifest``.
+    """Return ``sandbox-replay-site.json`` for a site whose ``manifest.json`` holds ``manifest``.
 
-    ``sandbox-replay-site.json``, at the site root, written as every record is
-    (``atomic.dump_json``): ``{"tool": "sandbox-replay", "site_format": 1,
-    "manifest_sha256": "sha256:<hex of manifest.json's bytes>"}``. Only this tool writes
-    it, and ``build`` replaces a folder that is not empty only where it finds one that
-    matches (``_own_site``).
+    ``{"tool": "sandbox-replay", "site_format": 1, "manifest_sha256": "sha256:<hex>"}``:
+    ``build`` replaces a folder that is not empty only where one matches.
     """
     digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     record = {"tool": TOOL_NAME, "site_format": SITE_FORMAT, "manifest_sha256": digest}
@@ -162,19 +151,14 @@ def site_marker(manifest: bytes) -> bytes:
 
 
 def _own_site(out_dir: Path) -> bool:
-    """Say whether ``out_dir`` holds a site this tool built: a matching marker, or, for a site
-    this version built before the marker existed, its manifest (``_unmarked_site``)."""
+    """Say whether ``out_dir`` holds a site this tool built, with or without a marker."""
     matches = site_marker_matches(out_dir)
     return _unmarked_site(out_dir) if matches is None else matches
 
 
 def _unmarked_site(out_dir: Path) -> bool:
-    """Say whether ``out_dir`` is a site this very version built before it wrote a marker.
-
-    Its manifest must be this tool's, of this version, and the folder must hold nothing a
-    site does not: only the site's own entries at its root, and only the runs the
-    manifest lists under ``runs/`` and ``single/``.
-    """
+    """Say whether ``out_dir`` is a site this version built before it wrote a marker: this
+    tool's manifest, and nothing but the site's entries and the runs it lists."""
     try:
         manifest = read_site_json(out_dir / SITE_MANIFEST, LoadLimits().max_file_bytes)
     except (OSError, FileChangedError, ValueError):
@@ -197,13 +181,10 @@ def _unmarked_site(out_dir: Path) -> bool:
 
 @contextmanager
 def out_lock(out_dir: Path, progress: Callable[[str], None]) -> Iterator[None]:
-    """Hold the lock on ``out_dir`` for a whole build: one build at a time writes a site.
+    """Hold a ``flock`` on ``.<out>.lock`` beside ``out_dir`` for a whole build.
 
-    The lock is a kernel ``flock`` on ``.<out>.lock`` beside the output folder (not in it:
-    the folder is swapped). A second build waits, saying so, and then builds on the first
-    one's site. A killed build's lock goes with its process; the file it leaves is reused.
-    The holder removes the file as it lets go, so a build that was waiting on that file
-    finds it gone and locks the next one. Where ``fcntl`` is missing, nothing is locked.
+    A second build waits, saying so. The holder removes the file as it lets go, so one that
+    waited on it finds it gone and locks the next. Where ``fcntl`` is missing, nothing is locked.
     """
     if fcntl is None:
         yield
@@ -246,8 +227,7 @@ def out_lock(out_dir: Path, progress: Callable[[str], None]) -> Iterator[None]:
 
 
 def _leftovers(out_dir: Path) -> tuple[list[Path], list[Path]]:
-    """Return the staging and retired sibling folders (or ``--out`` symlinks) a killed build
-    may have left."""
+    """Return the staging and retired siblings a killed build may have left."""
     pattern = re.compile(rf"\.{re.escape(out_dir.name)}\.(new|old)-[A-Za-z0-9_]+")
     found: dict[str, list[Path]] = {"new": [], "old": []}
     if out_dir.parent.is_dir():
@@ -304,11 +284,8 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _sync_tree(root: Path) -> None:
-    """Make every file and folder under ``root`` durable before the swap publishes them.
-
-    On Linux one ``syncfs`` of the file system holding ``root`` does it, rather than a
-    journal commit per page; elsewhere, or if it fails, each file is fsynced, then each folder.
-    """
+    """Make everything under ``root`` durable: one ``syncfs`` on Linux, else an fsync of each
+    file, then each folder."""
     if _syncfs(root):
         return
     folders = {root}
@@ -377,11 +354,8 @@ def _listing(root: Path) -> dict[str, int] | None:
 
 
 def same_tree(staging: Path, out_dir: Path, digests: Mapping[str, str] | None = None) -> bool:
-    """Say whether two folders hold the same files with the same bytes.
-
-    ``digests`` gives the ``sha256:<hex>`` of staged files whose bytes were hashed as they
-    were written. Files are compared a few kilobytes at a time, never read whole.
-    """
+    """Say whether two folders hold the same files with the same bytes (``digests``: the
+    ``sha256:<hex>`` of staged files hashed as they were written)."""
     if not out_dir.is_dir() or out_dir.is_symlink():
         return False
     new, old = _listing(staging), _listing(out_dir)
@@ -397,9 +371,7 @@ def same_tree(staging: Path, out_dir: Path, digests: Mapping[str, str] | None = 
 def same_file(staged: Path, old: Path, digest: str | None) -> bool:
     """Say whether two files hold the same bytes (``digest``: the staged file's sha256).
 
-    A reused run's pages are hard links to the old site's (``parallel.reuse_file``): the
-    same file, not read at all. Of a staged file of known digest only the old one is read,
-    to be hashed. Any other pair is compared by ``filecmp``.
+    A hard link (a reused page) is not read; of a known digest only the old file is hashed.
     """
     if os.path.samefile(staged, old):
         return True
@@ -420,12 +392,8 @@ def write_site(
     staged: Path | None = None,
     digests: Mapping[str, str] | None = None,
 ) -> bool:
-    """Write ``files`` as the whole content of ``out_dir``; return True if it already was.
-
-    ``staged`` is a staging folder (``new_staging``) that already holds the other pages of
-    the site, written there as they were rendered; ``files`` are added to it. ``digests``
-    are the sha256 of staged files hashed as they were written (``same_tree``).
-    """
+    """Write ``files`` and what ``staged`` holds as the whole of ``out_dir``; return True if
+    it already was (``digests``: as ``same_tree`` takes them)."""
     parent = out_dir.parent
     staging = staged or new_staging(out_dir)
     retired: Path | None = None
