@@ -158,8 +158,8 @@ MapOpt = Annotated[
     Path | None,
     option(
         "--map",
-        help="Map file classifying Inspect AI tool calls into request shapes (README, "
-        "Replaying Inspect AI logs); without it every call is unclassified and derives to block.",
+        help="Map file classifying Inspect AI tool calls into request shapes "
+        "(docs/inspect.md); without it every call is unclassified and derives to block.",
     ),
 ]
 TeardownOpt = Annotated[

@@ -1,6 +1,6 @@
 """The map file: which request shape a harness's tool call is, decided by the first matching rule.
 
-A map file is JSON (``import inspect --map FILE``; README, "Replaying Inspect AI logs")::
+A map file is JSON (``import inspect --map FILE``; docs/inspect.md, "The map file")::
 
     {"map_id": "map:<name>",
      "rules": [{"rule_id": "<name>",
