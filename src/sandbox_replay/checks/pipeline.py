@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -37,9 +37,6 @@ from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.policy import Policy, default_table
-from sandbox_replay.threads import OnThread
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,25 +102,15 @@ class _ScanCollector:
     bytes do not match but the parsed value, and so every record and page built from it,
     would hold. So a file holding any backslash is scanned a second time as its parsed
     keys and string values (``scan_decoded``); per class the larger count is kept.
-
-    ``load_run`` calls it on a thread beside the parse, one file at a time and in load
-    order, and reads nothing of it meanwhile; ``scan_bytes`` searches with the GIL let
-    go, so the scan costs the run little more than the parse. The scanner may still be
-    compiling when the collector is made (``replay``): the first use waits for it.
     """
 
-    def __init__(self, scanner: Callable[[], ForbiddenScanner]) -> None:
-        self._scanner = scanner
+    def __init__(self, scanner: ForbiddenScanner) -> None:
+        self.scanner = scanner
         self.counts: dict[str, dict[str, int]] = {}
         self.matched: set[bytes] = set()
         self.escaped: set[str] = set()
         self.files = 0
         self.bytes = 0
-
-    @property
-    def scanner(self) -> ForbiddenScanner:
-        """The scanner, once compiled (what compiling it raised, raised here)."""
-        return self._scanner()
 
     def __call__(self, name: str, raw: bytes) -> None:
         counts, matched = self.scanner.scan_bytes(raw)
@@ -141,7 +128,7 @@ class _ScanCollector:
         found: dict[str, int] = {}
         strings = list(_strings_of(data))
         start = 0
-        for end in _chunk_ends(list(map(len, strings)), _DECODED_CHUNK):
+        for end in _chunk_ends([len(text) for text in strings], _DECODED_CHUNK):
             self._scan_chunk(strings[start:end], found)
             start = end
         if found:
@@ -187,25 +174,9 @@ class _ScanCollector:
 
 
 def replay(config: ReplayConfig) -> Replay:
-    """Replay one fixture or bundle folder and return what every layer found.
-
-    The packaged scanner, unless ``config`` gives one, is compiled on a thread while the
-    load starts: RE2 compiles with the GIL let go, about a tenth of a second the first
-    time in a process, and the first file's scan is the first to wait for it. The thread
-    has ended when this returns or raises.
-    """
-    given = config.scanner
-    if given is not None:
-        return _replay(config, lambda: given)
-    compiling = OnThread("sandbox-replay-compile", ForbiddenScanner.default)
-    try:
-        return _replay(config, compiling.result)
-    finally:
-        compiling.join()
-
-
-def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Replay:
+    """Replay one fixture or bundle folder and return what every layer found."""
     policy = config.policy or default_table()
+    scanner = config.scanner if config.scanner is not None else ForbiddenScanner.default()
     collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
@@ -282,28 +253,13 @@ def _chunk_ends(lengths: list[int], limit: int) -> Iterator[int]:
     """Yield where each chunk of strings ends: with the first that brings it to ``limit``.
 
     A string counts its length plus one for its line end; the last chunk may stay short.
-    Whole blocks of strings are summed in C while the chunk stays below the limit, and
-    only the block that reaches it is walked one string at a time.
     """
-    start = 0
-    while start < len(lengths):
-        size, end = 0, start
-        while end < len(lengths):
-            block = lengths[end : end + _BLOCK]
-            grown = size + sum(block) + len(block)
-            if grown >= limit:
-                break
-            size, end = grown, end + len(block)
-        while end < len(lengths):
-            size += lengths[end] + 1
-            end += 1
-            if size >= limit:
-                break
-        yield end
-        start = end
-
-
-_BLOCK = 1024
+    size = 0
+    for end, length in enumerate(lengths, 1):
+        size += length + 1
+        if size >= limit or end == len(lengths):
+            yield end
+            size = 0
 
 
 def _strings_of(value: Any) -> Iterator[str]:
