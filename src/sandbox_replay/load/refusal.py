@@ -151,11 +151,7 @@ def _read_top(
         key_pos = pos
         key, pos = scanstring(doc, pos + 1, True)
         if len(key) > limits.max_string_chars:
-            message = (
-                f"a key is longer than the limit of {limits.max_string_chars} characters "
-                "(max_string_chars)"
-            )
-            raise _Fault(codes.INPUT_LIMIT_EXCEEDED, message, line_at(doc, key_pos))
+            raise _too_long("a key", limits, line_at(doc, key_pos))
         pos = _skip(doc, pos)
         if not doc.startswith(":", pos):
             raise json.JSONDecodeError("Expecting ':' delimiter", doc, pos)
@@ -219,12 +215,14 @@ def _value(doc: str, pos: int, limits: LoadLimits, line: int | None = None) -> t
         message = "unparseable number"
         raise _Fault(codes.INPUT_JSON_INVALID, message, line or line_at(doc, pos)) from None
     if end - pos > limits.max_string_chars and has_long_string(value, limits.max_string_chars):
-        message = (
-            f"a string is longer than the limit of {limits.max_string_chars} characters "
-            "(max_string_chars)"
-        )
-        raise _Fault(codes.INPUT_LIMIT_EXCEEDED, message, line or line_at(doc, pos))
+        raise _too_long("a string", limits, line or line_at(doc, pos))
     return value, end
+
+
+def _too_long(what: str, limits: LoadLimits, line: int) -> _Fault:
+    limit = limits.max_string_chars
+    message = f"{what} is longer than the limit of {limit} characters (max_string_chars)"
+    return _Fault(codes.INPUT_LIMIT_EXCEEDED, message, line)
 
 
 def _skip(doc: str, pos: int) -> int:
@@ -237,30 +235,17 @@ def _expect_end(doc: str, pos: int) -> None:
         raise json.JSONDecodeError("Extra data", doc, pos)
 
 
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number"}
+_JSON_TYPES.update({str: "string", list: "list", dict: "object"})
+
+
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "list" if isinstance(value, list) else "object"
+    return _JSON_TYPES[type(value)]
 
 
 def _holds_lone_surrogate(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
     return False
