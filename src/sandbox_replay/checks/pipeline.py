@@ -124,27 +124,22 @@ class _ScanCollector:
             self.scan_decoded(name, data)
 
     def scan_decoded(self, name: str, data: Any) -> None:
-        """Scan the parsed strings of a file that held escapes, in bounded chunks."""
+        """Scan the parsed strings of a file that held escapes, in bounded chunks, one string
+        a line (no token spans two strings)."""
         found: dict[str, int] = {}
         strings = list(_strings_of(data))
         start = 0
         for end in _chunk_ends([len(text) for text in strings], _DECODED_CHUNK):
-            self._scan_chunk(strings[start:end], found)
+            chunk = "\n".join(strings[start:end]).encode("utf-8", errors="surrogatepass")
+            counts, matched = self.scanner.scan_bytes(chunk)
+            for class_id, count in counts.items():
+                found[class_id] = found.get(class_id, 0) + count
+            self.matched |= matched
             start = end
         if found:
             mine = self.counts.setdefault(name, {})
             for class_id, count in found.items():
                 mine[class_id] = max(mine.get(class_id, 0), count)
-
-    def _scan_chunk(self, chunk: list[str], found: dict[str, int]) -> None:
-        if not chunk:
-            return
-        # One string per line: no token spans two strings.
-        data = "\n".join(chunk).encode("utf-8", errors="surrogatepass")
-        counts, matched = self.scanner.scan_bytes(data)
-        for class_id, count in counts.items():
-            found[class_id] = found.get(class_id, 0) + count
-        self.matched |= matched
 
     def scan_body(self, name: str, body: bytes) -> None:
         """Scan a copied source-module body (bytes read once, for its digest and this)."""
@@ -184,8 +179,7 @@ def replay(config: ReplayConfig) -> Replay:
     run = load_run(
         config.input_dir, config.mode, policy, config.limits, extra, collector, collector.decoded
     )
-
-    layers: list[LayerResult] = [_strict_load_layer(run)]
+    layers = [_strict_load_layer(run)]
     modules = None
     if config.mode is InputMode.BUNDLE:
         module_layer, modules = source_modules.check(
@@ -199,10 +193,35 @@ def replay(config: ReplayConfig) -> Replay:
         f"{rows} rows) in {time.perf_counter() - started:.1f}s"
     )
     started = time.perf_counter()
-    layers.append(_scan_layer(scan))
+    layers += _row_layers(run, scan, config.detail)
+    say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
+    started = time.perf_counter()
+    bundle_id = _bundle_id(run, config.mode)
+    trace = build_trace(run, bundle_id)
+    forget_shared(run)  # what the layers and the trace shared; the records need none
+    layers.append(trace.audit)
+    say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
+    negative = None
+    if config.mode is InputMode.FIXTURE:
+        negative_layer, negative = negative_cases.check(run)
+        layers.append(negative_layer)
+    else:
+        layers += [bundle_manifest.check(run), module_layer]
+    passed = _passes(layers, scan, negative, modules, config.mode)
+    inputs = _input_files(run, scan, modules)
+    return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+
+
+def _row_layers(
+    run: RunInputs, scan: ScanReport, detail: Callable[[str], None] | None
+) -> list[LayerResult]:
+    """Run the forbidden-material layer and the layers over the rows, telling ``detail``
+    each one's time."""
+    found = _scan_layer(scan)
     keys_layer = forbidden_keys.check(run)
-    layers[-1].findings.extend(keys_layer.findings)
-    layers[-1].counts.update(keys_layer.counts)
+    found.findings.extend(keys_layer.findings)
+    found.counts.update(keys_layer.counts)
+    layers = [found]
     checks: list[Callable[[], LayerResult]] = [
         lambda: projection.check(run),
         lambda: sandbox_policy.check(run),
@@ -213,33 +232,18 @@ def replay(config: ReplayConfig) -> Replay:
         lambda: cold_replay.check(run),
     ]
     for check in checks:
-        layer_started = time.perf_counter()
+        started = time.perf_counter()
         layers.append(check())
-        if config.detail is not None:
-            took = time.perf_counter() - layer_started
-            config.detail(f"  {layers[-1].layer.label}: {took:.2f}s")
-    say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
-    started = time.perf_counter()
-    if config.mode is InputMode.BUNDLE:
-        bundle_id = bundle_manifest.bundle_id_of(run) or "unknown_bundle"
-    else:
-        protocol = run.object(PROJECTION_PROTOCOL) or {}
-        protocol_id = protocol.get("protocol_id")
-        bundle_id = f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
-    trace = build_trace(run, bundle_id)
-    forget_shared(run)  # what the layers and the trace shared; the records need none
-    layers.append(trace.audit)
-    say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
-    negative = None
-    if config.mode is InputMode.FIXTURE:
-        negative_layer, negative = negative_cases.check(run)
-        layers.append(negative_layer)
-    else:
-        layers.append(bundle_manifest.check(run))
-        layers.append(module_layer)
-    passed = _passes(layers, scan, negative, modules, config.mode)
-    inputs = _input_files(run, scan, modules)
-    return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+        if detail is not None:
+            detail(f"  {layers[-1].layer.label}: {time.perf_counter() - started:.2f}s")
+    return layers
+
+
+def _bundle_id(run: RunInputs, mode: InputMode) -> str:
+    if mode is InputMode.BUNDLE:
+        return bundle_manifest.bundle_id_of(run) or "unknown_bundle"
+    protocol_id = (run.object(PROJECTION_PROTOCOL) or {}).get("protocol_id")
+    return f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
 
 
 _DECODED_CHUNK = 4 * 1024 * 1024

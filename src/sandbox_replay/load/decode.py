@@ -211,13 +211,17 @@ def _refuse(raw: bytes, loaded: LoadedFile, rows_key: str | None, limits: LoadLi
 
 def _fail(loaded: LoadedFile, code: str, message: str, line: int | None) -> LoadedFile:
     """Record why a file is refused, and leave it unloaded."""
+    _add(loaded, code, message, line)
+    loaded.data, loaded.rows, loaded.row_lines = None, [], []
+    return loaded
+
+
+def _add(loaded: LoadedFile, code: str, message: str, line: int | None) -> None:
     name = loaded.name
     where = f"{name}:{line}" if line else name
     loaded.findings.append(
         Finding(code, f"{where}: {message}", "strict_load_floor", name, "input_file", name, line)
     )
-    loaded.data, loaded.rows, loaded.row_lines = None, [], []
-    return loaded
 
 
 def _decode(raw: bytes, limits: LoadLimits) -> dict[str, Any] | None:
@@ -315,19 +319,10 @@ def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str, fla
     are never read by the layers, so they are findings, not ignored. The file stays
     loaded. ``flat`` says no row nests an object.
     """
-    name = loaded.name
-
-    def add(code: str, message: str, line: int | None) -> None:
-        where = f"{name}:{line}" if line else name
-        loaded.findings.append(
-            Finding(
-                code, f"{where}: {message}", "strict_load_floor", name, "input_file", name, line
-            )
-        )
-
     for key in data:
         if key != rows_key:
-            add(
+            _add(
+                loaded,
                 codes.INPUT_UNEXPECTED_KEY,
                 f"top-level key {quote(key)} besides {rows_key!r}; a list file holds only its list",
                 loaded.key_lines.get(key),
@@ -337,7 +332,8 @@ def _flag_unchecked(loaded: LoadedFile, data: dict[str, Any], rows_key: str, fla
         if nested:
             keys = ", ".join(quote(key) for key in nested[:5])
             more = f" and {len(nested) - 5} more" if len(nested) > 5 else ""
-            add(
+            _add(
+                loaded,
                 codes.INPUT_ROW_NESTED_OBJECT,
                 f"row {index} of {rows_key!r} holds an object under {keys}{more}; "
                 "the format names no object there",
