@@ -4,7 +4,8 @@ One path: msgspec decodes the file, and what the grammar leaves open (depth, obj
 duplicate keys, string length) is proved on its bytes and decoded value (``proofs``). A
 byte-order mark, invalid UTF-8, lone surrogate escapes, NaN, Infinity and numbers out of
 range are refused too. Only a refused file is read again, to word its finding and name
-its line (``refusal.find_fault``).
+its line (``refusal.find_fault``). One decoder and a count per rule it leaves open keeps
+every guarantee in one place, without a second parser to keep in step.
 
 Limits (``LoadLimits``) are checked before the costly step they guard: the file size
 before reading, the object count and the nesting depth on the raw bytes before decoding.

@@ -235,8 +235,15 @@ def _expect_end(doc: str, pos: int) -> None:
         raise json.JSONDecodeError("Extra data", doc, pos)
 
 
-_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number"}
-_JSON_TYPES.update({str: "string", list: "list", dict: "object"})
+_JSON_TYPES = {
+    type(None): "null",
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    str: "string",
+    list: "list",
+    dict: "object",
+}
 
 
 def _json_type(value: object) -> str:
