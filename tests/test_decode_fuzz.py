@@ -204,7 +204,7 @@ _LIMITS = st.builds(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(
     pairs=st.lists(st.tuples(_KEYS, _SPACES, _VALUES), max_size=5),
     limits=_LIMITS,
@@ -217,7 +217,7 @@ def test_object_files_decode_as_the_strict_reading(
     assert_decodes_as_the_reference((head + _object(pairs) + tail).encode(), None, limits)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(
     rows=st.lists(
         st.lists(st.tuples(_KEYS, _SPACES, _VALUES), max_size=4).map(_object), max_size=6
@@ -232,7 +232,7 @@ def test_list_files_decode_as_the_strict_reading(
     assert_decodes_as_the_reference(_object(top).encode(), KEY, limits)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     data=st.data(),
     bytes_in=st.sampled_from([b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82", b"\x80", b""]),
@@ -251,7 +251,7 @@ def _object_text() -> st.SearchStrategy[str]:
 LONG = 8192  # a limit at which strings are bounded by looking for marks, not measured
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     length=st.integers(LONG - 3, LONG + 3),
     piece=st.sampled_from(["x", "\u00e9", "\\n", '\\"', "\\u0041"]),
