@@ -210,20 +210,20 @@ def test_a_changed_packaged_table_rebuilds_every_run(
 def test_many_top_level_keys_are_parsed_with_their_lines_counted_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from sandbox_replay.load import decode as loader
+    from sandbox_replay.load import refusal
 
     calls: list[int] = []
-    real = loader._line_at
-    monkeypatch.setattr(loader, "_line_at", lambda doc, pos: calls.append(pos) or real(doc, pos))
+    real = refusal.line_at
+    monkeypatch.setattr(refusal, "line_at", lambda doc, pos: calls.append(pos) or real(doc, pos))
     keys = 20_000
     text = "{\n" + ",\n".join(f'  "k{n}": {n}' for n in range(keys)) + "\n}\n"
-    # The whole-buffer path: lines found when asked.
+    # An accepted file: its keys' lines counted in one pass.
     loaded = parse_input(text.encode(), LoadedFile("projection_protocol.json"), None, LoadLimits())
     assert loaded.ok
     assert loaded.key_line("k0") == 2 and loaded.key_line(f"k{keys - 1}") == keys + 1
     assert loaded.key_line("no_such_key") == 1
-    # The key-by-key path (a duplicate last key sends the file there): each key's line is
-    # counted on from the one before; counting from the start of the file was quadratic.
+    # A refused file (a duplicate last key) is read key by key to word it: each key's line
+    # is counted on from the one before; counting from the start of the file was quadratic.
     duplicated = text.replace("\n}\n", ',\n  "k0": 1\n}\n').encode()
     refused = parse_input(duplicated, LoadedFile("projection_protocol.json"), None, LoadLimits())
     assert [f.error_code for f in refused.findings] == [codes.INPUT_DUPLICATE_KEY]
@@ -297,7 +297,7 @@ def test_ids_of_object_files_are_text(tmp_path: Path, file: str, change: Any) ->
     _blocked_with(folder, expected)
 
 
-# --- the one decoder for object files loads what the key-by-key reading loads ------------
+# --- the one decoder for object files loads what a strict standard reading loads ---------
 
 _TEXT = st.text(alphabet='ab:"\\{}[] \u00e9\n', max_size=4)
 _JSON = st.recursive(
@@ -327,10 +327,14 @@ def _spell(value: Any, ascii_only: bool) -> str:
 
 @settings(max_examples=400, deadline=None)
 @given(pairs=st.lists(st.tuples(_TEXT, _JSON), max_size=5), ascii_only=st.booleans())
-def test_object_files_load_as_read_key_by_key(pairs: list[Any], ascii_only: bool) -> None:
-    """What the decoder loads, the standard library's key-by-key reading loads; what it
-    refuses, that reading words (a duplicate key, wherever it stands)."""
-    from sandbox_replay.load import decode as loader
+def test_object_files_load_as_a_strict_standard_reading(pairs: list[Any], ascii_only: bool) -> None:
+    """What the decoder loads, the standard library loads, each key on its own line; what
+    it refuses is a duplicate key, wherever it stands."""
+
+    def unique(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({key for key, _ in items}) != len(items):
+            raise KeyError("duplicate")
+        return dict(items)
 
     raw = (
         "{\n"
@@ -338,16 +342,15 @@ def test_object_files_load_as_read_key_by_key(pairs: list[Any], ascii_only: bool
         + "\n}"
     ).encode()
     whole = parse_input(raw, LoadedFile("projection_protocol.json"), None, LoadLimits())
-    by_key = LoadedFile("projection_protocol.json")
     try:
-        expected = loader._parse_top_object(raw.decode(), None, by_key, LoadLimits())
-    except loader._RowError as error:
+        expected = json.loads(raw, object_pairs_hook=unique)
+    except KeyError:
         assert not whole.ok
-        assert [f.error_code for f in whole.findings] == [error.code]
+        assert [f.error_code for f in whole.findings] == [codes.INPUT_DUPLICATE_KEY]
         return
     assert whole.ok and whole.data == expected
-    for key in {k for k, _ in pairs}:
-        assert whole.key_line(key) == by_key.key_line(key), key
+    for line, (key, _) in enumerate(pairs, 2):  # one pair a line, after the brace's
+        assert whole.key_line(key) == line, key
 
 
 def test_a_replay_id_of_another_type_is_the_floors_finding_not_a_crash(tmp_path: Path) -> None:
@@ -360,7 +363,7 @@ def test_a_replay_id_of_another_type_is_the_floors_finding_not_a_crash(tmp_path:
 
 def test_an_object_file_without_floats_says_so() -> None:
     """Records are dumped by orjson only when no input holds a float (``may_hold_floats``):
-    the whole-buffer path for object files must say so, as the key-by-key path does."""
+    the decoder must say so for object files too."""
     plain = parse_input(b'{"a": [1, "x"]}', LoadedFile("p.json"), None, LoadLimits())
     with_float = parse_input(b'{"a": {"b": 1.5}}', LoadedFile("p.json"), None, LoadLimits())
     assert plain.ok and not plain.may_hold_floats

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -37,9 +37,6 @@ from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.policy import Policy, default_table
-from sandbox_replay.threads import OnThread
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,25 +102,15 @@ class _ScanCollector:
     bytes do not match but the parsed value, and so every record and page built from it,
     would hold. So a file holding any backslash is scanned a second time as its parsed
     keys and string values (``scan_decoded``); per class the larger count is kept.
-
-    ``load_run`` calls it on a thread beside the parse, one file at a time and in load
-    order, and reads nothing of it meanwhile; ``scan_bytes`` searches with the GIL let
-    go, so the scan costs the run little more than the parse. The scanner may still be
-    compiling when the collector is made (``replay``): the first use waits for it.
     """
 
-    def __init__(self, scanner: Callable[[], ForbiddenScanner]) -> None:
-        self._scanner = scanner
+    def __init__(self, scanner: ForbiddenScanner) -> None:
+        self.scanner = scanner
         self.counts: dict[str, dict[str, int]] = {}
         self.matched: set[bytes] = set()
         self.escaped: set[str] = set()
         self.files = 0
         self.bytes = 0
-
-    @property
-    def scanner(self) -> ForbiddenScanner:
-        """The scanner, once compiled (what compiling it raised, raised here)."""
-        return self._scanner()
 
     def __call__(self, name: str, raw: bytes) -> None:
         counts, matched = self.scanner.scan_bytes(raw)
@@ -137,27 +124,22 @@ class _ScanCollector:
             self.scan_decoded(name, data)
 
     def scan_decoded(self, name: str, data: Any) -> None:
-        """Scan the parsed strings of a file that held escapes, in bounded chunks."""
+        """Scan the parsed strings of a file that held escapes, in bounded chunks, one string
+        a line (no token spans two strings)."""
         found: dict[str, int] = {}
         strings = list(_strings_of(data))
         start = 0
-        for end in _chunk_ends(list(map(len, strings)), _DECODED_CHUNK):
-            self._scan_chunk(strings[start:end], found)
+        for end in _chunk_ends([len(text) for text in strings], _DECODED_CHUNK):
+            chunk = "\n".join(strings[start:end]).encode("utf-8", errors="surrogatepass")
+            counts, matched = self.scanner.scan_bytes(chunk)
+            for class_id, count in counts.items():
+                found[class_id] = found.get(class_id, 0) + count
+            self.matched |= matched
             start = end
         if found:
             mine = self.counts.setdefault(name, {})
             for class_id, count in found.items():
                 mine[class_id] = max(mine.get(class_id, 0), count)
-
-    def _scan_chunk(self, chunk: list[str], found: dict[str, int]) -> None:
-        if not chunk:
-            return
-        # One string per line: no token spans two strings.
-        data = "\n".join(chunk).encode("utf-8", errors="surrogatepass")
-        counts, matched = self.scanner.scan_bytes(data)
-        for class_id, count in counts.items():
-            found[class_id] = found.get(class_id, 0) + count
-        self.matched |= matched
 
     def scan_body(self, name: str, body: bytes) -> None:
         """Scan a copied source-module body (bytes read once, for its digest and this)."""
@@ -187,25 +169,9 @@ class _ScanCollector:
 
 
 def replay(config: ReplayConfig) -> Replay:
-    """Replay one fixture or bundle folder and return what every layer found.
-
-    The packaged scanner, unless ``config`` gives one, is compiled on a thread while the
-    load starts: RE2 compiles with the GIL let go, about a tenth of a second the first
-    time in a process, and the first file's scan is the first to wait for it. The thread
-    has ended when this returns or raises.
-    """
-    given = config.scanner
-    if given is not None:
-        return _replay(config, lambda: given)
-    compiling = OnThread("sandbox-replay-compile", ForbiddenScanner.default)
-    try:
-        return _replay(config, compiling.result)
-    finally:
-        compiling.join()
-
-
-def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Replay:
+    """Replay one fixture or bundle folder and return what every layer found."""
     policy = config.policy or default_table()
+    scanner = config.scanner if config.scanner is not None else ForbiddenScanner.default()
     collector = _ScanCollector(scanner)
     extra = negative_cases.NEGATIVE_CASE_FILES if config.mode is InputMode.FIXTURE else None
     say = config.progress or _silent
@@ -213,8 +179,7 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
     run = load_run(
         config.input_dir, config.mode, policy, config.limits, extra, collector, collector.decoded
     )
-
-    layers: list[LayerResult] = [_strict_load_layer(run)]
+    layers = [_strict_load_layer(run)]
     modules = None
     if config.mode is InputMode.BUNDLE:
         module_layer, modules = source_modules.check(
@@ -228,10 +193,35 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
         f"{rows} rows) in {time.perf_counter() - started:.1f}s"
     )
     started = time.perf_counter()
-    layers.append(_scan_layer(scan))
+    layers += _row_layers(run, scan, config.detail)
+    say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
+    started = time.perf_counter()
+    bundle_id = _bundle_id(run, config.mode)
+    trace = build_trace(run, bundle_id)
+    forget_shared(run)  # what the layers and the trace shared; the records need none
+    layers.append(trace.audit)
+    say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
+    negative = None
+    if config.mode is InputMode.FIXTURE:
+        negative_layer, negative = negative_cases.check(run)
+        layers.append(negative_layer)
+    else:
+        layers += [bundle_manifest.check(run), module_layer]
+    passed = _passes(layers, scan, negative, modules, config.mode)
+    inputs = _input_files(run, scan, modules)
+    return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+
+
+def _row_layers(
+    run: RunInputs, scan: ScanReport, detail: Callable[[str], None] | None
+) -> list[LayerResult]:
+    """Run the forbidden-material layer and the layers over the rows, telling ``detail``
+    each one's time."""
+    found = _scan_layer(scan)
     keys_layer = forbidden_keys.check(run)
-    layers[-1].findings.extend(keys_layer.findings)
-    layers[-1].counts.update(keys_layer.counts)
+    found.findings.extend(keys_layer.findings)
+    found.counts.update(keys_layer.counts)
+    layers = [found]
     checks: list[Callable[[], LayerResult]] = [
         lambda: projection.check(run),
         lambda: sandbox_policy.check(run),
@@ -242,33 +232,18 @@ def _replay(config: ReplayConfig, scanner: Callable[[], ForbiddenScanner]) -> Re
         lambda: cold_replay.check(run),
     ]
     for check in checks:
-        layer_started = time.perf_counter()
+        started = time.perf_counter()
         layers.append(check())
-        if config.detail is not None:
-            took = time.perf_counter() - layer_started
-            config.detail(f"  {layers[-1].layer.label}: {took:.2f}s")
-    say(f"checked the rows against every layer in {time.perf_counter() - started:.1f}s")
-    started = time.perf_counter()
-    if config.mode is InputMode.BUNDLE:
-        bundle_id = bundle_manifest.bundle_id_of(run) or "unknown_bundle"
-    else:
-        protocol = run.object(PROJECTION_PROTOCOL) or {}
-        protocol_id = protocol.get("protocol_id")
-        bundle_id = f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
-    trace = build_trace(run, bundle_id)
-    forget_shared(run)  # what the layers and the trace shared; the records need none
-    layers.append(trace.audit)
-    say(f"built the trace ({len(trace.spans)} spans) in {time.perf_counter() - started:.1f}s")
-    negative = None
-    if config.mode is InputMode.FIXTURE:
-        negative_layer, negative = negative_cases.check(run)
-        layers.append(negative_layer)
-    else:
-        layers.append(bundle_manifest.check(run))
-        layers.append(module_layer)
-    passed = _passes(layers, scan, negative, modules, config.mode)
-    inputs = _input_files(run, scan, modules)
-    return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+        if detail is not None:
+            detail(f"  {layers[-1].layer.label}: {time.perf_counter() - started:.2f}s")
+    return layers
+
+
+def _bundle_id(run: RunInputs, mode: InputMode) -> str:
+    if mode is InputMode.BUNDLE:
+        return bundle_manifest.bundle_id_of(run) or "unknown_bundle"
+    protocol_id = (run.object(PROJECTION_PROTOCOL) or {}).get("protocol_id")
+    return f"fixture:{protocol_id}" if isinstance(protocol_id, str) else "fixture:unknown"
 
 
 _DECODED_CHUNK = 4 * 1024 * 1024
@@ -282,28 +257,13 @@ def _chunk_ends(lengths: list[int], limit: int) -> Iterator[int]:
     """Yield where each chunk of strings ends: with the first that brings it to ``limit``.
 
     A string counts its length plus one for its line end; the last chunk may stay short.
-    Whole blocks of strings are summed in C while the chunk stays below the limit, and
-    only the block that reaches it is walked one string at a time.
     """
-    start = 0
-    while start < len(lengths):
-        size, end = 0, start
-        while end < len(lengths):
-            block = lengths[end : end + _BLOCK]
-            grown = size + sum(block) + len(block)
-            if grown >= limit:
-                break
-            size, end = grown, end + len(block)
-        while end < len(lengths):
-            size += lengths[end] + 1
-            end += 1
-            if size >= limit:
-                break
-        yield end
-        start = end
-
-
-_BLOCK = 1024
+    size = 0
+    for end, length in enumerate(lengths, 1):
+        size += length + 1
+        if size >= limit or end == len(lengths):
+            yield end
+            size = 0
 
 
 def _strings_of(value: Any) -> Iterator[str]:

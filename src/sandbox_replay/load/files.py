@@ -1,10 +1,8 @@
 """Opening input files safely: within the input folder, regular, unchanged while read, within limits.
 
-A file is inspected before it is opened (``inspect_input``: inside the root, a regular
-file, not over ``max_file_bytes``), opened without following a link or blocking on a
-FIFO (``open_regular``), and checked to be the very file inspected, unchanged while read
-(``open_same_file``, ``read_same_file``). Site folders are walked the same way
-(``site_entries``) and their marker read (``site_marker_matches``).
+A file is inspected before it is opened (``inspect_input``), opened without following a
+link or blocking on a FIFO (``open_regular``), and checked to be the very file inspected,
+unchanged while read (``read_same_file``). Site folders are walked the same way.
 """
 
 from __future__ import annotations
@@ -46,9 +44,8 @@ class InputRefused(Exception):
 def inspect_input(root: Path, name: str, limits: LoadLimits) -> tuple[Path, os.stat_result]:
     """Check the input file ``root / name`` before it is opened; return its path and ``stat``.
 
-    Raises ``InputRefused`` for a file that is missing, resolves outside ``root``, is
-    not a regular file or is over ``max_file_bytes``. Open the path with
-    ``read_same_file`` or ``open_same_file``, which check it is still that file.
+    Raises ``InputRefused`` for a file that is missing, resolves outside ``root``, is not
+    a regular file or is over ``max_file_bytes``.
     """
     path = root / name
     try:
@@ -102,8 +99,8 @@ class NotRegularError(OSError):
 def open_regular(path: Path) -> BinaryIO:
     """Open a file to read that must be regular, where a hostile writer may swap it.
 
-    No symlink put at ``path`` is followed (``OSError`` with ELOOP) and no FIFO put there
-    is waited on; anything but a regular file raises ``NotRegularError``.
+    No symlink at ``path`` is followed (``OSError`` with ELOOP) and no FIFO waited on;
+    anything but a regular file raises ``NotRegularError``.
     """
     handle = open(os.open(path, SAFE_OPEN_FLAGS), "rb")  # noqa: SIM115  (returned open)
     if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
@@ -115,10 +112,8 @@ def open_regular(path: Path) -> BinaryIO:
 def open_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> BinaryIO:
     """Open the file at ``path`` to read, which must still be the one ``inspected`` (its ``stat``).
 
-    The checks on a path (where it resolves, what kind of file, how large) hold for the
-    file that was there when they ran; a hostile writer may swap it before it is opened.
-    So the file is opened with ``open_regular``, then ``fstat`` of the open file must show
-    the same device and inode (unless ``inspected`` is None: a caller that checks the
+    A hostile writer may swap the file after its path was checked, so the open file must
+    show the same device and inode (unless ``inspected`` is None: a caller that checks the
     bytes' digest instead) and a size within ``limit``. Raises ``FileChangedError``
     (saying what changed) or ``OSError``.
     """
@@ -146,11 +141,8 @@ def open_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> 
 
 
 def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> bytes:
-    """Read the file at ``path``, which must still be the one ``inspected`` (``open_same_file``).
-
-    Exactly the size the open file had is read, and one more byte would mean it grew while
-    it was read. Raises ``FileChangedError`` (saying what changed) or ``OSError``.
-    """
+    """Read the file at ``path``, which must still be the one ``inspected`` (``open_same_file``),
+    and must not change size while read. Raises ``FileChangedError`` or ``OSError``."""
     with open_same_file(path, inspected, limit) as handle:
         size = os.fstat(handle.fileno()).st_size
         raw = handle.read(size + 1)
@@ -170,10 +162,9 @@ class SiteTooDeepError(ValueError):
 def site_entries(root: Path) -> list[tuple[str, os.stat_result]]:
     """Return every entry under ``root``: its posix path relative to ``root`` and its ``lstat``.
 
-    Sorted by that path. Walked without recursion (``Path.rglob`` recurses, and a hostile
-    folder a thousand levels deep ended it with ``RecursionError``) and without following
-    a symlink; a folder deeper than ``SITE_DEPTH`` raises ``SiteTooDeepError``. Raises
-    ``OSError`` for a folder that cannot be listed.
+    Sorted by that path; walked without recursion and without following a symlink. A
+    folder deeper than ``SITE_DEPTH`` raises ``SiteTooDeepError``, one that cannot be
+    listed ``OSError``.
     """
     found: list[tuple[str, os.stat_result]] = []
     pending = [("", 0)]
@@ -210,7 +201,7 @@ def site_marker_matches(site: Path) -> bool | None:
     """Say whether ``site`` holds a marker of a site this tool built; ``None``: no marker.
 
     The marker must name this tool and site format and hold the digest of the folder's
-    ``manifest.json`` as it is now (``report.build._marker`` gives its format).
+    ``manifest.json`` as it is now.
     """
     try:
         marker = read_site_json(site / SITE_MARKER, _MARKER_BYTES)

@@ -18,7 +18,7 @@ from sandbox_replay.load.decode import (
     read_input,
     type_rows,
 )
-from sandbox_replay.load.files import LoadLimits, sha256_of
+from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.model.policy import Derivation, Policy
 from sandbox_replay.model.rows import (
     UNSET,
@@ -31,7 +31,6 @@ from sandbox_replay.model.rows import (
     Table,
     first_of_each,
 )
-from sandbox_replay.threads import OnThread
 
 
 class InputMode(StrEnum):
@@ -123,9 +122,8 @@ def joined_rows(table: Table[R], ids: list[str]) -> tuple[Sequence[R | None], Se
     where each stands in the table's rows.
 
     A file that lists exactly these ids in this order, as exporters write them, is its
-    own answer (its row list, not a copy, and its positions in order); that is told in C,
-    a row at a time, and saves a lookup per request in a table as large as the run. Any
-    other file is looked up id by id.
+    own answer (its row list, not a copy, and its positions in order); any other file is
+    looked up id by id.
     """
     rows = table.rows
     if len(rows) == len(ids) and all(map(eq, ids, map(attrgetter(table.key), rows))):
@@ -232,22 +230,18 @@ def _load(
     on_decoded: DecodedHook,
     pool: dict[Any, Any],
 ) -> LoadedFile:
-    """Read one file; hand its bytes to ``on_bytes`` while parsing them
-    (``_digest_and_hand_on``), then hand the parsed value to ``on_decoded``.
+    """Read one file, hand its bytes to ``on_bytes``, parse them, then hand the parsed value
+    to ``on_decoded``.
 
     A list file's rows end typed (``ROW_KINDS``), decoded so where the file allows, else
     typed once its forbidden keys are noted; no dict per row outlives the file's load.
     """
-    raw, loaded = read_input(root, name, limits, digest=False)
+    raw, loaded = read_input(root, name, limits)
     if raw is None:
         return loaded
+    on_bytes(name, raw)
     kind = ROW_KINDS.get(name)
-    beside = OnThread("sandbox-replay-scan", _digest_and_hand_on, loaded, raw, on_bytes)
-    try:
-        parse_input(raw, loaded, key, limits, kind)
-    finally:
-        beside.join()
-    beside.result()  # what on_bytes raised, raised here
+    parse_input(raw, loaded, key, limits, kind)
     if loaded.data is not None:
         on_decoded(name, loaded.data)
         note_forbidden_keys(loaded)
@@ -266,26 +260,14 @@ def share_strings(rows: Sequence[InputRow], fields: tuple[str, ...], pool: dict[
     ``pool`` holds, or else the first one seen, which ``pool`` then keeps.
 
     A decoder makes a new string for every value it reads, so a risk class or a verdict
-    is held once per row: a fifth of the rows' memory (290 MiB at 600,000 requests). The
-    values are read and written in C, a field at a time. Ids, each held by one row of a
-    file, are left alone: sharing them across files saves as much again but measured a
-    quarter of the load's time. A field holding anything but strings (and no value) is
-    left as it is: sharing goes by equality, and ``True == 1``.
+    would be held once per row. Ids, each held by one row of a file, are left alone. A
+    field holding anything but strings (and no value) is left as it is: sharing goes by
+    equality, and ``True == 1``.
     """
     for name in fields:
         column = list(map(attrgetter(name), rows))
         if set(map(type, column)) <= _SHAREABLE:
             list(map(setattr, rows, repeat(name), map(pool.setdefault, column, column)))
-
-
-def _digest_and_hand_on(loaded: LoadedFile, raw: bytes, on_bytes: BytesHook) -> None:
-    """Digest a file's bytes and hand them to ``on_bytes``: beside its parse, on a thread.
-
-    Both run in C with the GIL let go for most of their time (hashlib, RE2), so they cost
-    the load little more than the parse.
-    """
-    loaded.sha256 = sha256_of(raw)
-    on_bytes(loaded.name, raw)
 
 
 def _load_largest_first(
@@ -298,9 +280,9 @@ def _load_largest_first(
     """Load ``names``, the largest file first; return them in the order of ``names``.
 
     A file's raw bytes live beside the rows of every file parsed before it, so the run's
-    peak memory is lowest when the big files are parsed while little else is held (at
-    600,000 requests that is ~130 MB less than the format's order). The size is only a
-    hint (``lstat``, nothing followed or opened); ``read_input`` still checks every file.
+    peak memory is lowest when the big files are parsed while little else is held. The
+    size is only a hint (``lstat``, nothing followed or opened); ``read_input`` still
+    checks every file.
     """
 
     def size(name: str) -> int:
@@ -328,11 +310,10 @@ def load_run(
 ) -> RunInputs:
     """Load every file of a run and build the join indexes and derivations.
 
-    ``on_bytes`` sees each file's raw bytes once, on a thread while they are parsed (the
-    forbidden-material scan runs there, so every input byte is read from disk only
-    once), in the order the files are loaded, one file at a time. ``on_decoded`` sees
-    each file's decoded top-level object once, after ``on_bytes`` has returned for it,
-    before its rows are typed. What either raises, ``load_run`` raises.
+    ``on_bytes`` sees each file's raw bytes once, before they are parsed (the
+    forbidden-material scan, so every input byte is read from disk only once), in the
+    order the files are loaded. ``on_decoded`` sees each file's decoded top-level object
+    once, before its rows are typed. What either raises, ``load_run`` raises.
     """
     names = dict(CORE_FILES)
     if mode is InputMode.BUNDLE:
