@@ -24,7 +24,7 @@ from sandbox_replay.version import TOOL_NAME
 
 @dataclass(frozen=True)
 class LoadLimits:
-    """Resource limits applied to every input file; defaults are documented in the README."""
+    """Resource limits applied to every input file; defaults are in docs/checks.md (Limits)."""
 
     max_file_bytes: int = 512 * 1024 * 1024
     max_rows: int = 2_000_000
