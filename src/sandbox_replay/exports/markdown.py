@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
-from sandbox_replay.exports import ExportFacts, ExportRun, is_expected
+from sandbox_replay.exports import ExportFacts, ExportRun
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
@@ -161,7 +161,7 @@ def top_findings(run: ExportRun) -> list[Finding]:
     """Return the findings to show: unexpected ones first, most severe first, then by order."""
     ranked = sorted(
         run.facts.findings,
-        key=lambda f: (is_expected(run, f), _SEVERITY_RANK[REGISTRY[f.error_code].severity]),
+        key=lambda f: (run.facts.expected(f), _SEVERITY_RANK[REGISTRY[f.error_code].severity]),
     )
     return ranked[:MAX_FINDINGS]
 
@@ -238,7 +238,7 @@ def run_section(run: ExportRun, site_url: str | None) -> RunSection:
         for f in findings:
             entry = REGISTRY[f.error_code]
             where = run.location(f)
-            note = " (expected)" if is_expected(run, f) else ""
+            note = " (expected)" if run.facts.expected(f) else ""
             rows.append(
                 [
                     entry.severity.value + note,

@@ -3,32 +3,27 @@
 File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newline) with
 ``$schema``, ``version: "2.1.0"`` and one ``run`` per replayed run, in the order given:
 
-- ``tool.driver``: one rule per registered code, in registry order (so ``ruleIndex`` is
-  the same in every log of a version): id, CamelCase name, summary, the "What it checks"
-  section, the whole document as help, tags ``["security", <layer>]`` and GitHub's
-  ``security-severity`` band.
+- ``tool.driver.rules``: every registered code in registry order (so ``ruleIndex`` is
+  the same in every log of a version), its documents as help, tags ``["security",
+  <layer>]`` and GitHub's ``security-severity`` band.
 - ``automationDetails.id``: ``sandbox-replay/<run name>/``, so each run is its own
   code-scanning category and one run's results never close another's alerts.
-- ``results``: one per finding, in the result record's order: ``level`` (critical/high
-  error, medium/low warning), ``message.text`` (one line, visible, SARIF's link brackets
-  escaped), one location relative to ``%SRCROOT%`` (the repository root; line 1 when
-  unknown), ``partialFingerprints["sandboxReplay/v1"]`` (sha256 over code, file URI and
-  subject, then ``:<n>`` for the n-th equal one: no line, so a reformatted input keeps
-  its alerts) and ``["sandboxReplay/finding/v1"]``, the identity ``build --baseline``
-  and ``diff`` match findings by. With a baseline, ``baselineState`` ``new`` or
-  ``unchanged``, and each finding gone since is added as a ``kind: "pass"``, ``level:
-  "none"`` result with ``baselineState: "absent"``. Past ``MAX_RESULTS_PER_RUN`` only
-  the most severe are kept, and the run's ``properties`` say how many were left out.
+- ``results``: one per finding, in the result record's order, located relative to
+  ``%SRCROOT%`` (the repository root; line 1 when unknown). ``partialFingerprints`` hold
+  ``sandboxReplay/v1`` (sha256 over code, file URI and subject, then ``:<n>`` for the
+  n-th equal one: no line, so a reformatted input keeps its alerts) and
+  ``sandboxReplay/finding/v1``, the identity ``build --baseline`` and ``diff`` match by.
+  With a baseline each has a ``baselineState``, and each finding gone since is added as a
+  ``kind: "pass"``, ``level: "none"`` result, ``absent``. Past ``MAX_RESULTS_PER_RUN``
+  only the most severe are kept; the run's ``properties`` say how many were left out.
 
-Split files: GitHub takes at most ``MAX_RUNS_PER_FILE`` runs and ``MAX_GZIPPED_BYTES``
-per file, so ``sarif_files`` splits the log in run order; the first file keeps its name
-(``replay.sarif``), the next are numbered from 2 (``replay-2.sarif``), each a complete
-log. A run over the limit alone is written alone and flagged ``oversize``.
+GitHub takes at most ``MAX_RUNS_PER_FILE`` runs and ``MAX_GZIPPED_BYTES`` per file, so
+``sarif_files`` splits the log in run order: ``replay.sarif``, then ``replay-2.sarif`` on,
+each a complete log; a run over the limit alone is written alone, flagged ``oversize``.
 
-Expected findings: in fixture mode a planted negative case that fired is the proof an
-alarm works. It is emitted at ``level: "note"`` with an accepted external suppression and
-``properties.expected: true``, visible but out of any gate (``kind: "pass"`` would need
-``level: "none"``, which viewers hide). A case that did not fire keeps its own level.
+In fixture mode a planted negative case that fired (the proof its alarm works) is at
+``level: "note"`` with an accepted suppression and ``properties.expected: true``: visible
+but out of any gate (``kind: "pass"`` would need ``level: "none"``, which viewers hide).
 """
 
 from __future__ import annotations
@@ -46,7 +41,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.exports import ExportRun, is_expected
+from sandbox_replay.exports import ExportRun
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import (
     ACTION_REQUESTS,
@@ -89,8 +84,7 @@ LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
 MAX_RESULTS_PER_RUN = 25_000
 MAX_RUNS_PER_FILE = 20
 MAX_GZIPPED_BYTES = 10_000_000
-# The level a file's gzipped size is measured at: lower than gzip's default, so the size
-# measured is never below what an uploader compressing at its default level sends.
+# gzip's default level: the size measured is never below what an uploader sends.
 GZIP_LEVEL = 6
 
 # Where a finding that names no row points: the file its layer reads.
@@ -143,10 +137,9 @@ def build_rule(entry: FindingCode) -> dict[str, Any]:
 
 
 def plain_message(text: str) -> str:
-    """Return input-derived text fit for ``message.text``: one line, visible, no live link syntax.
+    """Return input-derived text fit for ``message.text``: one line, visible, no live link.
 
-    SARIF reads ``[text](target)`` as an embedded link; literal brackets and the
-    backslash are escaped with a backslash (§3.11.6).
+    Brackets and the backslash are escaped with a backslash (SARIF §3.11.6).
     """
     return _LINK_CHARS.sub(r"\\\1", one_line(text))
 
@@ -195,7 +188,7 @@ def build_result(
     uri = artifact_uri(run, finding.path or LAYER_FILE[finding.layer])
     base = fingerprint(finding.error_code, uri, finding.subject_id)
     seen[base] += 1
-    expected = is_expected(run, finding)
+    expected = run.facts.expected(finding)
     result: dict[str, Any] = {
         "ruleId": finding.error_code,
         "ruleIndex": rule_index[finding.error_code],
@@ -232,8 +225,7 @@ def absent_result(
 ) -> dict[str, Any]:
     """Return a finding of the baseline run that is gone: ``baselineState: absent``.
 
-    It keeps its fingerprint but carries no ``sandboxReplay/v1`` hash: the alert that hash
-    opened is closed by its absence from this log.
+    It carries no ``sandboxReplay/v1`` hash: the alert that hash opened closes by its absence.
     """
     uri = artifact_uri(run, finding.path or LAYER_FILE[Layer(finding.layer)])
     return {
@@ -319,11 +311,6 @@ def build_sarif(runs: Sequence[ExportRun]) -> dict[str, Any]:
     """Return the SARIF log of ``runs`` in one log: one SARIF run per replayed run."""
     rules = _rules()
     return sarif_log([build_run(run, rules) for run in runs])
-
-
-def sarif_bytes(runs: Sequence[ExportRun]) -> bytes:
-    """Return the SARIF log of ``runs`` as one file, unsplit (``sarif_files`` splits it)."""
-    return dump_json(build_sarif(runs))
 
 
 @dataclass(frozen=True)
