@@ -23,7 +23,7 @@ from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
-from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.model.policy_coverage import PolicyCoverage, _count, _text
 from sandbox_replay.records.build import COUNT_KEYS, build_result, redact
 from sandbox_replay.records.changes import Changes, RunChange, RunSnapshot, finding_refs
 
@@ -180,7 +180,7 @@ class ExportFacts:
                     [_text(case) for case in negative["missing"]],
                 )
             ),
-            counts={key: _number(counts[key]) for key in CHART_COUNTS},
+            counts={key: _count(counts[key]) for key in CHART_COUNTS},
             policy=PolicyCoverage.from_json(data["policy"]),
             headline=_optional_text(data["headline"]),
         )
@@ -188,24 +188,19 @@ class ExportFacts:
 
 def _finding(fields: Sequence[Any]) -> Finding:
     code, message, case, subject, kind, path, line = fields
-    texts = map(_text, (code, message, case, subject, kind))
-    return Finding(*texts, _optional_text(path), None if line is None else _number(line))
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value
+    return Finding(
+        _text(code),
+        _text(message),
+        _text(case),
+        _text(subject),
+        _text(kind),
+        _optional_text(path),
+        None if line is None else _count(line),
+    )
 
 
 def _optional_text(value: Any) -> str | None:
     return None if value is None else _text(value)
-
-
-def _number(value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise TypeError(f"expected a count, got {value!r}")
-    return value
 
 
 def _flag(value: Any) -> bool:

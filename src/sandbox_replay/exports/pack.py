@@ -81,7 +81,7 @@ def archive_stem(archive: Path) -> str:
 
 
 def _entries(site_dir: Path) -> list[tuple[str, os.stat_result]]:
-    """Return (path relative to the site, its ``lstat``) of every folder and file, sorted."""
+    """Return (site-relative path, ``lstat``) of every folder and file, sorted."""
     try:
         found = site_entries(site_dir)
     except (OSError, SiteTooDeepError) as error:
@@ -158,14 +158,10 @@ def _check_archive_name(archive: Path) -> None:
         raise PackError(f"archive name {name!r} holds a character {SUMS_FILE} cannot list")
 
 
-def sums_line(name: str, data: bytes) -> str:
-    return f"{hashlib.sha256(data).hexdigest()}  {name}\n"
-
-
 def merged_sums(existing: bytes, name: str, data: bytes) -> bytes:
     """Return ``existing`` (a ``SHA256SUMS``) with the line for ``name`` set to ``data``'s digest."""
     own = name.encode("utf-8")
-    lines = [(own, sums_line(name, data).encode("utf-8"))]
+    lines = [(own, f"{hashlib.sha256(data).hexdigest()}  {name}\n".encode())]
     for number, line in enumerate(existing.split(b"\n"), 1):
         if not line.strip():
             continue
@@ -193,8 +189,7 @@ def _existing_sums(path: Path) -> bytes:
 def pack_site(config: PackConfig) -> list[Path]:
     """Write the archive of a site ``build`` made and merge its line into ``SHA256SUMS``; return both.
 
-    Nothing is written before both are ready; what cannot be read or written is a
-    ``PackError`` naming it.
+    Nothing is written before both are ready.
     """
     if config.site_dir.is_dir() and not site_marker_matches(config.site_dir):
         raise PackError(

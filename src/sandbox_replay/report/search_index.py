@@ -44,10 +44,6 @@ _MARKUP = frozenset("<>&")
 _json_string = json.encoder.encode_basestring
 
 
-def _has_markup(literal: str) -> bool:
-    return "<" in literal or ">" in literal or "&" in literal
-
-
 def _escaped(character: str) -> str:
     """Return ``character`` as JavaScript ``\\uXXXX`` escapes (a surrogate pair above U+FFFF)."""
     units = character.encode("utf-16-be", "surrogatepass")
@@ -69,13 +65,11 @@ class SearchEntry(NamedTuple):
 def js_string(value: str) -> str:
     """Return ``value`` as a JavaScript (and JSON) string literal, safe inside any script.
 
-    ``< > &`` and every character that is not printable (controls, line and paragraph
-    separators, bidirectional and other format characters, lone surrogates) are written
-    as ``\\uXXXX`` escapes: no value can close a ``<script>``, break a line or hide in the
-    file, and JavaScript reads each escape back as the character.
+    ``< > &`` and every character that is not printable are written as ``\\uXXXX``: no
+    value can close a ``<script>``, break a line or hide in the file.
     """
     literal = _json_string(value)
-    if literal.isascii() and literal.isprintable() and not _has_markup(literal):
+    if literal.isascii() and literal.isprintable() and _MARKUP.isdisjoint(literal):
         return literal
     return "".join(c if c.isprintable() and c not in _MARKUP else _escaped(c) for c in literal)
 
