@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from urllib.parse import urlsplit
 
@@ -198,17 +197,11 @@ def policy_line(policy: PolicyCoverage) -> str:
     return f"{shown}: {len(unexercised)} of {in_force} never exercised: {named}."
 
 
-@dataclass(frozen=True)
-class RunSection:
-    """One run's section: heading and headline; input, policy, layers and findings; chart."""
+def run_section(run: ExportRun, site_url: str | None) -> tuple[list[str], ...]:
+    """Return one run's section as its parts, each a list of lines, kept by ``Detail`` in order.
 
-    head: list[str]
-    details: list[str]
-    chart: list[str]
-
-
-def run_section(run: ExportRun, site_url: str | None) -> RunSection:
-    """Return the Markdown of one run's section, in its parts."""
+    The parts: heading and headline; input, policy, layers and findings; the chart.
+    """
     facts = run.facts
     if facts.headline is None:
         raise ValueError(f"run {run.name!r}: its export facts were made without the summary")
@@ -251,11 +244,11 @@ def run_section(run: ExportRun, site_url: str | None) -> RunSection:
         details += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
     details.append("")
     chart = ["```mermaid", pipeline_mermaid(facts).rstrip("\n"), "```", ""]
-    return RunSection(head, details, chart)
+    return head, details, chart
 
 
 class Detail(IntEnum):
-    """How much of each run's section a summary keeps, from all of it down to none."""
+    """How many parts of each run's section a summary keeps, from all of them down to none."""
 
     FULL = 3
     NO_CHARTS = 2
@@ -270,15 +263,6 @@ LEFT_OUT = {
     "layer table and findings); each run keeps its status and headline",
     Detail.TABLE: "every run's section (flowchart, details and headline)",
 }
-
-
-def _section_lines(section: RunSection, detail: Detail) -> list[str]:
-    lines = list(section.head)
-    if detail >= Detail.NO_CHARTS:
-        lines += section.details
-    if detail >= Detail.FULL:
-        lines += section.chart
-    return lines
 
 
 def shortened_note(detail: Detail, site_url: str | None, runs_left_out: int = 0) -> list[str]:
@@ -327,9 +311,8 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
     sections = [run_section(run, site_url) for run in runs]
     for detail in Detail:
         lines = [*title, header, rule, *rows, ""]
-        if detail is not Detail.TABLE:
-            for section in sections:
-                lines += _section_lines(section, detail)
+        for section in sections:
+            lines += [line for part in section[:detail] for line in part]
         if detail is not Detail.FULL:
             lines += shortened_note(detail, site_url)
         text = _joined(lines)

@@ -43,17 +43,7 @@ from urllib.parse import quote
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportRun
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.load.run import (
-    ACTION_REQUESTS,
-    BUNDLE_MANIFEST,
-    COLD_REPLAY,
-    POLICY_VERDICTS,
-    PROJECTION_PROTOCOL,
-    ROLLBACK_RECEIPTS,
-    SANDBOX_POLICY,
-    SIDE_EFFECT_RECEIPTS,
-    SOURCE_MODULE_MANIFEST,
-)
+from sandbox_replay.load import run as bundle
 from sandbox_replay.model.codes import REGISTRY, FindingCode, Layer, Severity
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.fingerprints import FINGERPRINT_VERSION, fingerprints
@@ -84,24 +74,24 @@ LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
 MAX_RESULTS_PER_RUN = 25_000
 MAX_RUNS_PER_FILE = 20
 MAX_GZIPPED_BYTES = 10_000_000
-# gzip's default level: the size measured is never below what an uploader sends.
+# Below gzip's default, so the size measured is never below what an uploader sends.
 GZIP_LEVEL = 6
 
 # Where a finding that names no row points: the file its layer reads.
 LAYER_FILE = {
-    Layer.STRICT_LOAD: PROJECTION_PROTOCOL,
-    Layer.FORBIDDEN_MATERIAL: PROJECTION_PROTOCOL,
-    Layer.PROJECTION_PROTOCOL: PROJECTION_PROTOCOL,
-    Layer.SANDBOX_POLICY: SANDBOX_POLICY,
-    Layer.ACTION_REQUESTS: ACTION_REQUESTS,
-    Layer.POLICY_VERDICTS: POLICY_VERDICTS,
-    Layer.SIDE_EFFECTS: SIDE_EFFECT_RECEIPTS,
-    Layer.ROLLBACKS: ROLLBACK_RECEIPTS,
-    Layer.COLD_REPLAY: COLD_REPLAY,
-    Layer.PUBLIC_TRACE: ACTION_REQUESTS,
-    Layer.NEGATIVE_CASES: PROJECTION_PROTOCOL,
-    Layer.SOURCE_MODULES: SOURCE_MODULE_MANIFEST,
-    Layer.BUNDLE_MANIFEST: BUNDLE_MANIFEST,
+    Layer.STRICT_LOAD: bundle.PROJECTION_PROTOCOL,
+    Layer.FORBIDDEN_MATERIAL: bundle.PROJECTION_PROTOCOL,
+    Layer.PROJECTION_PROTOCOL: bundle.PROJECTION_PROTOCOL,
+    Layer.SANDBOX_POLICY: bundle.SANDBOX_POLICY,
+    Layer.ACTION_REQUESTS: bundle.ACTION_REQUESTS,
+    Layer.POLICY_VERDICTS: bundle.POLICY_VERDICTS,
+    Layer.SIDE_EFFECTS: bundle.SIDE_EFFECT_RECEIPTS,
+    Layer.ROLLBACKS: bundle.ROLLBACK_RECEIPTS,
+    Layer.COLD_REPLAY: bundle.COLD_REPLAY,
+    Layer.PUBLIC_TRACE: bundle.ACTION_REQUESTS,
+    Layer.NEGATIVE_CASES: bundle.PROJECTION_PROTOCOL,
+    Layer.SOURCE_MODULES: bundle.SOURCE_MODULE_MANIFEST,
+    Layer.BUNDLE_MANIFEST: bundle.BUNDLE_MANIFEST,
 }
 
 _SECTION = re.compile(r"^## What it checks\s*\n(.*?)(?=^## |\Z)", re.S | re.M)
