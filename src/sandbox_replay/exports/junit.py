@@ -15,10 +15,9 @@ give equal bytes)::
       </testsuite>
     </testsuites>
 
-One testsuite per run, one testcase per layer in pipeline order; in fixture mode the
-negative-case layer is one testcase per planted case, failing when the case did not fire.
-A layer that did not run fails with type ``not_run``. Every input-derived value is made
-visible (which also keeps the XML well-formed) and escaped by the serialiser; no CDATA.
+In fixture mode the negative-case layer is one testcase per planted case, failing when
+it did not fire; a layer that did not run fails with type ``not_run``. Every input-derived
+value is made visible (which keeps the XML well-formed) and escaped by the serialiser.
 """
 
 from __future__ import annotations

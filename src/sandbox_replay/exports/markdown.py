@@ -1,17 +1,15 @@
 """Write a Markdown summary of one or more runs, for a CI job summary or a PR comment.
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
-of every run (status, requests, findings), then per run: a heading with its name and
-status, its gap headline, the policy in force with the rules no request exercised, a
-layer table, the top findings (most severe first, each code linked to the site's catalog
-when ``site_url`` is given) and the pipeline as a ``mermaid`` block. A summary over
-``MAX_SUMMARY_BYTES`` (GitHub's job-summary limit) is shortened for every run alike
-(``build_markdown``), and a closing note says what was left out and where the rest is.
+of every run, then per run: a heading with its status, its gap headline, the policy in
+force with the rules no request exercised, a layer table, the top findings (each code
+linked to the site's catalog given ``site_url``) and the pipeline as a ``mermaid`` block.
+A summary over ``MAX_SUMMARY_BYTES`` (GitHub's job-summary limit) is shortened for every
+run alike, and a closing note says what was left out and where the rest is.
 
 Every input-derived value goes through ``md_text``, which leaves no input able to open a
-link, an image, emphasis, a code span or a table cell, nor to mention anyone: a GitHub
-mention becomes a code span, where GitHub never links it. Only the tool's own strings
-(codes, layer titles, counts) are written unescaped; the Mermaid block holds no input.
+link, an image, emphasis, a code span or a table cell, nor to mention anyone. Only the
+tool's own strings are written unescaped; the Mermaid block holds no input.
 """
 
 from __future__ import annotations

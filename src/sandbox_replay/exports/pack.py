@@ -1,16 +1,13 @@
 """Pack a built report site into a reproducible ``tar.gz`` plus a ``SHA256SUMS`` file.
 
-Archive format: a gzip stream (level 9, mtime the entries', no file name, OS byte 255)
-holding a POSIX pax tar of the site's folders and regular files under one top folder
-named after the archive (``<stem>/...``), sorted by posix path. Every entry has uid/gid
-0, no owner or group names, mode 0755 (folders) or 0644 (files) and mtime
-``SOURCE_DATE_EPOCH`` (0 when unset), so the same site gives the same bytes anywhere. A
-symlink or special file, a folder nested too deep, or a file swapped after the listing
-(read through a handle that must be the very file listed) is refused, never archived.
+Archive format: a gzip stream (level 9, mtime the entries', no file name, OS byte 255) of
+a POSIX pax tar of the site's folders and regular files under one top folder named after
+the archive, sorted by path. Every entry has uid/gid 0, no owner names, mode 0755 or 0644
+and mtime ``SOURCE_DATE_EPOCH`` (0 when unset). A symlink, special file, folder nested too
+deep or file swapped after the listing is refused, never archived.
 
-``SHA256SUMS`` beside the archive is in ``sha256sum`` format (``<hex>  <name>``, sorted
-by name). An existing one is merged: every other file's line is kept as it was, and a
-line in any other format is refused, never dropped.
+``SHA256SUMS`` beside it is in ``sha256sum`` format, sorted by name. An existing one is
+merged: other files' lines are kept as they were; a line in any other format is refused.
 """
 
 from __future__ import annotations

@@ -1,27 +1,21 @@
-"""Write a run's search index: small script files beside its pages, read from ``file://``.
+"""Write a run's search index: script files in ``runs/<run>/search/``, read from ``file://``.
 
-A browser may not ``fetch`` a local file, but it runs a ``<script src>`` of one, so the
-index is JavaScript: each file calls a function ``site.js`` defines. The files live in
-``runs/<run>/search/``:
+A browser may not ``fetch`` a local file but runs a ``<script src>`` of one, so each file
+calls a function ``site.js`` defines:
 
 ``index.js``
     ``SandboxReplaySearch.manifest({"count": <entries>, "parts": [[<first key>, <file>],
-    ...]})``: each part's file name and the first of its keys, lower-cased, in the order
-    the parts hold them.
+    ...]})``: each part's file and its first key, lower-cased.
 ``part-NNNN.js``
-    ``SandboxReplaySearch.part(<file>, [[<key>, <kind>, <page>, <note>, <anchor>], ...])``:
-    entries sorted by lower-cased key (compared as UTF-16 code units, as JavaScript
-    compares strings), then kind, then key. ``kind`` is one of ``KINDS``; ``page`` is the
-    page that holds the entry, relative to the run page's folder; ``note`` is a short
-    description; ``anchor`` the fragment id on that page. The last two are left out when
-    empty, and ``anchor`` when it is ``DEFAULT_ANCHORS[kind]`` followed by the key (a
-    request with a plain id, a finding), which most entries are. The files are ASCII but
-    for printable characters beyond it.
+    ``SandboxReplaySearch.part(<file>, [[<key>, <kind>, <page>, <note>, <anchor>], ...])``,
+    sorted by lower-cased key (as UTF-16 code units, as JavaScript compares), kind, key.
+    ``kind`` is one of ``KINDS``; ``page`` is relative to the run page's folder. ``note``
+    and ``anchor`` are left out when empty, ``anchor`` also when it is
+    ``DEFAULT_ANCHORS[kind]`` and the key, as for most entries.
 
-A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes, so a search
-loads the manifest and one or two small parts. Every string is written as ``js_string``
-writes it, which keeps it from closing a script or a line: the pages' check for text the
-forbidden-material scan matched looks for that form too (``parallel.needles_of``).
+A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes. Every string
+is written by ``js_string``; the pages' check for text the forbidden-material scan matched
+looks for that form too (``parallel.needles_of``).
 """
 
 from __future__ import annotations

@@ -141,24 +141,21 @@ def _find_inputs(
             missing.append(run.name)
             differences.append(f"inputs outside the inputs root, not read: {where}")
             continue
-        if run.source_sha256 is not None:  # an Inspect AI log, imported again by the rebuild
-            if not folder.is_file() or recorded.map_failed:
-                missing.append(run.name)
-                if not folder.is_file():
-                    differences.append(f"inputs not found: {where}")
-                continue
+        log = run.source_sha256 is not None  # an Inspect AI log, imported again by the rebuild
+        if not (folder.is_file() if log else folder.is_dir()):
+            missing.append(run.name)
+            differences.append(f"inputs not found: {where}")
+        elif log and recorded.map_failed:
+            missing.append(run.name)
+        elif log:
             if sha256_of(folder) != run.source_sha256:
                 differences.append(f"input changed: {where}")
             if folder not in folders:
                 folders.append(folder)
-            continue
-        if not folder.is_dir():
-            missing.append(run.name)
-            differences.append(f"inputs not found: {where}")
-            continue
-        progress(f"checking the inputs of {run.name} in {run.source_path}")
-        folders.append(folder)
-        differences.extend(_check_inputs(run, folder))
+        else:
+            progress(f"checking the inputs of {run.name} in {run.source_path}")
+            folders.append(folder)
+            differences.extend(_check_inputs(run, folder))
     return folders, missing
 
 
