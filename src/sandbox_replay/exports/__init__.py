@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any, cast
+
+import msgspec
 
 from sandbox_replay.atomic import write_bytes_atomic
 from sandbox_replay.checks.base import LayerResult
@@ -23,7 +25,7 @@ from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
-from sandbox_replay.model.policy_coverage import PolicyCoverage, _count, _text
+from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.build import COUNT_KEYS, build_result, redact
 from sandbox_replay.records.changes import Changes, RunChange, RunSnapshot, finding_refs
 
@@ -125,88 +127,75 @@ class ExportFacts:
     def to_json(self) -> dict[str, Any]:
         """Return the facts as JSON values (``from_json`` reads them back)."""
         negative = self.negative
-        return {
-            "status": self.status,
-            "input_mode": self.input_mode.value,
-            "bundle_id": self.bundle_id,
-            "layers": [
-                {
-                    "layer": layer.layer.value,
-                    "ran": layer.ran,
-                    "findings": [list(dataclasses.astuple(f)) for f in layer.findings],
-                }
-                for layer in self.layers
+        stored = _StoredFacts(
+            self.status,
+            self.input_mode,
+            self.bundle_id,
+            [
+                _StoredLayer(r.layer, r.ran, [dataclasses.astuple(f) for f in r.findings])
+                for r in self.layers
             ],
-            "negative": (
-                None
-                if negative is None
-                else {"observed": negative.observed, "missing": negative.missing}
-            ),
-            "counts": dict(self.counts),
-            "policy": self.policy.to_json(),
-            "headline": self.headline,
-        }
+            None if negative is None else _StoredNegative(negative.observed, negative.missing),
+            dict(self.counts),
+            self.policy.to_json(),
+            self.headline,
+        )
+        return cast(dict[str, Any], msgspec.to_builtins(stored))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExportFacts:
         """Read ``to_json``'s values back; raise ValueError, KeyError or TypeError if malformed."""
-        negative = data["negative"]
-        status, counts = data["status"], data["counts"]
-        if status not in STATUSES:
-            raise ValueError(f"status {status!r} is neither of {STATUSES}")
-        if sorted(counts) != sorted(CHART_COUNTS):
+        stored = msgspec.convert(data, _StoredFacts)
+        if stored.status not in STATUSES:
+            raise ValueError(f"status {stored.status!r} is neither of {STATUSES}")
+        if sorted(stored.counts) != sorted(CHART_COUNTS):
             raise ValueError("the counts are not the chart's")
+        negative = stored.negative
         return cls(
-            status=status,
-            input_mode=InputMode(data["input_mode"]),
-            bundle_id=_text(data["bundle_id"]),
+            status=stored.status,
+            input_mode=stored.input_mode,
+            bundle_id=stored.bundle_id,
             layers=tuple(
-                LayerResult(
-                    Layer(layer["layer"]),
-                    [_finding(fields) for fields in layer["findings"]],
-                    {},
-                    _flag(layer["ran"]),
-                )
-                for layer in data["layers"]
+                LayerResult(r.layer, [Finding(*fields) for fields in r.findings], {}, r.ran)
+                for r in stored.layers
             ),
             negative=(
                 None
                 if negative is None
-                else NegativeCaseOutcome(
-                    {
-                        _text(case): [_text(code) for code in codes]
-                        for case, codes in negative["observed"].items()
-                    },
-                    [_text(case) for case in negative["missing"]],
-                )
+                else NegativeCaseOutcome(negative.observed, negative.missing)
             ),
-            counts={key: _count(counts[key]) for key in CHART_COUNTS},
-            policy=PolicyCoverage.from_json(data["policy"]),
-            headline=_optional_text(data["headline"]),
+            counts={key: stored.counts[key] for key in CHART_COUNTS},
+            policy=PolicyCoverage.from_json(stored.policy),
+            headline=stored.headline,
         )
 
 
-def _finding(fields: Sequence[Any]) -> Finding:
-    code, message, case, subject, kind, path, line = fields
-    return Finding(
-        _text(code),
-        _text(message),
-        _text(case),
-        _text(subject),
-        _text(kind),
-        _optional_text(path),
-        None if line is None else _count(line),
-    )
+# The facts as a status file keeps them: each field's type is checked as it is read back,
+# since anyone may have edited the file.
+_Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
+class _StoredLayer(msgspec.Struct):
+    layer: Layer
+    ran: bool
+    # A finding's fields in ``Finding``'s order: code, message, case, subject, kind, path, line.
+    findings: list[tuple[str, str, str, str, str, str | None, _Count | None]]
 
 
-def _flag(value: Any) -> bool:
-    if type(value) is not bool:
-        raise TypeError(f"expected true or false, got {type(value).__name__}")
-    return value
+class _StoredNegative(msgspec.Struct):
+    observed: dict[str, list[str]]
+    missing: list[str]
+
+
+class _StoredFacts(msgspec.Struct):
+    status: str
+    input_mode: InputMode
+    bundle_id: str
+    layers: list[_StoredLayer]
+    negative: _StoredNegative | None
+    counts: dict[str, _Count]
+    policy: dict[str, Any]
+    headline: str | None
 
 
 @dataclass(frozen=True)
