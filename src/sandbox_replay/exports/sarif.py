@@ -328,10 +328,10 @@ def sarif_files(runs: Sequence[ExportRun]) -> list[SarifFile]:
     halved until each half fits or holds one run.
     """
     rules = _rules()
-    built = [(run.name, build_run(run, rules)) for run in runs]
     groups: list[list[tuple[str, dict[str, Any]]]] = []
     estimate = 0
-    for name, sarif_run in built:
+    for run in runs:
+        sarif_run = build_run(run, rules)
         size = gzipped_size(dump_json(sarif_run))
         if (
             not groups
@@ -340,7 +340,7 @@ def sarif_files(runs: Sequence[ExportRun]) -> list[SarifFile]:
         ):
             groups.append([])
             estimate = 0
-        groups[-1].append((name, sarif_run))
+        groups[-1].append((run.name, sarif_run))
         estimate += size
     return [part for group in groups for part in _fitted(group)]
 
@@ -375,13 +375,8 @@ def stale_parts(path: Path, count: int) -> list[Path]:
         names = sorted(os.listdir(path.parent))
     except OSError:
         return []
-    stale = []
-    for name in names:
-        other = path.parent / name
-        number = part_number(path, other)
-        if number is not None and number > count and _is_regular(other):
-            stale.append((number, other))
-    return [other for _, other in sorted(stale)]
+    numbered = ((part_number(path, path.parent / name) or 0, path.parent / name) for name in names)
+    return [other for number, other in sorted(numbered) if number > count and _is_regular(other)]
 
 
 def _is_regular(path: Path) -> bool:
