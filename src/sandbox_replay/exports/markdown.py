@@ -338,16 +338,14 @@ def _changed_finding(run: RunChange, finding: FindingRef, site_url: str | None) 
     )
 
 
-def changes_lines(
-    runs: Sequence[RunChange], site_url: str | None = None, heading: str = "##"
-) -> list[str]:
+def changes_lines(runs: Sequence[RunChange], site_url: str | None = None) -> list[str]:
     """Return the "Changes since baseline" section: regressions, new findings, fixes."""
     regressions = [r for r in runs if r.kind == REGRESSION]
     fixes = [r for r in runs if r.kind == FIX]
     new = [(r, f) for r in runs for f in r.new]
     fixed = sum(len(r.fixed) for r in runs)
     lines = [
-        f"{heading} Changes since baseline",
+        "## Changes since baseline",
         "",
         f"{len(regressions)} regression(s), {len(new)} new finding(s), "
         f"{fixed} fixed finding(s), {len(fixes)} run(s) fixed.",
@@ -376,7 +374,7 @@ def diff_markdown(changes: Changes, site_url: str | None = None) -> bytes:
         check_site_url(site_url)
     title = [f"# {TOOL_NAME} {__version__}: changes since baseline", ""]
     removed = [f"- {md_text(run.name)} is no longer built" for run in changes.removed]
-    body = changes_lines(changes.runs, site_url, heading="##")[2:]
+    body = changes_lines(changes.runs, site_url)[2:]
     return _joined([*title, *body, *removed]).encode("utf-8")
 
 

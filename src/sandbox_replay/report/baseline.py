@@ -31,7 +31,6 @@ from sandbox_replay.version import TOOL_NAME
 
 HISTORY = "history.json"
 HISTORY_SCHEMA = "sandbox-replay.history/1"
-_MARKER_BYTES = 4096
 
 
 class BaselineError(ValueError):

@@ -18,12 +18,10 @@ from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-import orjson
-
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.importers.inspect_logs import ImportOptions
 from sandbox_replay.importers.tool_map import MapFileError, read_tool_map
-from sandbox_replay.load.files import FileChangedError, LoadLimits, open_regular, read_same_file
+from sandbox_replay.load.files import FileChangedError, LoadLimits, open_regular, read_site_json
 from sandbox_replay.load.scan import ForbiddenClassesError, ForbiddenTable, read_forbidden_table
 from sandbox_replay.model.policy import Policy, PolicyChoice, PolicyFileError, read_policy
 from sandbox_replay.report.baseline import Baseline, BaselineError, read_baseline
@@ -142,7 +140,7 @@ def read_manifest(site_dir: Path) -> tuple[dict[str, Any], list[RecordedRun]]:
     """Return the site's manifest and its runs; raise VerifyError when it is unusable."""
     path = site_dir / MANIFEST
     try:
-        manifest = orjson.loads(read_same_file(path, None, LoadLimits().max_file_bytes))
+        manifest = read_site_json(path, LoadLimits().max_file_bytes)
     except FileNotFoundError:
         raise VerifyError(f"{path} is missing: not a site this tool built") from None
     except (OSError, FileChangedError) as error:
