@@ -39,8 +39,7 @@ class ExportFacts:
     """What the exports show of one replayed run, already redacted.
 
     ``layers`` carry no counts; ``counts`` are the record's ``CHART_COUNTS``; ``headline``
-    is None when made without the summary. Read back from a status file, which anyone
-    may have edited, every field is checked for type.
+    is None when made without the summary.
     """
 
     status: str

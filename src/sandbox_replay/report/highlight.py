@@ -127,9 +127,8 @@ class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
 def highlight_json(text: str, slug: str, first_line: int = 1, rows: Collection[int] = ()) -> Markup:
     """Return ``text`` as highlighted HTML whose lines carry ``line_id(slug, n)`` anchors.
 
-    ``text`` starts at line ``first_line`` of its file: an excerpt, when that is not 1.
-    ``rows`` are the opening lines of the rows the pages link to; each that closes on a
-    later line of ``text`` is marked with its extent.
+    ``text`` starts at line ``first_line`` of its file; each of ``rows`` (opening lines the
+    pages link to) that closes on a later line is marked with its extent.
     """
     lexer = JsonLexer()
     lexer.add_filter(_PlainLayout())

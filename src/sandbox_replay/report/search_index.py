@@ -45,10 +45,7 @@ def _escaped(character: str) -> str:
 
 
 class SearchEntry(NamedTuple):
-    """One thing a run's search finds: its key, what it is, where it is, and a note.
-
-    ``href`` is relative to the run page's folder and names the page and the anchor.
-    """
+    """One thing a run's search finds; ``href`` (page and anchor) is relative to the run's folder."""
 
     key: str
     kind: str
