@@ -84,41 +84,41 @@ def check_site_url(url: str) -> str:
     return url
 
 
-# The pipeline chart: each step's id, label, the layers its status comes from, and the
+# The pipeline chart: each step's id, label, the layer its status comes from, and the
 # text of its count (from the record's counts).
-PIPELINE: tuple[tuple[str, str, tuple[Layer, ...], str], ...] = (
-    ("requests", "Action requests", (Layer.ACTION_REQUESTS,), "{action_request_count} requests"),
+PIPELINE: tuple[tuple[str, str, Layer, str], ...] = (
+    ("requests", "Action requests", Layer.ACTION_REQUESTS, "{action_request_count} requests"),
     (
         "derived",
         "Derived verdicts",
-        (Layer.ACTION_REQUESTS,),
+        Layer.ACTION_REQUESTS,
         "{derived_block_count} block, {derived_allow_count} allow, {derived_review_count} review",
     ),
     (
         "declared",
         "Declared verdicts checked",
-        (Layer.POLICY_VERDICTS,),
+        Layer.POLICY_VERDICTS,
         "{derived_policy_verdict_mismatch_count} mismatches",
     ),
     (
         "effects",
         "Side-effect records",
-        (Layer.SIDE_EFFECTS,),
+        Layer.SIDE_EFFECTS,
         "{side_effect_receipt_count} rows, {blocked_without_execution_count} blocked clean",
     ),
     (
         "rollbacks",
         "Rollbacks",
-        (Layer.ROLLBACKS,),
+        Layer.ROLLBACKS,
         "{rollback_verified_count}/{rollback_receipt_count} verified",
     ),
     (
         "replay",
         "Cold replay",
-        (Layer.COLD_REPLAY,),
+        Layer.COLD_REPLAY,
         "{cold_replay_confirmed_count}/{cold_replay_count} confirmed",
     ),
-    ("trace", "Public trace", (Layer.PUBLIC_TRACE,), "{span_count} spans"),
+    ("trace", "Public trace", Layer.PUBLIC_TRACE, "{span_count} spans"),
 )
 PIPELINE_EDGES = (
     ("requests", "derived"),
@@ -132,21 +132,16 @@ PIPELINE_EDGES = (
 )
 
 
-def _layer_status(facts: ExportFacts, layers: tuple[Layer, ...]) -> str:
-    found = [result.status for layer in layers if (result := facts.layer(layer)) is not None]
-    if not found:
-        return "not_applicable"
-    for status in ("not_run", "blocked"):
-        if status in found:
-            return status
-    return "pass"
+def _layer_status(facts: ExportFacts, layer: Layer) -> str:
+    result = facts.layer(layer)
+    return "not_applicable" if result is None else result.status
 
 
 def pipeline_mermaid(facts: ExportFacts) -> str:
     """Return the run's pipeline chart as Mermaid source; it holds only the tool's own text."""
     nodes = [
-        FlowNode(node_id, label, text.format_map(facts.counts), _layer_status(facts, layers))
-        for node_id, label, layers, text in PIPELINE
+        FlowNode(node_id, label, text.format_map(facts.counts), _layer_status(facts, layer))
+        for node_id, label, layer, text in PIPELINE
     ]
     result = f"{facts.status}, {len(facts.findings)} findings"
     nodes.append(FlowNode("result", "Result", result, "pass" if facts.passed else "blocked"))
