@@ -7,11 +7,14 @@ Import directly (``from exports_support import ...``); pytest puts this folder o
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, SCENARIOS, edit_json
 from sandbox_replay import InputMode, ReplayConfig, replay
+from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts, ExportRun, export_run
+from sandbox_replay.exports.sarif import build_sarif
 
 # A request id built to break every format the exports write: XML structure and CDATA,
 # Markdown links, images, emphasis and tables, HTML, line breaks, a bidi override and
@@ -61,3 +64,8 @@ def hostile_run(tmp_path: Path) -> ExportRun:
     outcome = replay(ReplayConfig(folder, InputMode.FIXTURE))
     assert any(HOSTILE in f.subject_id for f in outcome.findings)
     return ExportRun(HOSTILE, ExportFacts.of(outcome), "")
+
+
+def sarif_bytes(runs: Sequence[ExportRun]) -> bytes:
+    """Return the SARIF log of ``runs`` as one file, unsplit."""
+    return dump_json(build_sarif(runs))

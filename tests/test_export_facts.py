@@ -104,3 +104,62 @@ def test_text_read_back_from_an_edited_status_file_is_escaped_in_the_summary(
     text = summary.read_text("utf-8")
     assert "click" in text  # the planted headline was read back
     assert "[click](" not in text and "<img" not in text and "\n```\n[" not in text
+
+
+def _edited(facts: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    data = json.loads(json.dumps(facts))
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("status",), "passed"),
+        (("input_mode",), "folder"),
+        (("bundle_id",), 3),
+        (("counts", "span_count"), True),
+        (("counts", "span_count"), -1),
+        (("counts", "span_count"), 1.0),
+        (("counts",), {"span_count": 1}),
+        (("layers", 0, "ran"), 1),
+        (("layers", 0, "layer"), "no_such_layer"),
+        (("layers", 0, "findings"), [["UNREGISTERED", "m", "", "s", "k", None, None]]),
+        (("layers", 0, "findings"), [[1, "m", "", "s", "k", None, None]]),
+        (("layers", 0, "findings"), [["m", "", "s", "k", None, None]]),
+        (("negative",), {"observed": {"case": [1]}, "missing": []}),
+        (("headline",), 7),
+    ],
+)
+def test_facts_edited_in_a_status_file_are_refused(path: tuple[Any, ...], value: Any) -> None:
+    facts = builtin_run("first_wave").facts.to_json()
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        ExportFacts.from_json(_edited(facts, path, value))
+
+
+def test_facts_missing_a_field_are_refused() -> None:
+    facts = builtin_run("first_wave").facts.to_json()
+    for key in list(facts):
+        data = dict(facts)
+        del data[key]
+        with pytest.raises((ValueError, KeyError, TypeError)):
+            ExportFacts.from_json(data)
+
+
+def test_facts_json_keeps_the_status_file_shape() -> None:
+    data = builtin_run("first_wave").facts.to_json()
+    assert list(data) == [
+        "status",
+        "input_mode",
+        "bundle_id",
+        "layers",
+        "negative",
+        "counts",
+        "policy",
+        "headline",
+    ]
+    assert all(list(layer) == ["layer", "ran", "findings"] for layer in data["layers"])
+    assert all(len(f) == 7 for r in data["layers"] for f in r["findings"])

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, read_json, write_json
-from exports_support import all_builtin_runs
+from exports_support import all_builtin_runs, sarif_bytes
 from sandbox_replay.cli import app
 from sandbox_replay.exports import ExportRun, ExportTargets, write_exports
 from sandbox_replay.exports import markdown as markdown_export
@@ -154,7 +154,7 @@ def test_only_regular_numbered_files_are_removed(runs: list[ExportRun], tmp_path
 
 
 def _gzipped(runs: list[ExportRun]) -> int:
-    return len(gzip.compress(sarif_export.sarif_bytes(runs), compresslevel=6, mtime=0))
+    return len(gzip.compress(sarif_bytes(runs), compresslevel=6, mtime=0))
 
 
 def test_files_are_split_further_by_gzipped_size(

@@ -14,8 +14,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, SCENARIOS, read_json, replay_dir
+from exports_support import sarif_bytes
 from sandbox_replay import InputMode, ReplayConfig, replay
-from sandbox_replay.exports import export_run, junit, sarif
+from sandbox_replay.exports import export_run, junit
 from sandbox_replay.exports.markdown import MAX_RULES, build_markdown
 from sandbox_replay.model.policy import FAIL_CLOSED_RULE_REF, PolicyChoice, read_policy
 from sandbox_replay.model.policy_coverage import PolicyCoverage, RuleUse
@@ -414,7 +415,7 @@ def test_sarif_and_junit_do_not_show_the_policy() -> None:
     run = export_run("first_wave", replay(ReplayConfig(FIRST_WAVE, InputMode.FIXTURE)), REPO)
     other = PolicyCoverage("cedar", "other", "sha256:1", 1, (RuleUse("rule:x", "allow", 0),))
     changed = dataclasses.replace(run, facts=dataclasses.replace(run.facts, policy=other))
-    assert sarif.sarif_bytes([changed]) == sarif.sarif_bytes([run])
+    assert sarif_bytes([changed]) == sarif_bytes([run])
     assert junit.junit_bytes([changed]) == junit.junit_bytes([run])
 
 

@@ -14,11 +14,18 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, read_json, write_json
-from exports_support import BUILTIN_IDS, HOSTILE, all_builtin_runs, builtin_run, hostile_run
+from exports_support import (
+    BUILTIN_IDS,
+    HOSTILE,
+    all_builtin_runs,
+    builtin_run,
+    hostile_run,
+    sarif_bytes,
+)
 from sandbox_replay import InputMode, ReplayConfig, replay
 from sandbox_replay.cli import app
 from sandbox_replay.exports import export_run
-from sandbox_replay.exports.sarif import FINGERPRINT_KEY, build_sarif, rule_name, sarif_bytes
+from sandbox_replay.exports.sarif import FINGERPRINT_KEY, build_sarif, rule_name
 from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.report.discover import mode_of
 

@@ -1,11 +1,8 @@
 """Exports for CI: SARIF 2.1.0, JUnit XML and a Markdown summary of one or more runs.
 
-Each exporter takes a list of ``ExportRun`` (a run's ``ExportFacts``, the findings and a
-few fields of its replay, plus the name and repository-relative folder it is reported
-under) and returns the bytes to write, so every output is written only after every run
-is in memory. The facts are redacted as the records are (``records.redact``), and small:
-``build`` keeps them in its status file, so a run it reuses is exported without being
-replayed again.
+Each exporter takes ``ExportRun``s and returns the bytes to write. The facts are redacted
+as the records are and small: ``build`` keeps them in its status file, so a run it
+reuses is exported without being replayed again.
 """
 
 from __future__ import annotations
@@ -16,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Annotated, Any, cast
+
+import msgspec
 
 from sandbox_replay.atomic import write_bytes_atomic
 from sandbox_replay.checks.base import LayerResult
@@ -39,10 +38,8 @@ STATUSES = ("pass", "blocked")
 class ExportFacts:
     """What the exports show of one replayed run, already redacted.
 
-    ``layers`` are the replay's layers without their counts; ``counts`` the record's
-    ``CHART_COUNTS``; ``headline`` the gap headline's text, None when made without it.
-    Read back from a status file, which anyone may have edited, every field is checked
-    for type, and every text is escaped by each exporter as any input text is.
+    ``layers`` carry no counts; ``counts`` are the record's ``CHART_COUNTS``; ``headline``
+    is None when made without the summary.
     """
 
     status: str
@@ -84,22 +81,12 @@ class ExportFacts:
         self, name: str, source_path: str, input_digests: Mapping[str, str]
     ) -> RunSnapshot:
         """Return the run as a comparison with a baseline sees it (``changes``)."""
-        items = (
-            (
-                f.error_code,
-                f.layer.value,
-                f.path,
-                f.line,
-                f.subject_id,
-                f.message,
-                self.expected(f),
-            )
+        refs = finding_refs(
+            (f.error_code, f.layer.value, f.path, f.line, f.subject_id, f.message, self.expected(f))
             for f in self.findings
         )
         page = f"runs/{name}/index.html"
-        return RunSnapshot(
-            name, source_path, self.status, dict(input_digests), finding_refs(items), page
-        )
+        return RunSnapshot(name, source_path, self.status, dict(input_digests), refs, page)
 
     @classmethod
     def of(
@@ -112,8 +99,8 @@ class ExportFacts:
     ) -> ExportFacts:
         """Return the facts of ``outcome``, redacted; with ``summary``, its headline.
 
-        ``record`` and ``headline``, if the caller has them already, are taken only when
-        nothing was redacted (they are then the very ones the facts would be made from).
+        ``record`` and ``headline`` the caller has already are used only when nothing
+        was redacted.
         """
         from sandbox_replay.records.headline import gap_headline
 
@@ -139,104 +126,75 @@ class ExportFacts:
     def to_json(self) -> dict[str, Any]:
         """Return the facts as JSON values (``from_json`` reads them back)."""
         negative = self.negative
-        return {
-            "status": self.status,
-            "input_mode": self.input_mode.value,
-            "bundle_id": self.bundle_id,
-            "layers": [
-                {
-                    "layer": layer.layer.value,
-                    "ran": layer.ran,
-                    "findings": [_finding_fields(f) for f in layer.findings],
-                }
-                for layer in self.layers
+        stored = _StoredFacts(
+            self.status,
+            self.input_mode,
+            self.bundle_id,
+            [
+                _StoredLayer(r.layer, r.ran, [dataclasses.astuple(f) for f in r.findings])
+                for r in self.layers
             ],
-            "negative": (
-                None
-                if negative is None
-                else {"observed": negative.observed, "missing": negative.missing}
-            ),
-            "counts": dict(self.counts),
-            "policy": self.policy.to_json(),
-            "headline": self.headline,
-        }
+            None if negative is None else _StoredNegative(negative.observed, negative.missing),
+            dict(self.counts),
+            self.policy.to_json(),
+            self.headline,
+        )
+        return cast(dict[str, Any], msgspec.to_builtins(stored))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExportFacts:
         """Read ``to_json``'s values back; raise ValueError, KeyError or TypeError if malformed."""
-        negative = data["negative"]
-        status, counts = data["status"], data["counts"]
-        if status not in STATUSES:
-            raise ValueError(f"status {status!r} is neither of {STATUSES}")
-        if sorted(counts) != sorted(CHART_COUNTS):
+        stored = msgspec.convert(data, _StoredFacts)
+        if stored.status not in STATUSES:
+            raise ValueError(f"status {stored.status!r} is neither of {STATUSES}")
+        if sorted(stored.counts) != sorted(CHART_COUNTS):
             raise ValueError("the counts are not the chart's")
+        negative = stored.negative
         return cls(
-            status=status,
-            input_mode=InputMode(data["input_mode"]),
-            bundle_id=_text(data["bundle_id"]),
+            status=stored.status,
+            input_mode=stored.input_mode,
+            bundle_id=stored.bundle_id,
             layers=tuple(
-                LayerResult(
-                    Layer(layer["layer"]),
-                    [_finding(fields) for fields in layer["findings"]],
-                    {},
-                    _flag(layer["ran"]),
-                )
-                for layer in data["layers"]
+                LayerResult(r.layer, [Finding(*fields) for fields in r.findings], {}, r.ran)
+                for r in stored.layers
             ),
             negative=(
                 None
                 if negative is None
-                else NegativeCaseOutcome(
-                    {
-                        _text(case): [_text(code) for code in codes]
-                        for case, codes in negative["observed"].items()
-                    },
-                    [_text(case) for case in negative["missing"]],
-                )
+                else NegativeCaseOutcome(negative.observed, negative.missing)
             ),
-            counts={key: _number(counts[key]) for key in CHART_COUNTS},
-            policy=PolicyCoverage.from_json(data["policy"]),
-            headline=_optional_text(data["headline"]),
+            counts={key: stored.counts[key] for key in CHART_COUNTS},
+            policy=PolicyCoverage.from_json(stored.policy),
+            headline=stored.headline,
         )
 
 
-def _finding_fields(finding: Finding) -> list[Any]:
-    return list(dataclasses.astuple(finding))
+# The facts as a status file keeps them: each field's type is checked as it is read back,
+# since anyone may have edited the file.
+_Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
-def _finding(fields: Sequence[Any]) -> Finding:
-    code, message, case, subject, kind, path, line = fields
-    return Finding(
-        _text(code),
-        _text(message),
-        _text(case),
-        _text(subject),
-        _text(kind),
-        _optional_text(path),
-        None if line is None else _number(line),
-    )
+class _StoredLayer(msgspec.Struct):
+    layer: Layer
+    ran: bool
+    # A finding's fields in ``Finding``'s order: code, message, case, subject, kind, path, line.
+    findings: list[tuple[str, str, str, str, str, str | None, _Count | None]]
 
 
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value
+class _StoredNegative(msgspec.Struct):
+    observed: dict[str, list[str]]
+    missing: list[str]
 
 
-def _optional_text(value: Any) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _number(value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise TypeError(f"expected a count, got {value!r}")
-    return value
-
-
-def _flag(value: Any) -> bool:
-    if type(value) is not bool:
-        raise TypeError(f"expected true or false, got {type(value).__name__}")
-    return value
+class _StoredFacts(msgspec.Struct):
+    status: str
+    input_mode: InputMode
+    bundle_id: str
+    layers: list[_StoredLayer]
+    negative: _StoredNegative | None
+    counts: dict[str, _Count]
+    policy: dict[str, Any]
+    headline: str | None
 
 
 @dataclass(frozen=True)
@@ -244,14 +202,13 @@ class ExportRun:
     """One replayed run as the exports name it.
 
     ``source_root`` is the run's input folder relative to the repository root, as posix,
-    or ``""`` when the folder lies outside it; it never holds a host path.
+    or ``""`` outside it (never a host path); ``change``, with a baseline, how the run
+    differs from its baseline run.
     """
 
     name: str
     facts: ExportFacts
     source_root: str
-    # With a baseline: how the run differs from its baseline run (SARIF ``baselineState``,
-    # the Markdown summary's changes).
     change: RunChange | None = None
 
     def artifact_path(self, path: str) -> str:
@@ -266,11 +223,8 @@ class ExportRun:
 
 
 def located_at(run: ExportRun, artifact: str) -> ExportRun:
-    """Return ``run`` with every finding located at ``artifact`` (repository-relative), lineless.
-
-    For a run imported from an Inspect AI log while the site was built: its bundle files
-    are gone, so the log is where to look; each finding's message keeps its bundle file.
-    """
+    """Return ``run`` with every finding located at ``artifact``, lineless, its message naming
+    the bundle file (for a run imported from an Inspect AI log, whose bundle is gone)."""
 
     def moved(finding: Finding) -> Finding:
         if finding.path is None:
@@ -289,8 +243,7 @@ def located_at(run: ExportRun, artifact: str) -> ExportRun:
 def repository_root(start: Path | None = None) -> Path:
     """Return the nearest folder up from ``start`` (the working folder) holding ``.git``, else it.
 
-    Code scanning resolves an alert's path from the repository's root, so exports name
-    files from there, wherever in the repository the command runs.
+    Code scanning resolves an alert's path from there, wherever the command runs.
     """
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
@@ -301,14 +254,11 @@ def repository_root(start: Path | None = None) -> Path:
 
 def source_root_of(input_dir: Path, base: Path | None = None) -> str:
     """Return ``input_dir`` relative to ``base`` (``repository_root()``) as posix; ``""`` outside it."""
-    root = (base or repository_root()).resolve()
-    target = input_dir.resolve()
     try:
-        rel = target.relative_to(root)
+        rel = input_dir.resolve().relative_to((base or repository_root()).resolve())
     except ValueError:
         return ""
-    text = PurePosixPath(*rel.parts).as_posix() if rel.parts else ""
-    return "" if text == "." else text
+    return PurePosixPath(*rel.parts).as_posix() if rel.parts else ""
 
 
 def redacted(outcome: Replay) -> Replay:
@@ -359,11 +309,6 @@ def attach_changes(runs: Sequence[ExportRun], changes: Changes) -> list[ExportRu
     return [dataclasses.replace(run, change=changes.of(run.name)) for run in runs]
 
 
-def is_expected(run: ExportRun, finding: Finding) -> bool:
-    """Say whether a finding is a planted negative case that fired as designed (kept out of gates)."""
-    return run.facts.expected(finding)
-
-
 @dataclass(frozen=True)
 class ExportTargets:
     """Which exports to write and where; ``site_url`` is the report site's absolute base."""
@@ -405,7 +350,7 @@ def render_exports(
 def write_exports(
     targets: ExportTargets, runs: Sequence[ExportRun], progress: Callable[[str], None] | None = None
 ) -> list[Path]:
-    """Render, then write every requested export atomically; return the paths written.
+    """Write every requested export atomically; return the paths written.
 
     Then remove the numbered SARIF files an earlier, longer split left, telling
     ``progress`` (default: stderr) of each.

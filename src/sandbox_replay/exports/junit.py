@@ -15,10 +15,9 @@ give equal bytes)::
       </testsuite>
     </testsuites>
 
-One testsuite per run, one testcase per layer in pipeline order; in fixture mode the
-negative-case layer is one testcase per planted case, failing when the case did not fire.
-A layer that did not run fails with type ``not_run``. Every input-derived value is made
-visible (which also keeps the XML well-formed) and escaped by the serialiser; no CDATA.
+In fixture mode the negative-case layer is one testcase per planted case, failing when
+it did not fire; a layer that did not run fails with type ``not_run``. Every input-derived
+value is made visible (which keeps the XML well-formed) and escaped by the serialiser.
 """
 
 from __future__ import annotations
@@ -137,14 +136,6 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
     return len(cases), failures
 
 
-def build_junit(runs: Sequence[ExportRun]) -> ET.Element:
-    """Return the ``<testsuites>`` element of ``runs``."""
-    root = ET.Element("testsuites", {"name": TOOL_NAME})
-    totals = [_suite(root, run) for run in runs]
-    root.attrib.update(_totals(sum(t for t, _ in totals), sum(f for _, f in totals)))
-    return root
-
-
 def _totals(tests: int, failures: int) -> dict[str, str]:
     return {
         "tests": str(tests),
@@ -157,7 +148,9 @@ def _totals(tests: int, failures: int) -> dict[str, str]:
 
 def junit_bytes(runs: Sequence[ExportRun]) -> bytes:
     """Return the JUnit XML of ``runs`` as written."""
-    root = build_junit(runs)
+    root = ET.Element("testsuites", {"name": TOOL_NAME})
+    totals = [_suite(root, run) for run in runs]
+    root.attrib.update(_totals(sum(t for t, _ in totals), sum(f for _, f in totals)))
     ET.indent(root, space="  ")
     body = ET.tostring(root, encoding="unicode", short_empty_elements=True)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n").encode("utf-8")

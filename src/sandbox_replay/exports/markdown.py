@@ -1,31 +1,28 @@
 """Write a Markdown summary of one or more runs, for a CI job summary or a PR comment.
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
-of every run (status, requests, findings), then per run: a heading with its name and
-status, its gap headline, the policy in force with the rules no request exercised, a
-layer table, the top findings (most severe first, each code linked to the site's catalog
-when ``site_url`` is given) and the pipeline as a ``mermaid`` block. A summary over
-``MAX_SUMMARY_BYTES`` (GitHub's job-summary limit) is shortened for every run alike
-(``build_markdown``), and a closing note says what was left out and where the rest is.
+of every run, then per run: a heading with its status, its gap headline, the policy in
+force with the rules no request exercised, a layer table, the top findings (each code
+linked to the site's catalog given ``site_url``) and the pipeline as a ``mermaid`` block.
+A summary over ``MAX_SUMMARY_BYTES`` (GitHub's job-summary limit) is shortened for every
+run alike, and a closing note says what was left out and where the rest is.
 
 Every input-derived value goes through ``md_text``, which leaves no input able to open a
-link, an image, emphasis, a code span or a table cell, nor to mention anyone: a GitHub
-mention becomes a code span, where GitHub never links it. Only the tool's own strings
-(codes, layer titles, counts) are written unescaped; the Mermaid block holds no input.
+link, an image, emphasis, a code span or a table cell, nor to mention anyone. Only the
+tool's own strings are written unescaped; the Mermaid block holds no input.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from urllib.parse import urlsplit
 
 from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
-from sandbox_replay.exports import ExportFacts, ExportRun, is_expected
+from sandbox_replay.exports import ExportFacts, ExportRun
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
@@ -87,41 +84,41 @@ def check_site_url(url: str) -> str:
     return url
 
 
-# The pipeline chart: each step's id, label, the layers its status comes from, and the
+# The pipeline chart: each step's id, label, the layer its status comes from, and the
 # text of its count (from the record's counts).
-PIPELINE: tuple[tuple[str, str, tuple[Layer, ...], str], ...] = (
-    ("requests", "Action requests", (Layer.ACTION_REQUESTS,), "{action_request_count} requests"),
+PIPELINE: tuple[tuple[str, str, Layer, str], ...] = (
+    ("requests", "Action requests", Layer.ACTION_REQUESTS, "{action_request_count} requests"),
     (
         "derived",
         "Derived verdicts",
-        (Layer.ACTION_REQUESTS,),
+        Layer.ACTION_REQUESTS,
         "{derived_block_count} block, {derived_allow_count} allow, {derived_review_count} review",
     ),
     (
         "declared",
         "Declared verdicts checked",
-        (Layer.POLICY_VERDICTS,),
+        Layer.POLICY_VERDICTS,
         "{derived_policy_verdict_mismatch_count} mismatches",
     ),
     (
         "effects",
         "Side-effect records",
-        (Layer.SIDE_EFFECTS,),
+        Layer.SIDE_EFFECTS,
         "{side_effect_receipt_count} rows, {blocked_without_execution_count} blocked clean",
     ),
     (
         "rollbacks",
         "Rollbacks",
-        (Layer.ROLLBACKS,),
+        Layer.ROLLBACKS,
         "{rollback_verified_count}/{rollback_receipt_count} verified",
     ),
     (
         "replay",
         "Cold replay",
-        (Layer.COLD_REPLAY,),
+        Layer.COLD_REPLAY,
         "{cold_replay_confirmed_count}/{cold_replay_count} confirmed",
     ),
-    ("trace", "Public trace", (Layer.PUBLIC_TRACE,), "{span_count} spans"),
+    ("trace", "Public trace", Layer.PUBLIC_TRACE, "{span_count} spans"),
 )
 PIPELINE_EDGES = (
     ("requests", "derived"),
@@ -135,21 +132,16 @@ PIPELINE_EDGES = (
 )
 
 
-def _layer_status(facts: ExportFacts, layers: tuple[Layer, ...]) -> str:
-    found = [result.status for layer in layers if (result := facts.layer(layer)) is not None]
-    if not found:
-        return "not_applicable"
-    for status in ("not_run", "blocked"):
-        if status in found:
-            return status
-    return "pass"
+def _layer_status(facts: ExportFacts, layer: Layer) -> str:
+    result = facts.layer(layer)
+    return "not_applicable" if result is None else result.status
 
 
 def pipeline_mermaid(facts: ExportFacts) -> str:
     """Return the run's pipeline chart as Mermaid source; it holds only the tool's own text."""
     nodes = [
-        FlowNode(node_id, label, text.format_map(facts.counts), _layer_status(facts, layers))
-        for node_id, label, layers, text in PIPELINE
+        FlowNode(node_id, label, text.format_map(facts.counts), _layer_status(facts, layer))
+        for node_id, label, layer, text in PIPELINE
     ]
     result = f"{facts.status}, {len(facts.findings)} findings"
     nodes.append(FlowNode("result", "Result", result, "pass" if facts.passed else "blocked"))
@@ -161,7 +153,7 @@ def top_findings(run: ExportRun) -> list[Finding]:
     """Return the findings to show: unexpected ones first, most severe first, then by order."""
     ranked = sorted(
         run.facts.findings,
-        key=lambda f: (is_expected(run, f), _SEVERITY_RANK[REGISTRY[f.error_code].severity]),
+        key=lambda f: (run.facts.expected(f), _SEVERITY_RANK[REGISTRY[f.error_code].severity]),
     )
     return ranked[:MAX_FINDINGS]
 
@@ -198,17 +190,11 @@ def policy_line(policy: PolicyCoverage) -> str:
     return f"{shown}: {len(unexercised)} of {in_force} never exercised: {named}."
 
 
-@dataclass(frozen=True)
-class RunSection:
-    """One run's section: heading and headline; input, policy, layers and findings; chart."""
+def run_section(run: ExportRun, site_url: str | None) -> tuple[list[str], ...]:
+    """Return one run's section as its parts, each a list of lines, kept by ``Detail`` in order.
 
-    head: list[str]
-    details: list[str]
-    chart: list[str]
-
-
-def run_section(run: ExportRun, site_url: str | None) -> RunSection:
-    """Return the Markdown of one run's section, in its parts."""
+    The parts: heading and headline; input, policy, layers and findings; the chart.
+    """
     facts = run.facts
     if facts.headline is None:
         raise ValueError(f"run {run.name!r}: its export facts were made without the summary")
@@ -238,7 +224,7 @@ def run_section(run: ExportRun, site_url: str | None) -> RunSection:
         for f in findings:
             entry = REGISTRY[f.error_code]
             where = run.location(f)
-            note = " (expected)" if is_expected(run, f) else ""
+            note = " (expected)" if run.facts.expected(f) else ""
             rows.append(
                 [
                     entry.severity.value + note,
@@ -251,11 +237,11 @@ def run_section(run: ExportRun, site_url: str | None) -> RunSection:
         details += _table(["Severity", "Code", "Subject", "Where", "Message"], rows)
     details.append("")
     chart = ["```mermaid", pipeline_mermaid(facts).rstrip("\n"), "```", ""]
-    return RunSection(head, details, chart)
+    return head, details, chart
 
 
 class Detail(IntEnum):
-    """How much of each run's section a summary keeps, from all of it down to none."""
+    """How many parts of each run's section a summary keeps, from all of them down to none."""
 
     FULL = 3
     NO_CHARTS = 2
@@ -270,15 +256,6 @@ LEFT_OUT = {
     "layer table and findings); each run keeps its status and headline",
     Detail.TABLE: "every run's section (flowchart, details and headline)",
 }
-
-
-def _section_lines(section: RunSection, detail: Detail) -> list[str]:
-    lines = list(section.head)
-    if detail >= Detail.NO_CHARTS:
-        lines += section.details
-    if detail >= Detail.FULL:
-        lines += section.chart
-    return lines
 
 
 def shortened_note(detail: Detail, site_url: str | None, runs_left_out: int = 0) -> list[str]:
@@ -327,9 +304,8 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
     sections = [run_section(run, site_url) for run in runs]
     for detail in Detail:
         lines = [*title, header, rule, *rows, ""]
-        if detail is not Detail.TABLE:
-            for section in sections:
-                lines += _section_lines(section, detail)
+        for section in sections:
+            lines += [line for part in section[:detail] for line in part]
         if detail is not Detail.FULL:
             lines += shortened_note(detail, site_url)
         text = _joined(lines)
@@ -357,16 +333,14 @@ def _changed_finding(run: RunChange, finding: FindingRef, site_url: str | None) 
     )
 
 
-def changes_lines(
-    runs: Sequence[RunChange], site_url: str | None = None, heading: str = "##"
-) -> list[str]:
+def changes_lines(runs: Sequence[RunChange], site_url: str | None = None) -> list[str]:
     """Return the "Changes since baseline" section: regressions, new findings, fixes."""
     regressions = [r for r in runs if r.kind == REGRESSION]
     fixes = [r for r in runs if r.kind == FIX]
     new = [(r, f) for r in runs for f in r.new]
     fixed = sum(len(r.fixed) for r in runs)
     lines = [
-        f"{heading} Changes since baseline",
+        "## Changes since baseline",
         "",
         f"{len(regressions)} regression(s), {len(new)} new finding(s), "
         f"{fixed} fixed finding(s), {len(fixes)} run(s) fixed.",
@@ -395,7 +369,7 @@ def diff_markdown(changes: Changes, site_url: str | None = None) -> bytes:
         check_site_url(site_url)
     title = [f"# {TOOL_NAME} {__version__}: changes since baseline", ""]
     removed = [f"- {md_text(run.name)} is no longer built" for run in changes.removed]
-    body = changes_lines(changes.runs, site_url, heading="##")[2:]
+    body = changes_lines(changes.runs, site_url)[2:]
     return _joined([*title, *body, *removed]).encode("utf-8")
 
 

@@ -1,16 +1,13 @@
 """Pack a built report site into a reproducible ``tar.gz`` plus a ``SHA256SUMS`` file.
 
-Archive format: a gzip stream (level 9, mtime the entries', no file name, OS byte 255)
-holding a POSIX pax tar of the site's folders and regular files under one top folder
-named after the archive (``<stem>/...``), sorted by posix path. Every entry has uid/gid
-0, no owner or group names, mode 0755 (folders) or 0644 (files) and mtime
-``SOURCE_DATE_EPOCH`` (0 when unset), so the same site gives the same bytes anywhere. A
-symlink or special file, a folder nested too deep, or a file swapped after the listing
-(read through a handle that must be the very file listed) is refused, never archived.
+Archive format: a gzip stream (level 9, mtime the entries', no file name, OS byte 255) of
+a POSIX pax tar of the site's folders and regular files under one top folder named after
+the archive, sorted by path. Every entry has uid/gid 0, no owner names, mode 0755 or 0644
+and mtime ``SOURCE_DATE_EPOCH`` (0 when unset). A symlink, special file, folder nested too
+deep or file swapped after the listing is refused, never archived.
 
-``SHA256SUMS`` beside the archive is in ``sha256sum`` format (``<hex>  <name>``, sorted
-by name). An existing one is merged: every other file's line is kept as it was, and a
-line in any other format is refused, never dropped.
+``SHA256SUMS`` beside it is in ``sha256sum`` format, sorted by name. An existing one is
+merged: other files' lines are kept as they were; a line in any other format is refused.
 """
 
 from __future__ import annotations
@@ -81,7 +78,7 @@ def archive_stem(archive: Path) -> str:
 
 
 def _entries(site_dir: Path) -> list[tuple[str, os.stat_result]]:
-    """Return (path relative to the site, its ``lstat``) of every folder and file, sorted."""
+    """Return (site-relative path, ``lstat``) of every folder and file, sorted."""
     try:
         found = site_entries(site_dir)
     except (OSError, SiteTooDeepError) as error:
@@ -158,14 +155,10 @@ def _check_archive_name(archive: Path) -> None:
         raise PackError(f"archive name {name!r} holds a character {SUMS_FILE} cannot list")
 
 
-def sums_line(name: str, data: bytes) -> str:
-    return f"{hashlib.sha256(data).hexdigest()}  {name}\n"
-
-
 def merged_sums(existing: bytes, name: str, data: bytes) -> bytes:
     """Return ``existing`` (a ``SHA256SUMS``) with the line for ``name`` set to ``data``'s digest."""
     own = name.encode("utf-8")
-    lines = [(own, sums_line(name, data).encode("utf-8"))]
+    lines = [(own, f"{hashlib.sha256(data).hexdigest()}  {name}\n".encode())]
     for number, line in enumerate(existing.split(b"\n"), 1):
         if not line.strip():
             continue
@@ -193,8 +186,7 @@ def _existing_sums(path: Path) -> bytes:
 def pack_site(config: PackConfig) -> list[Path]:
     """Write the archive of a site ``build`` made and merge its line into ``SHA256SUMS``; return both.
 
-    Nothing is written before both are ready; what cannot be read or written is a
-    ``PackError`` naming it.
+    Nothing is written before both are ready.
     """
     if config.site_dir.is_dir() and not site_marker_matches(config.site_dir):
         raise PackError(

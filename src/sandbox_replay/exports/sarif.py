@@ -3,32 +3,27 @@
 File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newline) with
 ``$schema``, ``version: "2.1.0"`` and one ``run`` per replayed run, in the order given:
 
-- ``tool.driver``: one rule per registered code, in registry order (so ``ruleIndex`` is
-  the same in every log of a version): id, CamelCase name, summary, the "What it checks"
-  section, the whole document as help, tags ``["security", <layer>]`` and GitHub's
-  ``security-severity`` band.
+- ``tool.driver.rules``: every registered code in registry order (so ``ruleIndex`` is
+  the same in every log of a version), its documents as help, tags ``["security",
+  <layer>]`` and GitHub's ``security-severity`` band.
 - ``automationDetails.id``: ``sandbox-replay/<run name>/``, so each run is its own
   code-scanning category and one run's results never close another's alerts.
-- ``results``: one per finding, in the result record's order: ``level`` (critical/high
-  error, medium/low warning), ``message.text`` (one line, visible, SARIF's link brackets
-  escaped), one location relative to ``%SRCROOT%`` (the repository root; line 1 when
-  unknown), ``partialFingerprints["sandboxReplay/v1"]`` (sha256 over code, file URI and
-  subject, then ``:<n>`` for the n-th equal one: no line, so a reformatted input keeps
-  its alerts) and ``["sandboxReplay/finding/v1"]``, the identity ``build --baseline``
-  and ``diff`` match findings by. With a baseline, ``baselineState`` ``new`` or
-  ``unchanged``, and each finding gone since is added as a ``kind: "pass"``, ``level:
-  "none"`` result with ``baselineState: "absent"``. Past ``MAX_RESULTS_PER_RUN`` only
-  the most severe are kept, and the run's ``properties`` say how many were left out.
+- ``results``: one per finding, in the result record's order, located relative to
+  ``%SRCROOT%`` (the repository root; line 1 when unknown). ``partialFingerprints`` hold
+  ``sandboxReplay/v1`` (sha256 over code, file URI and subject, then ``:<n>`` for the
+  n-th equal one: no line, so a reformatted input keeps its alerts) and
+  ``sandboxReplay/finding/v1``, the identity ``build --baseline`` and ``diff`` match by.
+  With a baseline each has a ``baselineState``, and each finding gone since is added as a
+  ``kind: "pass"``, ``level: "none"`` result, ``absent``. Past ``MAX_RESULTS_PER_RUN``
+  only the most severe are kept; the run's ``properties`` say how many were left out.
 
-Split files: GitHub takes at most ``MAX_RUNS_PER_FILE`` runs and ``MAX_GZIPPED_BYTES``
-per file, so ``sarif_files`` splits the log in run order; the first file keeps its name
-(``replay.sarif``), the next are numbered from 2 (``replay-2.sarif``), each a complete
-log. A run over the limit alone is written alone and flagged ``oversize``.
+GitHub takes at most ``MAX_RUNS_PER_FILE`` runs and ``MAX_GZIPPED_BYTES`` per file, so
+``sarif_files`` splits the log in run order: ``replay.sarif``, then ``replay-2.sarif`` on,
+each a complete log; a run over the limit alone is written alone, flagged ``oversize``.
 
-Expected findings: in fixture mode a planted negative case that fired is the proof an
-alarm works. It is emitted at ``level: "note"`` with an accepted external suppression and
-``properties.expected: true``, visible but out of any gate (``kind: "pass"`` would need
-``level: "none"``, which viewers hide). A case that did not fire keeps its own level.
+In fixture mode a planted negative case that fired (the proof its alarm works) is at
+``level: "note"`` with an accepted suppression and ``properties.expected: true``: visible
+but out of any gate (``kind: "pass"`` would need ``level: "none"``, which viewers hide).
 """
 
 from __future__ import annotations
@@ -46,19 +41,9 @@ from typing import Any
 from urllib.parse import quote
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.exports import ExportRun, is_expected
+from sandbox_replay.exports import ExportRun
 from sandbox_replay.exports.text import one_line
-from sandbox_replay.load.run import (
-    ACTION_REQUESTS,
-    BUNDLE_MANIFEST,
-    COLD_REPLAY,
-    POLICY_VERDICTS,
-    PROJECTION_PROTOCOL,
-    ROLLBACK_RECEIPTS,
-    SANDBOX_POLICY,
-    SIDE_EFFECT_RECEIPTS,
-    SOURCE_MODULE_MANIFEST,
-)
+from sandbox_replay.load import run as bundle
 from sandbox_replay.model.codes import REGISTRY, FindingCode, Layer, Severity
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.fingerprints import FINGERPRINT_VERSION, fingerprints
@@ -89,25 +74,24 @@ LEVEL_RANK = {"error": 0, "warning": 1, "note": 2}
 MAX_RESULTS_PER_RUN = 25_000
 MAX_RUNS_PER_FILE = 20
 MAX_GZIPPED_BYTES = 10_000_000
-# The level a file's gzipped size is measured at: lower than gzip's default, so the size
-# measured is never below what an uploader compressing at its default level sends.
+# Below gzip's default, so the size measured is never below what an uploader sends.
 GZIP_LEVEL = 6
 
 # Where a finding that names no row points: the file its layer reads.
 LAYER_FILE = {
-    Layer.STRICT_LOAD: PROJECTION_PROTOCOL,
-    Layer.FORBIDDEN_MATERIAL: PROJECTION_PROTOCOL,
-    Layer.PROJECTION_PROTOCOL: PROJECTION_PROTOCOL,
-    Layer.SANDBOX_POLICY: SANDBOX_POLICY,
-    Layer.ACTION_REQUESTS: ACTION_REQUESTS,
-    Layer.POLICY_VERDICTS: POLICY_VERDICTS,
-    Layer.SIDE_EFFECTS: SIDE_EFFECT_RECEIPTS,
-    Layer.ROLLBACKS: ROLLBACK_RECEIPTS,
-    Layer.COLD_REPLAY: COLD_REPLAY,
-    Layer.PUBLIC_TRACE: ACTION_REQUESTS,
-    Layer.NEGATIVE_CASES: PROJECTION_PROTOCOL,
-    Layer.SOURCE_MODULES: SOURCE_MODULE_MANIFEST,
-    Layer.BUNDLE_MANIFEST: BUNDLE_MANIFEST,
+    Layer.STRICT_LOAD: bundle.PROJECTION_PROTOCOL,
+    Layer.FORBIDDEN_MATERIAL: bundle.PROJECTION_PROTOCOL,
+    Layer.PROJECTION_PROTOCOL: bundle.PROJECTION_PROTOCOL,
+    Layer.SANDBOX_POLICY: bundle.SANDBOX_POLICY,
+    Layer.ACTION_REQUESTS: bundle.ACTION_REQUESTS,
+    Layer.POLICY_VERDICTS: bundle.POLICY_VERDICTS,
+    Layer.SIDE_EFFECTS: bundle.SIDE_EFFECT_RECEIPTS,
+    Layer.ROLLBACKS: bundle.ROLLBACK_RECEIPTS,
+    Layer.COLD_REPLAY: bundle.COLD_REPLAY,
+    Layer.PUBLIC_TRACE: bundle.ACTION_REQUESTS,
+    Layer.NEGATIVE_CASES: bundle.PROJECTION_PROTOCOL,
+    Layer.SOURCE_MODULES: bundle.SOURCE_MODULE_MANIFEST,
+    Layer.BUNDLE_MANIFEST: bundle.BUNDLE_MANIFEST,
 }
 
 _SECTION = re.compile(r"^## What it checks\s*\n(.*?)(?=^## |\Z)", re.S | re.M)
@@ -143,10 +127,9 @@ def build_rule(entry: FindingCode) -> dict[str, Any]:
 
 
 def plain_message(text: str) -> str:
-    """Return input-derived text fit for ``message.text``: one line, visible, no live link syntax.
+    """Return input-derived text fit for ``message.text``: one line, visible, no live link.
 
-    SARIF reads ``[text](target)`` as an embedded link; literal brackets and the
-    backslash are escaped with a backslash (§3.11.6).
+    Brackets and the backslash are escaped with a backslash (SARIF §3.11.6).
     """
     return _LINK_CHARS.sub(r"\\\1", one_line(text))
 
@@ -195,7 +178,7 @@ def build_result(
     uri = artifact_uri(run, finding.path or LAYER_FILE[finding.layer])
     base = fingerprint(finding.error_code, uri, finding.subject_id)
     seen[base] += 1
-    expected = is_expected(run, finding)
+    expected = run.facts.expected(finding)
     result: dict[str, Any] = {
         "ruleId": finding.error_code,
         "ruleIndex": rule_index[finding.error_code],
@@ -232,8 +215,7 @@ def absent_result(
 ) -> dict[str, Any]:
     """Return a finding of the baseline run that is gone: ``baselineState: absent``.
 
-    It keeps its fingerprint but carries no ``sandboxReplay/v1`` hash: the alert that hash
-    opened is closed by its absence from this log.
+    It carries no ``sandboxReplay/v1`` hash: the alert that hash opened closes by its absence.
     """
     uri = artifact_uri(run, finding.path or LAYER_FILE[Layer(finding.layer)])
     return {
@@ -321,11 +303,6 @@ def build_sarif(runs: Sequence[ExportRun]) -> dict[str, Any]:
     return sarif_log([build_run(run, rules) for run in runs])
 
 
-def sarif_bytes(runs: Sequence[ExportRun]) -> bytes:
-    """Return the SARIF log of ``runs`` as one file, unsplit (``sarif_files`` splits it)."""
-    return dump_json(build_sarif(runs))
-
-
 @dataclass(frozen=True)
 class SarifFile:
     """One file of a split SARIF log: its bytes, its runs' names and its gzipped size."""
@@ -351,10 +328,10 @@ def sarif_files(runs: Sequence[ExportRun]) -> list[SarifFile]:
     halved until each half fits or holds one run.
     """
     rules = _rules()
-    built = [(run.name, build_run(run, rules)) for run in runs]
     groups: list[list[tuple[str, dict[str, Any]]]] = []
     estimate = 0
-    for name, sarif_run in built:
+    for run in runs:
+        sarif_run = build_run(run, rules)
         size = gzipped_size(dump_json(sarif_run))
         if (
             not groups
@@ -363,7 +340,7 @@ def sarif_files(runs: Sequence[ExportRun]) -> list[SarifFile]:
         ):
             groups.append([])
             estimate = 0
-        groups[-1].append((name, sarif_run))
+        groups[-1].append((run.name, sarif_run))
         estimate += size
     return [part for group in groups for part in _fitted(group)]
 
@@ -398,13 +375,8 @@ def stale_parts(path: Path, count: int) -> list[Path]:
         names = sorted(os.listdir(path.parent))
     except OSError:
         return []
-    stale = []
-    for name in names:
-        other = path.parent / name
-        number = part_number(path, other)
-        if number is not None and number > count and _is_regular(other):
-            stale.append((number, other))
-    return [other for _, other in sorted(stale)]
+    numbered = ((part_number(path, path.parent / name) or 0, path.parent / name) for name in names)
+    return [other for number, other in sorted(numbered) if number > count and _is_regular(other)]
 
 
 def _is_regular(path: Path) -> bool:

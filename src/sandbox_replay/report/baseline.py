@@ -1,10 +1,8 @@
 """Read a previous build to compare with: a site folder, or a ``pack`` archive of one.
 
-``read_baseline`` returns each run's ``changes.RunSnapshot`` from the site's manifest,
-marker, result records and ``history.json``, and fails closed: a baseline that cannot be
-checked is a ``BaselineError`` naming the file. The marker must hold the manifest's
-digest and each record the digest the manifest lists, so an edited baseline is refused.
-An archive is read in memory, regular members only, each within the input size limit.
+A baseline that cannot be checked is a ``BaselineError`` naming the file: the marker must
+hold the manifest's digest and each record the digest the manifest lists, so an edited
+baseline is refused. An archive is read in memory, regular members within the size limit.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ from sandbox_replay.version import TOOL_NAME
 
 HISTORY = "history.json"
 HISTORY_SCHEMA = "sandbox-replay.history/1"
-_MARKER_BYTES = 4096
 
 
 class BaselineError(ValueError):

@@ -1,14 +1,11 @@
 """Syntax-highlight an input file as HTML with an anchor on every line.
 
-Each line is ``<span class="line" id="<slug>-L<n>">``, so a finding can link to the exact
-line and the stylesheet can mark it as the target; line numbers are drawn by a CSS
-counter, so copying the code copies no numbers. The opening line of a row the pages link
-to also carries ``data-row-end="<m>"``, the line that closes it (``row_end``), where that
-is a later line: the script marks the whole row from that. The line wrapper is Pygments'
-documented extension point (``HtmlFormatter.wrap``); the token markup and the escaping of
-every input character are Pygments' own. Whitespace and punctuation are left unstyled,
-which keeps a page small. Control and bidi characters in the file are shown as
-``<U+XXXX>`` before highlighting, so the listing reads in the order the bytes are stored.
+Each line is ``<span class="line" id="<slug>-L<n>">`` so a finding can link to it; line
+numbers are a CSS counter, so copying the code copies none. The opening line of a linked
+row that closes on a later line also carries ``data-row-end="<m>"``, for the script to
+mark the whole row. Token markup and escaping are Pygments' own (the line wrapper is its
+``HtmlFormatter.wrap`` extension point); whitespace and punctuation stay unstyled. Control
+and bidi characters are shown as ``<U+XXXX>`` first, so the listing reads as stored.
 """
 
 from __future__ import annotations
@@ -74,8 +71,10 @@ def row_end(lines: Mapping[int, str], first: int, last: int) -> int:
 
 
 def row_ends(text: str, first_line: int, rows: Collection[int]) -> dict[int, int]:
-    """Return the closing line of each of ``rows`` (opening lines) that ``text`` holds and
-    that closes on a later line; ``text`` starts at line ``first_line`` of its file."""
+    """Return the closing line of each of ``rows`` (opening lines) that closes later in ``text``.
+
+    ``text`` starts at line ``first_line`` of its file.
+    """
     lines = dict(enumerate(text.split("\n"), first_line))
     last = first_line + len(lines) - 1
     ends = {}
@@ -107,14 +106,9 @@ class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
     def wrap(self, source: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         if self._first == 1:
             yield 0, '<pre class="code" tabindex="0"><code>'
-        else:  # an excerpt: numbered from its first line (``first_line`` is an int)
-            yield (
-                0,
-                (
-                    '<pre class="code excerpt" tabindex="0">'
-                    f'<code style="counter-reset: line {self._first - 1}">'
-                ),
-            )
+        else:  # an excerpt, numbered from its first line
+            start = f'<code style="counter-reset: line {self._first - 1}">'
+            yield 0, f'<pre class="code excerpt" tabindex="0">{start}'
         number = self._first - 1
         for is_line, text in source:
             if not is_line:
@@ -133,9 +127,8 @@ class _LineAnchorFormatter(HtmlFormatter):  # type: ignore[misc]
 def highlight_json(text: str, slug: str, first_line: int = 1, rows: Collection[int] = ()) -> Markup:
     """Return ``text`` as highlighted HTML whose lines carry ``line_id(slug, n)`` anchors.
 
-    ``text`` starts at line ``first_line`` of its file: an excerpt, when that is not 1.
-    ``rows`` are the opening lines of the rows the pages link to; each that closes on a
-    later line of ``text`` is marked with its extent.
+    ``text`` starts at line ``first_line`` of its file; each of ``rows`` (opening lines the
+    pages link to) that closes on a later line is marked with its extent.
     """
     lexer = JsonLexer()
     lexer.add_filter(_PlainLayout())

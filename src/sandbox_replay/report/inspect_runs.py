@@ -1,15 +1,9 @@
 """Build over Inspect AI logs: each ``.eval`` log given to ``build`` becomes runs on the site.
 
-A PATH that is a ``.eval`` file, and every ``.eval`` file found under a PATH folder
-(hidden folders left out), is imported as ``import inspect`` would import it, into one
-temporary folder that lives as long as the build; the runs found there are shown with
-the log as their source (its path relative to the working directory and the sha256 of
-its bytes, both in ``manifest.json``). The import writes the same bytes as
-``import inspect`` with the same options, so a site built from the logs shows what a
-site built from the imported folders shows.
-
-Without the ``inspect`` extra a log cannot be read: it is kept as an ``UnreadLog``, shown
-on the index and on a page of its own with the install hint, and the build is incomplete.
+Every log given or found under a PATH folder is imported as ``import inspect`` would, into
+a temporary folder that lives as long as the build; its runs are shown with the log as
+their source (its path and sha256, in ``manifest.json``). Without the ``inspect`` extra a
+log is an ``UnreadLog``, shown with the install hint, and the build is incomplete.
 """
 
 from __future__ import annotations
@@ -93,8 +87,7 @@ class UnreadView:
 
 @dataclass(frozen=True)
 class LogRuns:
-    """The paths to search for runs, with the imported folders, each one's log, and the
-    logs that could not be read."""
+    """The paths to search for runs, each imported folder's log, and the logs not read."""
 
     paths: tuple[Path, ...]
     sources: Mapping[Path, LogSource] = field(default_factory=dict)
@@ -111,12 +104,6 @@ class LogRuns:
         if source is None:
             return run
         return replace(run, display_path=source.path, source_sha256=source.sha256)
-
-
-def _logs_among(paths: Sequence[Path]) -> list[Path]:
-    files = [path for path in paths if path.is_file()]
-    folders = [path for path in paths if path.is_dir()]
-    return find_logs([*files, *folders]) if files or folders else []
 
 
 def _extra_missing() -> bool:
@@ -136,7 +123,7 @@ def importing_logs(
     A PATH that is a file must be a ``.eval`` log; ``InspectImportError`` otherwise, for a
     log that cannot be read, and when the extra is missing and there is nothing but logs.
     """
-    logs = _logs_among(paths)
+    logs = find_logs([*(p for p in paths if p.is_file()), *(p for p in paths if p.is_dir())])
     kept = tuple(path for path in paths if not path.is_file())
     if not logs:
         yield LogRuns(tuple(paths))

@@ -1,12 +1,9 @@
 """Fit the number of build processes to the memory the machine has available.
 
-Each process replays a whole run in memory, so ``--jobs`` multiplies the peak. What a
-run needs is estimated from the size of its input files (the factors below; their
-measurements are in ``docs/performance.md``), and each page helper that shares out a
-single run's pages adds its own share. When ``--jobs`` was not given and the runs would
-not fit in the memory the system reports available, fewer processes are used (at least
-one) and the build says so; a ``--jobs`` given explicitly is kept, with a warning. A
-machine that reports no figure (no ``/proc/meminfo``) is not checked.
+Each process replays a whole run in memory, so ``--jobs`` multiplies the peak, estimated
+from the size of the input files (the factors below; see ``docs/performance.md``). Runs
+that would not fit get fewer processes, and the build says so; a ``--jobs`` given
+explicitly is kept, with a warning. Without ``/proc/meminfo`` nothing is checked.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -70,17 +71,13 @@ class PolicyPageView:
 def build_policy_view(runs: Sequence[RunSummary], build_time: str, version: str) -> PolicyPageView:
     """Return the view-model of the policy page: the coverage of every policy, run by run.
 
-    Runs replayed with the same policy (kind, id and file digest) share one table, the
-    policies in the order their first run is listed. A rule is a row in the policy's
-    order; where runs of one policy list different rules (a status file edited by hand),
-    every rule any of them lists is a row, zero for the others.
+    Runs of one policy (kind, id and digest) share a table, in the order of its first
+    run; every rule any of them lists is a row, in the policy's order.
     """
     grouped: dict[tuple[str, str, str], list[RunSummary]] = {}
     for run in runs:
         grouped.setdefault(run.policy.key, []).append(run)
-    tables = []
-    for number, members in enumerate(grouped.values(), start=1):
-        tables.append(_policy_table(number, members))
+    tables = [_policy_table(n, members) for n, members in enumerate(grouped.values(), start=1)]
     never = sum(table.never_count for table in tables)
     totals = (
         Fact("Policies", count(len(tables))),
@@ -101,12 +98,10 @@ def _policy_table(number: int, members: Sequence[RunSummary]) -> PolicyTableView
     for run in members:
         for rule in run.policy.rules:
             verdicts.setdefault(rule.rule_ref, rule.verdict)
-    per_run = []
-    for run in members:
-        counts: dict[str, int] = {}
+    per_run: list[Counter[str]] = [Counter() for _ in members]
+    for counts, run in zip(per_run, members, strict=True):
         for rule in run.policy.rules:
-            counts[rule.rule_ref] = counts.get(rule.rule_ref, 0) + rule.request_count
-        per_run.append(counts)
+            counts[rule.rule_ref] += rule.request_count
     rows = []
     for rule_ref, verdict in verdicts.items():
         values = [counts.get(rule_ref, 0) for counts in per_run]

@@ -18,12 +18,10 @@ from operator import attrgetter
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-import orjson
-
 from sandbox_replay.exports.text import one_line
 from sandbox_replay.importers.inspect_logs import ImportOptions
 from sandbox_replay.importers.tool_map import MapFileError, read_tool_map
-from sandbox_replay.load.files import FileChangedError, LoadLimits, open_regular, read_same_file
+from sandbox_replay.load.files import FileChangedError, LoadLimits, open_regular, read_site_json
 from sandbox_replay.load.scan import ForbiddenClassesError, ForbiddenTable, read_forbidden_table
 from sandbox_replay.model.policy import Policy, PolicyChoice, PolicyFileError, read_policy
 from sandbox_replay.report.baseline import Baseline, BaselineError, read_baseline
@@ -48,11 +46,8 @@ class RecordedRun:
     result_sha256: str
     input_digests: Mapping[str, str]
     single_file: bool
-    # The policy file it was replayed with (path relative to the inputs root, sha256);
-    # None for the packaged table.
-    policy: tuple[str, str] | None = None
-    # The sha256 of the Inspect AI log it was imported from (then source_path is the log).
-    source_sha256: str | None = None
+    policy: tuple[str, str] | None = None  # (path under the inputs root, sha256)
+    source_sha256: str | None = None  # of the Inspect AI log that source_path names
 
 
 @dataclass(frozen=True)
@@ -145,7 +140,7 @@ def read_manifest(site_dir: Path) -> tuple[dict[str, Any], list[RecordedRun]]:
     """Return the site's manifest and its runs; raise VerifyError when it is unusable."""
     path = site_dir / MANIFEST
     try:
-        manifest = orjson.loads(read_same_file(path, None, LoadLimits().max_file_bytes))
+        manifest = read_site_json(path, LoadLimits().max_file_bytes)
     except FileNotFoundError:
         raise VerifyError(f"{path} is missing: not a site this tool built") from None
     except (OSError, FileChangedError) as error:
@@ -250,8 +245,7 @@ def _inspect_options(
 def _policies(runs: list[RecordedRun], root: Path) -> tuple[PolicyChoice, list[str]]:
     """Return the policies the runs were replayed with, and what is wrong with them.
 
-    A run whose policy cannot be read again unchanged is rebuilt with the packaged table
-    instead (so its pages differ too).
+    A run whose policy cannot be read again unchanged is rebuilt with the packaged table.
     """
     chosen: list[tuple[Path, Policy]] = []
     differences: list[str] = []
@@ -294,8 +288,7 @@ def _forbidden_table(
 ) -> tuple[ForbiddenTable | None, list[str]]:
     """Return the forbidden-classes table the site was built with, and what is wrong with it.
 
-    A table that cannot be read again unchanged is a difference, and the rebuild goes on
-    without it (so its pages differ too).
+    A table that cannot be read again unchanged is a difference; the rebuild goes without.
     """
     recorded = manifest.get("forbidden_classes")
     if recorded is None:
@@ -321,9 +314,8 @@ def _forbidden_table(
 def _baseline(manifest: Mapping[str, Any], given: Path | None) -> tuple[Baseline | None, list[str]]:
     """Return the baseline to rebuild with, and the differences found checking it.
 
-    A site built with ``--baseline`` records that build's digests (``Baseline.record``):
-    without the very same baseline its pages cannot be rebuilt, so a missing one, one that
-    cannot be read or checked, or another one is a difference (fail closed).
+    Without the very baseline the site records (``Baseline.record``) its pages cannot be
+    rebuilt: a missing, unreadable or other one is a difference.
     """
     recorded = manifest.get("baseline")
     if recorded is None and given is None:

@@ -1,27 +1,21 @@
-"""Write a run's search index: small script files beside its pages, read from ``file://``.
+"""Write a run's search index: script files in ``runs/<run>/search/``, read from ``file://``.
 
-A browser may not ``fetch`` a local file, but it runs a ``<script src>`` of one, so the
-index is JavaScript: each file calls a function ``site.js`` defines. The files live in
-``runs/<run>/search/``:
+A browser may not ``fetch`` a local file but runs a ``<script src>`` of one, so each file
+calls a function ``site.js`` defines:
 
 ``index.js``
     ``SandboxReplaySearch.manifest({"count": <entries>, "parts": [[<first key>, <file>],
-    ...]})``: each part's file name and the first of its keys, lower-cased, in the order
-    the parts hold them.
+    ...]})``: each part's file and its first key, lower-cased.
 ``part-NNNN.js``
-    ``SandboxReplaySearch.part(<file>, [[<key>, <kind>, <page>, <note>, <anchor>], ...])``:
-    entries sorted by lower-cased key (compared as UTF-16 code units, as JavaScript
-    compares strings), then kind, then key. ``kind`` is one of ``KINDS``; ``page`` is the
-    page that holds the entry, relative to the run page's folder; ``note`` is a short
-    description; ``anchor`` the fragment id on that page. The last two are left out when
-    empty, and ``anchor`` when it is ``DEFAULT_ANCHORS[kind]`` followed by the key (a
-    request with a plain id, a finding), which most entries are. The files are ASCII but
-    for printable characters beyond it.
+    ``SandboxReplaySearch.part(<file>, [[<key>, <kind>, <page>, <note>, <anchor>], ...])``,
+    sorted by lower-cased key (as UTF-16 code units, as JavaScript compares), kind, key.
+    ``kind`` is one of ``KINDS``; ``page`` is relative to the run page's folder. ``note``
+    and ``anchor`` are left out when empty, ``anchor`` also when it is
+    ``DEFAULT_ANCHORS[kind]`` and the key, as for most entries.
 
-A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes, so a search
-loads the manifest and one or two small parts. Every string is written as ``js_string``
-writes it, which keeps it from closing a script or a line: the pages' check for text the
-forbidden-material scan matched looks for that form too (``parallel.needles_of``).
+A part holds at most ``PART_ENTRIES`` entries and about ``PART_BYTES`` bytes. Every string
+is written by ``js_string``; the pages' check for text the forbidden-material scan matched
+looks for that form too (``parallel.needles_of``).
 """
 
 from __future__ import annotations
@@ -44,10 +38,6 @@ _MARKUP = frozenset("<>&")
 _json_string = json.encoder.encode_basestring
 
 
-def _has_markup(literal: str) -> bool:
-    return "<" in literal or ">" in literal or "&" in literal
-
-
 def _escaped(character: str) -> str:
     """Return ``character`` as JavaScript ``\\uXXXX`` escapes (a surrogate pair above U+FFFF)."""
     units = character.encode("utf-16-be", "surrogatepass")
@@ -55,10 +45,7 @@ def _escaped(character: str) -> str:
 
 
 class SearchEntry(NamedTuple):
-    """One thing a run's search finds: its key, what it is, where it is, and a note.
-
-    ``href`` is relative to the run page's folder and names the page and the anchor.
-    """
+    """One thing a run's search finds; ``href`` (page and anchor) is relative to the run's folder."""
 
     key: str
     kind: str
@@ -69,13 +56,11 @@ class SearchEntry(NamedTuple):
 def js_string(value: str) -> str:
     """Return ``value`` as a JavaScript (and JSON) string literal, safe inside any script.
 
-    ``< > &`` and every character that is not printable (controls, line and paragraph
-    separators, bidirectional and other format characters, lone surrogates) are written
-    as ``\\uXXXX`` escapes: no value can close a ``<script>``, break a line or hide in the
-    file, and JavaScript reads each escape back as the character.
+    ``< > &`` and every character that is not printable are written as ``\\uXXXX``: no
+    value can close a ``<script>``, break a line or hide in the file.
     """
     literal = _json_string(value)
-    if literal.isascii() and literal.isprintable() and not _has_markup(literal):
+    if literal.isascii() and literal.isprintable() and _MARKUP.isdisjoint(literal):
         return literal
     return "".join(c if c.isprintable() and c not in _MARKUP else _escaped(c) for c in literal)
 

@@ -1,19 +1,13 @@
 """Turn a run's single-file view into one self-contained HTML file (``build --single-file``).
 
-The file is ``single/<run>.html`` at the root of the site: the run page as its single-file
-view shows it (``views.single``), with the site's stylesheet inlined as ``<style>`` and its
-script as ``<script>``, the SVG already being inline. It makes no request and links to
-nothing outside itself: a link to a code's catalog entry becomes a link to its
-explanation in the page; every other link to another file of the site, or to an anchor
-the page does not hold, becomes plain text. The run's search, which reads the index files
-beside the run page, is left out. It holds no ``http://`` or ``https://`` at all: inline
-SVG drops its ``xmlns``, which HTML implies.
+The file is ``single/<run>.html``: the run's single-file view (``views.single``) with the
+stylesheet and script inlined. It makes no request and holds no ``http(s)://``: a catalog
+link points at the code's explanation in the page, any other link leaving the page
+becomes plain text, the search is left out and inline SVG drops its ``xmlns``.
 
-The rewrite works on the bytes this package's own templates rendered, in which every
-attribute value is double-quoted and autoescaped (a ``"``, ``<`` or ``>`` from an input is
-always an entity), so a tag ends at its first ``>`` and no input can open or close one.
-The inlined stylesheet and script are package (or ``--templates``) assets, never inputs;
-one holding ``</style`` or ``</script`` is refused rather than inlined.
+The rewrite works on bytes our own templates rendered, where every attribute value is
+double-quoted and autoescaped, so a tag ends at its first ``>`` and no input can open or
+close one. An asset holding ``</style`` or ``</script`` is refused rather than inlined.
 """
 
 from __future__ import annotations

@@ -1,30 +1,22 @@
 """Check that a published report site still follows from the inputs it records.
 
-``verify_site`` reads the site's ``manifest.json`` (its format is in ``build.py``) and finds
-each run's inputs at its recorded ``source_path`` under the inputs root (the working
-folder unless given; ``recorded_inputs`` reads what the manifest records). Then:
+``verify_site`` finds each run's inputs at its recorded ``source_path`` under the inputs
+root (``recorded_inputs`` reads what the manifest records), then:
 
 1. every input file the manifest lists must hash to its recorded sha256 (an Inspect AI
    log, to its ``source_sha256``: the rebuild imports it again);
-2. the whole site is rebuilt from those inputs into a temporary folder with the packaged
-   templates and the recorded settings (build time as ``SOURCE_DATE_EPOCH``,
-   ``--single-file``, forbidden-classes table, policies, map file, baseline, label);
-3. each run's published ``result.json`` must equal the rebuilt one byte for byte, and
-   the manifest's ``result_sha256`` must be the rebuilt record's digest;
-4. every published file must equal the rebuilt one byte for byte, and neither side may
-   hold a file the other lacks.
+2. the site is rebuilt from them into a temporary folder with the packaged templates and
+   the recorded settings;
+3. each run's ``result.json`` and every other file must equal the rebuilt one byte for
+   byte, the manifest's ``result_sha256`` must be the rebuilt record's digest, and
+   neither side may hold a file the other lacks.
 
-Whatever cannot be checked fails: inputs not found, an unreadable manifest, another tool
-version, a recorded file changed since the build. The site's folders are listed without
-recursion to a bounded depth. Each difference is one line, made visible (control and bidi
-characters shown); the lines come in the order above, runs and paths sorted, so two
-verifications of one site print the same report. A site built with ``--templates`` does
-not verify: its pages follow from templates the site does not hold.
+Whatever cannot be checked fails. Each difference is one line, made visible, in the order
+above with runs and paths sorted, so two verifications of one site print the same report.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import stat
@@ -149,24 +141,21 @@ def _find_inputs(
             missing.append(run.name)
             differences.append(f"inputs outside the inputs root, not read: {where}")
             continue
-        if run.source_sha256 is not None:  # an Inspect AI log, imported again by the rebuild
-            if not folder.is_file() or recorded.map_failed:
-                missing.append(run.name)
-                if not folder.is_file():
-                    differences.append(f"inputs not found: {where}")
-                continue
+        log = run.source_sha256 is not None  # an Inspect AI log, imported again by the rebuild
+        if not (folder.is_file() if log else folder.is_dir()):
+            missing.append(run.name)
+            differences.append(f"inputs not found: {where}")
+        elif log and recorded.map_failed:
+            missing.append(run.name)
+        elif log:
             if sha256_of(folder) != run.source_sha256:
                 differences.append(f"input changed: {where}")
             if folder not in folders:
                 folders.append(folder)
-            continue
-        if not folder.is_dir():
-            missing.append(run.name)
-            differences.append(f"inputs not found: {where}")
-            continue
-        progress(f"checking the inputs of {run.name} in {run.source_path}")
-        folders.append(folder)
-        differences.extend(_check_inputs(run, folder))
+        else:
+            progress(f"checking the inputs of {run.name} in {run.source_path}")
+            folders.append(folder)
+            differences.extend(_check_inputs(run, folder))
     return folders, missing
 
 
@@ -178,7 +167,6 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     def progress(message: str) -> None:
         sink(one_line(message))
 
-    config = dataclasses.replace(config, progress=progress)
     site = config.site_dir
     if not site.is_dir():
         raise VerifyError(f"site folder {site} does not exist")
@@ -201,8 +189,23 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-replay-verify-"))
     try:
         out = scratch / "site"
+        rebuild = BuildConfig(
+            tuple(folders),
+            out,
+            templates=None,
+            source_date_epoch=recorded.epoch,
+            cwd=root,
+            progress=progress,
+            jobs=config.jobs,
+            single_file=any(r.single_file for r in runs),
+            forbidden=recorded.forbidden,
+            policies=recorded.policies,
+            baseline=recorded.baseline,
+            label=recorded.label,
+            inspect=recorded.inspect,
+        )
         try:
-            _rebuild(config, root, folders, out, recorded, any(r.single_file for r in runs))
+            build_site(rebuild)
         except (BuildError, DiscoveryError, SchedulerError) as error:
             differences.append(f"site could not be rebuilt from its inputs: {error}")
             return _report(runs, 0, differences)
@@ -212,33 +215,6 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return _report(runs, len(set(published) | set(rebuilt)), differences)
-
-
-def _rebuild(
-    config: VerifyConfig,
-    root: Path,
-    folders: list[Path],
-    out: Path,
-    recorded: Recorded,
-    single: bool,
-) -> None:
-    build_site(
-        BuildConfig(
-            tuple(folders),
-            out,
-            templates=None,
-            source_date_epoch=recorded.epoch,
-            cwd=root,
-            progress=config.progress,
-            jobs=config.jobs,
-            single_file=single,
-            forbidden=recorded.forbidden,
-            policies=recorded.policies,
-            baseline=recorded.baseline,
-            label=recorded.label,
-            inspect=recorded.inspect,
-        )
-    )
 
 
 def _compare(
