@@ -9,6 +9,7 @@ page ``policy_page``.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ from sandbox_replay.report.views import (
     chrome,
     plural,
 )
+from sandbox_replay.report.views.common import STATUS_LABELS
 from sandbox_replay.report.views.models import Fact
 
 # ---------------------------------------------------------------------------------------
@@ -81,10 +83,6 @@ class IndexRow:
     severities: str = ""
 
 
-# A figure of the index's totals: label, value and CSS class.
-TotalFact = Fact
-
-
 @dataclass(frozen=True)
 class ChartTable:
     """A chart's figures as a table, for screen readers and for reading them exactly."""
@@ -105,7 +103,7 @@ class ChartView:
 @dataclass(frozen=True)
 class IndexView:
     chrome: Chrome
-    totals: tuple[TotalFact, ...]
+    totals: tuple[Fact, ...]
     charts: tuple[ChartView, ...]
     rows: tuple[IndexRow, ...]
     statuses: tuple[tuple[str, str], ...]
@@ -204,37 +202,48 @@ def build_index_view(
         totals=_index_totals(runs),
         charts=(_status_chart(runs), _severity_chart(worst_first), _layer_chart(runs)),
         rows=_index_rows(worst_first, changes),
-        statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+        statuses=_status_filters(runs),
         severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
         compared=changes is not None,
         trend=trend_view(history),
     )
 
 
-def _index_totals(runs: Sequence[RunSummary]) -> tuple[TotalFact, ...]:
-    passed = sum(1 for r in runs if r.status == "pass")
-    blocked = len(runs) - passed
+def _status_filters(runs: Sequence[RunSummary]) -> tuple[tuple[str, str], ...]:
+    shown = ("pass", "blocked", *(("not_run",) if any(r.status == "not_run" for r in runs) else ()))
+    return (("", "All statuses"), *((status, STATUS_LABELS[status]) for status in shown))
+
+
+def _index_totals(runs: Sequence[RunSummary]) -> tuple[Fact, ...]:
+    statuses = Counter(r.status for r in runs)
+    passed, blocked, unread = statuses["pass"], statuses["blocked"], statuses["not_run"]
+    totals = [
+        Fact("Runs", count(len(runs))),
+        Fact("Passed", count(passed), "pass" if passed else ""),
+        Fact("Blocked", count(blocked), "blocked" if blocked else ""),
+    ]
+    if unread:  # a log that could not be read is neither passed nor blocked
+        totals.append(Fact("Not run", count(unread)))
     return (
-        TotalFact("Runs", count(len(runs))),
-        TotalFact("Passed", count(passed), "pass" if passed else ""),
-        TotalFact("Blocked", count(blocked), "blocked" if blocked else ""),
-        TotalFact("Requests replayed", count(sum(r.counts.requests for r in runs))),
-        TotalFact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
-        TotalFact("Findings", count(sum(r.counts.findings for r in runs))),
+        *totals,
+        Fact("Requests replayed", count(sum(r.counts.requests for r in runs))),
+        Fact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
+        Fact("Findings", count(sum(r.counts.findings for r in runs))),
     )
 
 
 def _status_chart(runs: Sequence[RunSummary]) -> ChartView:
-    passed = sum(1 for r in runs if r.status == "pass")
+    statuses = Counter(r.status for r in runs)
+    shown = ["pass", "blocked"] + (["not_run"] if statuses["not_run"] else [])
     data = [
-        charts.BarDatum("pass", passed, "status-pass"),
-        charts.BarDatum("blocked", len(runs) - passed, "status-blocked"),
+        charts.BarDatum(status.replace("_", " "), statuses[status], f"status-{status}")
+        for status in shown
     ]
     svg = charts.bar_chart(
         data,
         title="Runs by status",
         id_prefix="chart-status",
-        filters=("status=pass", "status=blocked"),
+        filters=tuple(f"status={status}" for status in shown),
     )
     rows = tuple((d.label, (count(d.value),)) for d in data)
     return ChartView(
