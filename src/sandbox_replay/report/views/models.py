@@ -186,7 +186,6 @@ class TraceView:
     span_count: int
     digest: str
     outcome_counts: str
-    kind_counts: str
     audit_count: int
 
 
