@@ -9,7 +9,8 @@ plain strings, which they escape.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +21,10 @@ from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.records.changes import FIX, NEW_RUN, REGRESSION, Changes, FindingRef, RunChange
 from sandbox_replay.report import charts
 from sandbox_replay.report.views import Chrome, RunPages, chrome, plural
+from sandbox_replay.report.views.common import CHANGES_PAGE as CHANGES_PAGE
 from sandbox_replay.report.views.common import code_href
-from sandbox_replay.report.views.models import ChangedFinding, ListingPageView, RunChangesView
+from sandbox_replay.report.views.models import ChangedFinding, RunChangesView
 
-CHANGES_PAGE = "changes/index.html"
 KIND_CSS = {REGRESSION: "change-regression", FIX: "change-fix", NEW_RUN: "change-new-run"}
 # At most this many new or fixed findings are listed per run page (the changes page lists all).
 SHOWN_CHANGES = 50
@@ -90,34 +91,9 @@ def run_changes_view(change: RunChange, root: str) -> RunChangesView:
     )
 
 
-def _linked(view_chrome: Chrome) -> Chrome:
-    return dataclasses.replace(view_chrome, changes_href=f"{view_chrome.root}{CHANGES_PAGE}")
-
-
 def with_changes(pages: RunPages, change: RunChange) -> RunPages:
     """Return ``pages`` with the run's changes section and the "Changes" link in each page."""
-
-    def changed(view: Any) -> Any:
-        return dataclasses.replace(
-            view,
-            chrome=_linked(view.chrome),
-            changes=run_changes_view(change, view.chrome.root),
-        )
-
-    def linked(
-        views: Iterable[tuple[str, ListingPageView]],
-    ) -> Iterator[tuple[str, ListingPageView]]:
-        for path, view in views:
-            yield path, dataclasses.replace(view, chrome=_linked(view.chrome))
-
-    return RunPages(
-        lambda digest, size: changed(pages.run_view(digest, size)),
-        lambda numbers: linked(pages.subpages(numbers)),
-        pages.subpage_paths,
-        lambda: linked(pages.gap_pages()),
-        pages.search_files,
-        lambda digest, size: changed(pages.single_view(digest, size)),
-    )
+    return dataclasses.replace(pages, changes=functools.partial(run_changes_view, change))
 
 
 @dataclass(frozen=True)

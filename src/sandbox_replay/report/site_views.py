@@ -26,7 +26,6 @@ from sandbox_replay.records.changes import Changes
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
 from sandbox_replay.report.changes_views import (
-    CHANGES_PAGE,
     IndexChange,
     TrendView,
     index_changes,
@@ -43,7 +42,7 @@ from sandbox_replay.report.views import (
     chrome,
     plural,
 )
-from sandbox_replay.report.views.common import STATUS_LABELS
+from sandbox_replay.report.views.common import CHANGES_PAGE, STATUS_LABELS
 from sandbox_replay.report.views.models import Fact
 
 # ---------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ EXCERPT_LINES = 60
 # Rows per listing page: a longer listing is on numbered sub-pages.
 PAGE_ROWS = 500
 MAIN_PAGE = "index.html"
+CHANGES_PAGE = "changes/index.html"
 ACTIONS_FILE = "action_requests.json"
 CORE_VERDICTS = ("allow", "block", "review")
 TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
