@@ -11,7 +11,8 @@ from typing import Any, NamedTuple, TypeGuard
 
 from sandbox_replay import figures
 from sandbox_replay.load.run import InputMode
-from sandbox_replay.model.codes import REGISTRY
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.model.policy import VERDICTS
 from sandbox_replay.model.rows import first_of_each
 from sandbox_replay.records.build import column_of
@@ -124,6 +125,11 @@ def text(value: Any) -> str:
         except TypeError:
             return ", ".join(text(v) for v in value)
     return str(value)
+
+
+def expected_alarm(code: str) -> bool:
+    """Say whether a finding of ``code`` is a planted negative case's alarm, as expected."""
+    return REGISTRY[code].layer is Layer.NEGATIVE_CASES and code != codes.NEGATIVE_CASE_MISSING
 
 
 def policy_kind_label(kind: str) -> str:

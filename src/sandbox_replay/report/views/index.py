@@ -20,13 +20,13 @@ from sandbox_replay.model.rows import first_of_each
 from sandbox_replay.records.build import COUNT_KEYS, RunRecords, column_of, redact
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, line_id
-from sandbox_replay.report.views.cells import expected_alarm
 from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
     MAIN_PAGE,
     MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
     Pager,
+    expected_alarm,
     finding_anchors,
     first_rows,
     is_count,

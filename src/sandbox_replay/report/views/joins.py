@@ -3,25 +3,21 @@ and the gaps listing: the rows with a gap, worst first."""
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model.codes import REGISTRY, Severity
-from sandbox_replay.report.views.cells import (
-    declared_cell,
-    derived_cell,
-    diff_refs,
-    effect_cell,
-    replay_cell,
-    rollback_cell,
-    trace_cell,
-)
+from sandbox_replay.model.policy import VERDICTS
 from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
     GAP,
+    TRACE_OUTCOMES,
     Cell,
+    is_count,
+    plural,
     request_anchor,
     short_code,
     text,
@@ -280,3 +276,91 @@ def _replay(ix: RunIndex, replay_row: _Row) -> Cell:
 
 def _row_at(rows: Sequence[Any], position: int | None) -> Any:
     return None if position is None else rows[position]
+
+
+# The cells, each a function of the few values it shows. Most cells of a large run repeat
+# one made before, so they are cached (``typed``: ``True`` and ``1`` are not one argument).
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def declared_cell(declared: str, agrees: bool, note: str, pre_execution: bool) -> Cell:
+    """The declared-verdict cell: the verdict, and whether the derivation agrees."""
+    declared = declared or "(none)"
+    css = f"verdict v-{declared}" if declared in VERDICTS else "verdict"
+    if not agrees:
+        css += " gap"
+    if not pre_execution:
+        note = (note + " · " if note else "") + "not pre-execution"
+        css += " gap" if "gap" not in css else ""
+    return Cell(declared + ("" if agrees else " ≠"), note, css)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def derived_cell(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
+    """The derived-verdict cell: the verdict and the rule that gave it."""
+    note = rule_ref + " · fail-closed" if fail_closed else rule_ref
+    return Cell(verdict, note, f"verdict v-{verdict}")
+
+
+def effect_cell(derived_verdict: Any, executed: bool, count: Any, refs: str = "") -> Cell:
+    """The side-effect cell: whether it ran, its diff count held to the verdict, its diffs."""
+    diffs = plural(count, "diff") if is_count(count) else "diff count unusable"
+    if refs:
+        diffs += " · " + refs
+    if derived_verdict == "block":
+        ok = not executed and count == 0
+    elif derived_verdict in ("allow", "review"):
+        ok = executed and is_count(count) and count >= 1
+    else:
+        ok = True
+    return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
+
+
+# The diff refs of a side-effect receipt, and how the join table names each.
+DIFF_REFS = (
+    ("filesystem_diff_ref", "fs"),
+    ("network_diff_ref", "net"),
+    ("database_diff_ref", "db"),
+)
+NO_DIFF = "diff:none"
+
+
+def diff_refs(effect: Mapping[str, Any]) -> str:
+    """Return the diffs a side-effect receipt points to, as ``fs diff:...`` ("" for none)."""
+    named = []
+    for field, label in DIFF_REFS:
+        ref = effect.get(field)
+        if isinstance(ref, str) and ref and ref != NO_DIFF:
+            named.append(f"{label} {ref}")
+    return " · ".join(named)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def rollback_cell(
+    ref: str, executed: bool, found: bool, verified: bool, rollback_id: str = ""
+) -> Cell:
+    """The rollback cell: whether a rollback was due, found and verified; its note is the
+    receipt's ref, and the rollback row it resolved to where that differs."""
+    if not found:
+        return Cell(GAP, ref, "gap") if executed else Cell("not required", "", "muted")
+    note = ref if rollback_id in ("", ref) else f"{ref} → {rollback_id}"
+    return Cell("verified", note) if verified else Cell("not verified", note, "gap")
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def replay_cell(flagged: bool, claims: bool) -> Cell:
+    """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
+    label = "reproduced" if claims else "not reproduced"
+    if flagged:
+        return Cell(f"claims {label}", "does not re-derive", "gap")
+    return Cell(label, "", "" if claims else "gap")
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def trace_cell(outcome: str, flagged: bool) -> Cell:
+    """The trace cell: the span's outcome, and whether its audit found something."""
+    # Any other outcome is a recorded verdict label, input text: never a class name.
+    css = f"outcome o-{outcome if outcome in TRACE_OUTCOMES else 'other'}"
+    if flagged:
+        return Cell(outcome, "audit finding", f"{css} gap")
+    return Cell(outcome, "", css)

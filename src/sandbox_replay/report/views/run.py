@@ -12,7 +12,6 @@ from sandbox_replay.records.build import RunRecords, build_receipt
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.search_index import SEARCH_DIR, search_files
 from sandbox_replay.report.views import calibration, findings, input_files, layer_tables, summary
-from sandbox_replay.report.views.cells import expected_alarm
 from sandbox_replay.report.views.common import (
     CHANGES_PAGE,
     MAIN_PAGE,
@@ -22,6 +21,7 @@ from sandbox_replay.report.views.common import (
     badge,
     byte_size,
     chrome,
+    expected_alarm,
     page_nav,
     plural,
     policy_kind_label,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sandbox_replay.report.views.cells import trace_cell
 from sandbox_replay.report.views.common import GAP, MAIN_PAGE, badge, text
 from sandbox_replay.report.views.index import RunIndex
+from sandbox_replay.report.views.joins import trace_cell
 from sandbox_replay.report.views.models import SpanRow, TraceView
 
 
