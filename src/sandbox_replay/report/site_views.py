@@ -50,11 +50,8 @@ from sandbox_replay.report.views.models import Fact
 
 
 def run_key(name: str) -> str:
-    """Return a run's name as the index's ``run=`` filter writes it: percent-encoded UTF-8.
-
-    The chart that sets the filter and the row it matches both carry this ASCII key, so
-    they agree whatever the name holds.
-    """
+    """Return a run's name as the index's ``run=`` filter, its chart bar and its row write it:
+    percent-encoded UTF-8, so that they agree whatever the name holds."""
     return quote(name, safe="", errors="replace")
 
 
@@ -157,7 +154,8 @@ class RunSummary:
 
 
 def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
-    """Return the summary of a run page's view-model and its result record's digest."""
+    """Return the summary of a run page's view-model and its result record's digest (all
+    it needs of the run is in the view: ``records`` is not read)."""
     return RunSummary(
         name=view.name,
         mode=view.mode,
@@ -170,10 +168,8 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
         expected_codes=view.expected_codes,
         source_path=view.source_path,
         result_sha256=result_sha256,
-        input_digests=tuple(
-            (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
-        ),
-        policy=PolicyCoverage.of_record(records.result),
+        input_digests=tuple((d.path, d.sha256) for d in view.provenance.digests),
+        policy=view.policy,
         first_findings=view.first_findings,
         findings_by_severity=view.findings_by_severity,
     )
@@ -186,68 +182,64 @@ def build_index_view(
     changes: Changes | None = None,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> IndexView:
-    """Return the view-model of the index page.
-
-    With ``changes`` (a build given ``--baseline``), each row says what changed since the
-    baseline, and regressions come first, then runs with new findings. With at least two
-    builds of ``history``, the index shows their trend.
-    """
+    """Return the view-model of the index page: with ``changes`` (``--baseline``), what
+    changed, regressions first; with two builds of ``history`` or more, their trend."""
     worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
+    statuses = Counter(r.status for r in runs)
+    # A log that could not be read is neither passed nor blocked: it is counted apart.
+    shown = ("pass", "blocked", "not_run") if statuses["not_run"] else ("pass", "blocked")
     frame = chrome("sandbox-replay report", "", "index", build_time, version)
     if changes is not None:
         frame = dataclasses.replace(frame, changes_href=CHANGES_PAGE)
     return IndexView(
         chrome=frame,
-        totals=_index_totals(runs),
-        charts=(_status_chart(runs), _severity_chart(worst_first), _layer_chart(runs)),
+        totals=(
+            Fact("Runs", count(len(runs))),
+            *(_status_total(status, statuses[status]) for status in shown),
+            Fact("Requests replayed", count(sum(r.counts.requests for r in runs))),
+            Fact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
+            Fact("Findings", count(sum(r.counts.findings for r in runs))),
+        ),
+        charts=(
+            _status_chart(statuses, shown),
+            _severity_chart(worst_first),
+            _layer_chart(runs),
+        ),
         rows=_index_rows(worst_first, changes),
-        statuses=_status_filters(runs),
+        statuses=(("", "All statuses"), *((status, STATUS_LABELS[status]) for status in shown)),
         severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
         compared=changes is not None,
         trend=trend_view(history),
     )
 
 
-def _status_filters(runs: Sequence[RunSummary]) -> tuple[tuple[str, str], ...]:
-    shown = ("pass", "blocked", *(("not_run",) if any(r.status == "not_run" for r in runs) else ()))
-    return (("", "All statuses"), *((status, STATUS_LABELS[status]) for status in shown))
+# Each status's total on the index: its label, and its CSS class when any run has it.
+_STATUS_TOTALS = {
+    "pass": ("Passed", "pass"),
+    "blocked": ("Blocked", "blocked"),
+    "not_run": ("Not run", ""),
+}
 
 
-def _index_totals(runs: Sequence[RunSummary]) -> tuple[Fact, ...]:
-    statuses = Counter(r.status for r in runs)
-    passed, blocked, unread = statuses["pass"], statuses["blocked"], statuses["not_run"]
-    totals = [
-        Fact("Runs", count(len(runs))),
-        Fact("Passed", count(passed), "pass" if passed else ""),
-        Fact("Blocked", count(blocked), "blocked" if blocked else ""),
-    ]
-    if unread:  # a log that could not be read is neither passed nor blocked
-        totals.append(Fact("Not run", count(unread)))
-    return (
-        *totals,
-        Fact("Requests replayed", count(sum(r.counts.requests for r in runs))),
-        Fact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
-        Fact("Findings", count(sum(r.counts.findings for r in runs))),
-    )
+def _status_total(status: str, runs: int) -> Fact:
+    label, css = _STATUS_TOTALS[status]
+    return Fact(label, count(runs), css if runs else "")
 
 
-def _status_chart(runs: Sequence[RunSummary]) -> ChartView:
-    statuses = Counter(r.status for r in runs)
-    shown = ["pass", "blocked"] + (["not_run"] if statuses["not_run"] else [])
-    data = [
-        charts.BarDatum(status.replace("_", " "), statuses[status], f"status-{status}")
-        for status in shown
-    ]
+def _figures(caption: str, columns: tuple[str, str], data: Sequence[charts.BarDatum]) -> ChartTable:
+    return ChartTable(caption, columns, tuple((d.label, (count(d.value),)) for d in data))
+
+
+def _status_chart(statuses: Counter[str], shown: Sequence[str]) -> ChartView:
+    data = [charts.BarDatum(s.replace("_", " "), statuses[s], f"status-{s}") for s in shown]
     svg = charts.bar_chart(
         data,
         title="Runs by status",
         id_prefix="chart-status",
         filters=tuple(f"status={status}" for status in shown),
     )
-    rows = tuple((d.label, (count(d.value),)) for d in data)
-    return ChartView(
-        "Runs by status", svg, table=ChartTable("Runs by status", ("Status", "Runs"), rows)
-    )
+    table = _figures("Runs by status", ("Status", "Runs"), data)
+    return ChartView("Runs by status", svg, table=table)
 
 
 def _severity_chart(worst_first: Sequence[RunSummary]) -> ChartView:
@@ -299,8 +291,7 @@ def _layer_chart(runs: Sequence[RunSummary]) -> ChartView:
     svg = charts.bar_chart(
         data, title=f"Findings by layer ({_NO_ALARMS})", id_prefix="chart-layers"
     )
-    rows = tuple((d.label, (count(d.value),)) for d in data)
-    table = ChartTable("Findings by layer", ("Layer", "Findings"), rows)
+    table = _figures("Findings by layer", ("Layer", "Findings"), data)
     return ChartView("Findings by layer", svg, _NO_ALARMS, table)
 
 

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from markupsafe import Markup
 
+from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
 
@@ -308,6 +309,7 @@ class RunView:
     inputs: tuple[InputView, ...]
     modules: tuple[ModuleView, ...]
     provenance: ProvenanceView
+    policy: PolicyCoverage
     counts: RunCounts
     error_codes: tuple[str, ...]
     expected_codes: tuple[str, ...]

@@ -226,6 +226,7 @@ def run_view(
         inputs=input_files.shown_inputs(ix),
         modules=input_files.modules(ix),
         provenance=_provenance(ix, result_sha256, result_size),
+        policy=ix.policy,
         counts=counts,
         error_codes=tuple(sorted({f.error_code for f in ix.findings})),
         expected_codes=tuple(
