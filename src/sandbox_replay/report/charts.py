@@ -1,8 +1,7 @@
 """Draw the index page's small inline-SVG charts, and shade the calibration heatmap.
 
-Each chart's ``<desc>`` states every number in words, so a screen reader and a printout
-carry the same figures as the bars. Bars carry CSS classes from a fixed list, never
-colours; the site's stylesheet (``assets/site.css``) colours them.
+Each chart's ``<desc>`` states every number in words, for a screen reader and a printout.
+Bars carry CSS classes from a fixed list, never colours: ``assets/site.css`` colours them.
 """
 
 from __future__ import annotations
@@ -99,44 +98,30 @@ def stacked_bar_chart(
 ) -> Markup:
     """Draw one horizontal bar per row, split into its segments, with the row's total beside it.
 
-    The legend lists each segment label once. Labels too wide to sit beside the bars are
-    drawn above them. ``filters`` (one per row) and ``legend_filters`` (by segment label)
-    are the index's fragment filters (``status=blocked``) applied when a bar or a key is
-    clicked; each must be ASCII letters, digits and ``=_-.%~``.
+    Labels too wide to sit beside the bars are drawn above them. ``filters`` (one per row)
+    and ``legend_filters`` (by segment label) are the index's fragment filters
+    (``status=blocked``) that a click on a bar or a key applies.
     """
     prefix = check_id_prefix(id_prefix)
     for value in (*filters, *(legend_filters or {}).values()):
         if not _FILTER.fullmatch(value):
             raise ValueError(f"a chart filter must match {_FILTER.pattern}, got {value!r}")
     keys = _legend_keys(rows) if legend else []
-    values = [count(sum(d.value for d in segments)) for _, segments in rows]
+    totals = [sum(d.value for d in segments) for _, segments in rows]
+    values = [count(total) for total in totals]
     value_room = max((text_width(v, FONT) for v in values), default=0.0) + VALUE_PAD
     widest = max((text_width(clean_text(label), FONT) for label, _ in rows), default=0.0)
     above = widest > LABEL_MAX
     bar_left = PAD if above else PAD + widest + PAD
-    bar_room = WIDTH - bar_left - value_room - PAD
     row_height = ROW + LABEL_ABOVE if above else ROW
-    largest = max((sum(d.value for d in segments) for _, segments in rows), default=0)
-    scale = bar_room / largest if largest else 0.0
-    columns = _legend_columns(len(keys))
-    top = PAD + (LEGEND_ROW * -(-len(keys) // columns) if keys else 0.0)
-
-    body: list[str] = []
-    if keys:
-        body.append(_legend(keys, legend_filters or {}))
+    largest = max(totals, default=0)
+    scale = (WIDTH - bar_left - value_room - PAD) / largest if largest else 0.0
+    top = PAD + (LEGEND_ROW * -(-len(keys) // _legend_columns(len(keys))) if keys else 0.0)
+    body = [_legend(keys, legend_filters or {})] if keys else []
     for index, (label, segments) in enumerate(rows):
-        body.append(
-            _bar_row(
-                label,
-                segments,
-                values[index],
-                top + index * row_height,
-                bar_left,
-                scale,
-                above,
-                filters[index] if index < len(filters) else "",
-            )
-        )
+        y = top + index * row_height
+        row_filter = filters[index] if index < len(filters) else ""
+        body.append(_bar_row(label, segments, values[index], y, bar_left, scale, above, row_filter))
     if not rows:
         body.append(
             f'<text class="chart-empty" x="{num(WIDTH / 2)}" y="{num(top + ROW * 0.7)}" '

@@ -1,9 +1,7 @@
 """View-models of the site-wide pages: the index and the finding-code catalog.
 
-They read each run only through its ``RunSummary`` (what ``summarize_run`` keeps of a run
-page's view-model), which the status file keeps between builds, so a run reused from the
-previous build is shown without being replayed. The run pages are ``views``, the policy
-page ``policy_page``.
+They read each run only through its ``RunSummary``, which the status file keeps between
+builds, so a run reused from the previous build is shown without being replayed.
 """
 
 from __future__ import annotations

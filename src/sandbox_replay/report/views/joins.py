@@ -137,11 +137,9 @@ def partners_of(ix: RunIndex, index: int, request: Any) -> Partners | None:
 
 
 def _join_position(ix: RunIndex, index: int, rid: Any) -> int | None:
-    """Return where request row ``index`` stands in the replay's join, None where it
-    joins nothing: where the replay found its id unusable or a duplicate, and where its id
-    as the record shows it (cut, or a type's name) is not text or an earlier row's too, so
-    that each joined row's anchor is its own.
-    """
+    """Return where request row ``index`` stands in the replay's join; None where it joins
+    nothing: its id unusable or a duplicate, or as the record shows it (cut, or a type's
+    name) not text or an earlier row's too, so that each joined row's anchor is its own."""
     request_at = ix.replay.run.joined.request_at
     at = bisect_left(request_at, index)
     if at == len(request_at) or request_at[at] != index:
@@ -152,11 +150,8 @@ def _join_position(ix: RunIndex, index: int, rid: Any) -> int | None:
 
 
 def row_findings(ix: RunIndex, request: Any, partners: Partners | None) -> list[int]:
-    """Return the findings about a request row (expected alarms aside), in record order.
-
-    Those about its ids (request, span, replay, rollback) and its lines in the inputs;
-    a row that joins nothing only by its own line.
-    """
+    """Return the findings about a request row's ids and input lines (a row that joins
+    nothing: its own line), expected alarms aside, in record order."""
     lines = [(ACTIONS_FILE, request.get("line"))]
     subjects = []
     if partners is not None:
@@ -192,12 +187,8 @@ def _worst_severity(ix: RunIndex, hits: Sequence[int]) -> str:
 
 
 def find_gaps(ix: RunIndex) -> Gaps:
-    """Return the request rows with a gap, worst first.
-
-    A row has a gap when it joins nothing or a finding is about it (the rows the join
-    table marks). Worst first: by the worst severity of its findings, then by how many
-    it has, then in request order; a row that joins nothing and has no finding last.
-    """
+    """Return the request rows that join nothing or that a finding is about, worst first:
+    by their findings' worst severity, then how many, then request order (no finding last)."""
     ranked = []
     severity: dict[int, str] = {}
     for index, request in enumerate(ix.requests):

@@ -66,13 +66,10 @@ _GAPS_NOTE = (
 class RunPages:
     """How to build a run's pages from its index, one page at a time.
 
-    ``run_view`` and ``single_view`` take the result record's digest (``sha256:<hex>``;
-    None: serialise the record once more to take it) and its size in bytes (None with a
-    digest: not shown). ``subpages`` builds the sub-pages at the given positions of
-    ``subpage_paths`` (all: None) one at a time, so that the view-models of a large run's
-    rows never sit in memory together: that is how processes share a run's pages
-    (``page_forks``). The gaps' sub-pages and the search index are known only once the
-    gaps are found, by the process that builds the run page.
+    ``run_view`` and ``single_view`` take the result record's digest (None: serialise the
+    record again to take it) and its size (None with a digest: not shown). ``subpages``
+    builds those at the given positions of ``subpage_paths`` (None: all) one at a time,
+    so that a large run's rows never sit in memory together (``page_forks``).
     """
 
     ix: RunIndex
