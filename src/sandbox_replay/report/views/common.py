@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeGuard
 
@@ -14,8 +14,6 @@ from sandbox_replay.load.run import InputMode
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.model.policy import VERDICTS
-from sandbox_replay.model.rows import first_of_each
-from sandbox_replay.records.build import column_of
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
@@ -111,6 +109,11 @@ def badge(status: str) -> Badge:
     return Badge(STATUS_LABELS.get(status, status), f"badge status-{status}")
 
 
+def check_badge(passed: bool, yes: str, no: str) -> Badge:
+    """Return ``yes`` shown as a pass, or ``no`` as blocked."""
+    return Badge(yes, "badge status-pass") if passed else Badge(no, "badge status-blocked")
+
+
 def text(value: Any) -> str:
     """Return a record value as display text (``true``/``false`` for booleans, ``""`` for null)."""
     if type(value) is str:  # the common case first
@@ -164,11 +167,6 @@ def short_code(code: str) -> str:
 
 def code_href(code: str, root: str) -> str:
     return f"{root}codes/index.html#{REGISTRY[code].anchor}"
-
-
-def first_rows(rows: Sequence[Any], key: str) -> dict[str, Any]:
-    """Index a record's rows by their string ``key``: the first row holding each value."""
-    return first_of_each(column_of(rows, key), rows)
 
 
 _SAFE_SLUG = re.compile(r"[A-Za-z0-9_.\-]*")

@@ -28,7 +28,6 @@ from sandbox_replay.report.views.common import (
     Pager,
     expected_alarm,
     finding_anchors,
-    first_rows,
     is_count,
     relative_href,
     request_anchor,
@@ -176,7 +175,7 @@ def index_run(
     result = records.result
     findings = _shown_findings(replay)
     requests = result["request_rows"]
-    trace = result["public_agent_execution_trace"]
+    trace, rollbacks = result["public_agent_execution_trace"], result["rollback_rows"]
     inputs = [info for info in replay.inputs if info.kind == "input"]
     slugs = _unique_slugs([info.path for info in inputs])
     by_subject, by_line = _finding_lookups(findings)
@@ -214,7 +213,7 @@ def index_run(
         replays=result["cold_replay_rows"],
         spans=trace["spans"],
         request_index=first_of_each(column_of(requests, "request_id"), range(len(requests))),
-        rollback_index=first_rows(result["rollback_rows"], "rollback_id"),
+        rollback_index=first_of_each(column_of(rollbacks, "rollback_id"), rollbacks),
         slugs=slugs,
         inputs=views,
         highlighted=highlighted,

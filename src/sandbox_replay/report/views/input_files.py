@@ -20,7 +20,7 @@ from sandbox_replay.report.views.common import (
     EXCERPT_LINES,
     MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
-    Badge,
+    check_badge,
     is_count,
     plural,
     text,
@@ -177,9 +177,7 @@ def modules(ix: RunIndex) -> tuple[ModuleView, ...]:
             sha256=body.sha256,
             size=plural(body.size, "byte"),
             anchors=anchors.get(ix.shown(body.module_id), ()),
-            verified=Badge("verified", "badge status-pass")
-            if body.verified
-            else Badge("not verified", "badge status-blocked"),
+            verified=check_badge(body.verified, "verified", "not verified"),
         )
         for body in bodies
     )
