@@ -230,21 +230,16 @@ class TrendView:
     rows: tuple[TrendRow, ...]
 
 
-def build_label(entry: Mapping[str, Any], number: int) -> str:
-    label = entry.get("label")
-    return label if isinstance(label, str) and label else f"build {number}"
-
-
 def trend_view(history: Sequence[Mapping[str, Any]]) -> TrendView | None:
     """Return the index's trend chart and table, None with fewer than two builds."""
     if len(history) < 2:
         return None
     rows = []
     for number, entry in enumerate(history, start=1):
-        severity = entry["findings_by_severity"]
+        severity, label = entry["findings_by_severity"], entry.get("label")
         rows.append(
             TrendRow(
-                label=build_label(entry, number),
+                label=label if isinstance(label, str) and label else f"build {number}",
                 runs=entry["runs"],
                 passed=entry["passed"],
                 blocked=entry["blocked"],

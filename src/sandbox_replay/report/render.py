@@ -127,12 +127,8 @@ def print_span_rows(spans: Iterable[Any]) -> Markup:
     return Markup("".join(printed))
 
 
-def _package_root() -> Traversable:
-    return resources.files(TEMPLATE_PACKAGE)
-
-
 def _package_source(name: str) -> str | None:
-    node = _package_root()
+    node: Traversable = resources.files(TEMPLATE_PACKAGE)
     for part in name.split("/"):
         node = node / part
     if not node.is_file():

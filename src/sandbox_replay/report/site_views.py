@@ -243,32 +243,24 @@ def _status_chart(statuses: Counter[str], shown: Sequence[str]) -> ChartView:
 def _severity_chart(worst_first: Sequence[RunSummary]) -> ChartView:
     """Chart each run's findings by severity, worst run first (runs without one left out)."""
     title = "Findings by severity per run, worst first"
-    with_findings = [r for r in worst_first if r.findings_by_severity]
-    per_run = [
-        (r.name, [charts.BarDatum(s.value, n, f"sev-{s.value}") for s, n in _by_severity(r)])
-        for r in with_findings
-    ]
+    per_run = [(r.name, _by_severity(r)) for r in worst_first if r.findings_by_severity]
     svg = charts.stacked_bar_chart(
-        per_run,
+        [
+            (name, [charts.BarDatum(s.value, n, f"sev-{s.value}") for s, n in counts])
+            for name, counts in per_run
+        ],
         title=title,
         id_prefix="chart-severity",
-        filters=tuple(f"run={run_key(r.name)}" for r in with_findings),
+        filters=tuple(f"run={run_key(name)}" for name, _ in per_run),
         legend_filters={s.value: f"sev={s.value}" for s in Severity},
     )
     rows = tuple(
-        (
-            r.name,
-            (
-                *(count(n) for _, n in _by_severity(r)),
-                count(sum(n for _, n in r.findings_by_severity)),
-            ),
-        )
-        for r in with_findings
+        (name, (*(count(n) for _, n in counts), count(sum(n for _, n in counts))))
+        for name, counts in per_run
     )
     columns = ("Run", *(s.value for s in Severity), "Total")
-    return ChartView(
-        "Findings by severity per run", svg, _NO_ALARMS, ChartTable(title, columns, rows)
-    )
+    table = ChartTable(title, columns, rows)
+    return ChartView("Findings by severity per run", svg, _NO_ALARMS, table)
 
 
 def _by_severity(run: RunSummary) -> list[tuple[Severity, int]]:
