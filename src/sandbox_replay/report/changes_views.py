@@ -67,7 +67,6 @@ def run_changes_view(change: RunChange, root: str) -> RunChangesView:
     """Return the run page's "Changes since baseline" (``root``: the way to the site root)."""
     moved = change.moved_from
     return RunChangesView(
-        kind=change.kind,
         css=KIND_CSS.get(change.kind, "change-none"),
         summary=_summary(change),
         moved_note=(
@@ -81,7 +80,6 @@ def run_changes_view(change: RunChange, root: str) -> RunChangesView:
         fixed=tuple(
             changed_finding(change.name, f, root, "") for f in change.fixed[:SHOWN_CHANGES]
         ),
-        unchanged_count=len(change.unchanged),
         inputs=tuple((c.path, c.how) for c in change.inputs),
     )
 

@@ -69,7 +69,7 @@ def matrix(ix: RunIndex) -> MatrixView:
         + (f"; {disagree:,} disagree" if disagree else "")
         + "."
     )
-    return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
+    return MatrixView(tuple(derived_axis), tuple(matrix_rows), summary)
 
 
 def negative_rows(ix: RunIndex) -> tuple[NegativeRow, ...] | None:

@@ -95,8 +95,6 @@ class MatrixRow:
 class MatrixView:
     derived: tuple[str, ...]
     rows: tuple[MatrixRow, ...]
-    agree: int
-    disagree: int
     summary: str
 
 
@@ -364,11 +362,9 @@ class ChangedFinding:
 class RunChangesView:
     """A run page's "Changes since baseline": its status change, findings and inputs."""
 
-    kind: str  # "regression", "fix", "new run" or ""
     css: str
     summary: str
     moved_note: str
     new: tuple[ChangedFinding, ...]
     fixed: tuple[ChangedFinding, ...]
-    unchanged_count: int
     inputs: tuple[tuple[str, str], ...]
