@@ -152,8 +152,7 @@ class RunSummary:
 
 
 def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
-    """Return the summary of a run page's view-model and its result record's digest (all
-    it needs of the run is in the view: ``records`` is not read)."""
+    """Return the summary of a run page's view-model and its result record's digest."""
     return RunSummary(
         name=view.name,
         mode=view.mode,
@@ -166,7 +165,9 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
         expected_codes=view.expected_codes,
         source_path=view.source_path,
         result_sha256=result_sha256,
-        input_digests=tuple((d.path, d.sha256) for d in view.provenance.digests),
+        input_digests=tuple(
+            (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
+        ),
         policy=view.policy,
         first_findings=view.first_findings,
         findings_by_severity=view.findings_by_severity,

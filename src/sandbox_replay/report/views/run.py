@@ -8,7 +8,7 @@ from functools import cached_property
 
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.run import InputMode
-from sandbox_replay.records.build import RunRecords, build_receipt
+from sandbox_replay.records.build import RunRecords
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.search_index import SEARCH_DIR, search_files
 from sandbox_replay.report.views import calibration, findings, input_files, layer_tables, summary
@@ -279,12 +279,12 @@ def _gaps_summary(gaps: Gaps) -> str:
 
 def _provenance(ix: RunIndex, result_sha256: str | None, result_size: int | None) -> ProvenanceView:
     """Return where the run came from, its record's digest, and how to replay it again."""
-    run, records, policy = ix.run, ix.records, ix.policy
-    if result_sha256 is None:
-        receipt = records.receipt
-        result_size = len(records.result_bytes)
-    else:  # the digest the build took as it wrote the record: no second pass over it
-        receipt = build_receipt(records.result, result_sha256)
+    run, policy = ix.run, ix.policy
+    if result_sha256 is None:  # else the digest the build took as it wrote the record
+        result_sha256 = ix.records.receipt["result_record_sha256"]
+        result_size = len(ix.records.result_bytes)
+    # By path as the record shows it, as the receipt lists them.
+    digests = {text(ix.shown(info.path)): info.sha256 for info in ix.replay.inputs}
     # A run derived with a policy of its own is reproduced only with that policy.
     policy_path = ix.replay.run.policy.source.path
     policy_option = f" --policy {_shell_word(policy_path)}" if policy_path is not None else ""
@@ -305,11 +305,11 @@ def _provenance(ix: RunIndex, result_sha256: str | None, result_size: int | None
         source_path=run.display_path,
         bundle_id=text(ix.bundle_id),
         result_href="result.json",
-        result_sha256=receipt["result_record_sha256"],
+        result_sha256=result_sha256,
         result_size=byte_size(result_size) if result_size is not None else "",
         # A browser opening a record this large as text hangs its tab: download it.
         result_download=result_size is not None and result_size > OPEN_RESULT_BYTES,
-        digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
+        digests=tuple(DigestRow(path, sha256) for path, sha256 in digests.items()),
         build_time=ix.build_time,
         policy_kind=policy_kind_label(policy.kind),
         policy_id=policy.policy_id,
