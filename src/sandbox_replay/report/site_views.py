@@ -41,7 +41,7 @@ from sandbox_replay.report.views import (
     plural,
 )
 from sandbox_replay.report.views.common import CHANGES_PAGE, STATUS_LABELS
-from sandbox_replay.report.views.models import Fact
+from sandbox_replay.report.views.models import CodeDoc, Fact
 
 # ---------------------------------------------------------------------------------------
 # Index page
@@ -331,12 +331,9 @@ class RunLink:
 
 
 @dataclass(frozen=True)
-class CodeEntry:
-    code: str
-    anchor: str
-    severity: str
-    summary: str
-    doc: Markup
+class CodeEntry(CodeDoc):
+    """A code's explanation in the catalog, with the runs that raise it."""
+
     runs: tuple[RunLink, ...]
 
 
@@ -373,15 +370,9 @@ def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str
                 for run in runs
                 if entry.code in run.error_codes
             )
+            doc = render_doc(entry.doc)
             entries.append(
-                CodeEntry(
-                    code=entry.code,
-                    anchor=entry.anchor,
-                    severity=entry.severity.value,
-                    summary=entry.summary,
-                    doc=render_doc(entry.doc),
-                    runs=links,
-                )
+                CodeEntry(entry.code, entry.anchor, entry.severity.value, entry.summary, doc, links)
             )
         if entries:
             groups.append(CatalogGroup(f"layer-{layer.value}", layer.label, tuple(entries)))
