@@ -9,6 +9,7 @@ from functools import cached_property
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.records.build import RunRecords
+from sandbox_replay.records.headline import gap_headline
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.search_index import SEARCH_DIR, search_files
 from sandbox_replay.report.views import calibration, findings, input_files, layer_tables, summary
@@ -196,7 +197,7 @@ def run_view(
         status_badge=badge(ix.status),
         source_path=ix.run.display_path,
         bundle_id=text(ix.bundle_id),
-        headline=summary.headline(ix),
+        headline=gap_headline(ix.records.result),
         facts=summary.facts(ix, counts),
         flowchart_svg=svg,
         flowchart_print_svg=print_svg,

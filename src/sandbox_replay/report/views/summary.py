@@ -1,4 +1,4 @@
-"""The run page's headline, facts and pipeline flowchart."""
+"""The run page's figures, facts and pipeline flowchart."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.figures import count
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.records.headline import GapHeadline, gap_headline
 from sandbox_replay.report.views.common import STATUS_LABELS, expected_alarm, plural
 from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.models import Fact, RunCounts
@@ -28,10 +27,6 @@ _EDGES = (
     ("trace", "result"),
     ("scan", "result"),
 )
-
-
-def headline(ix: RunIndex) -> GapHeadline:
-    return gap_headline(ix.records.result)
 
 
 def counts(ix: RunIndex) -> RunCounts:
