@@ -100,6 +100,7 @@ class RunPages:
         return self._linked(single_view(self.ix, self.gaps, view))
 
     def subpages(self, numbers: Iterable[int] | None) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield the sub-pages at ``numbers`` in the order given (pulled as they are built)."""
         ix = self.ix
         plan = [
             (pager, page)
@@ -111,6 +112,7 @@ class RunPages:
             yield self._listing_page(*plan[number])
 
     def gap_pages(self) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield the gaps listing's sub-pages (by the process that builds the run page)."""
         for page in range(self.gaps_pager.page_count):
             yield self._listing_page(self.gaps_pager, page)
 
