@@ -39,10 +39,15 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def _broken(value: Any) -> str:
+    """Print ``value`` with ``<wbr>`` where ``breakable`` splits it (escaping adds no break)."""
+    return "<wbr>".join(breakable(_printed(value)))
+
+
 @functools.lru_cache(maxsize=4096)
 def _wbr(value: str) -> Markup:
-    """Print an identifier with ``<wbr>`` where ``breakable`` splits it (escaping adds none)."""
-    return Markup("<wbr>".join(breakable(_printed(value))))
+    """Print an identifier that repeats (risk classes, rule refs) as ``_broken`` does."""
+    return Markup(_broken(value))
 
 
 def _printed(value: Any) -> str:
@@ -70,7 +75,7 @@ _SEVERITY_BADGES = {s.value: f'<span class="sev sev-{s.value}">{s.value}</span>'
 @functools.lru_cache(maxsize=8192)
 def _print_cell(cell: Any) -> str:
     """Print one join-table cell (most repeat): its main text, and its note, which may wrap."""
-    note = f'<span class="note">{_wbr(cell.note)}</span>' if cell.note else ""
+    note = f'<span class="note">{_broken(cell.note)}</span>' if cell.note else ""
     return (
         f'<td class="{_printed(cell.css)}"><span class="cell-main">{_printed(cell.text)}</span>'
         f"{note}</td>"
@@ -83,7 +88,7 @@ def print_join_rows(rows: Iterable[Any]) -> Markup:
     printed = []
     for row in rows:
         if row.request_href:
-            rid = _wbr(row.request_id)
+            rid = _broken(row.request_id)
             request = f'<a href="{p(row.request_href)}">{rid}</a>'
         else:
             request = p(row.request_id)
