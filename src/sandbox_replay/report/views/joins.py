@@ -217,24 +217,47 @@ def _declared(derived: _Row, verdict: _Row) -> Cell:
 
 
 def _derived(derived: _Row) -> Cell:
+    """The derived-verdict cell: the verdict and the rule that gave it."""
     if derived is None:
         return Cell(GAP, "", "gap")
-    return derived_cell(
-        text(derived.get("derived_verdict")),
-        text(derived.get("derived_rule_ref")),
-        bool(derived.get("fail_closed")),
-    )
+    verdict, note = text(derived.get("derived_verdict")), text(derived.get("derived_rule_ref"))
+    if derived.get("fail_closed"):
+        note += " · fail-closed"
+    return Cell(verdict, note, f"verdict v-{verdict}")
 
 
 def _effect(derived_verdict: str, effect: _Row) -> Cell:
+    """The side-effect cell: whether it ran, its diff count held to the verdict, its diffs."""
     if effect is None:
         return Cell(GAP, "no side-effect receipt", "gap")
-    return effect_cell(
-        derived_verdict,
-        effect.get("execution_attempted") is True,
-        effect.get("side_effect_diff_count"),
-        diff_refs(effect),
-    )
+    executed = effect.get("execution_attempted") is True
+    count = effect.get("side_effect_diff_count")
+    diffs = plural(count, "diff") if is_count(count) else "diff count unusable"
+    diffs = " · ".join([diffs, *_diff_refs(effect)])
+    if derived_verdict == "block":
+        ok = not executed and count == 0
+    elif derived_verdict in ("allow", "review"):
+        ok = executed and is_count(count) and count >= 1
+    else:
+        ok = True
+    return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
+
+
+# The diff refs of a side-effect receipt, and how the join table names each.
+DIFF_REFS = (
+    ("filesystem_diff_ref", "fs"),
+    ("network_diff_ref", "net"),
+    ("database_diff_ref", "db"),
+)
+NO_DIFF = "diff:none"
+
+
+def _diff_refs(effect: Mapping[str, Any]) -> list[str]:
+    """Name the diffs a side-effect receipt points to: ``fs diff:...``."""
+    refs = ((label, effect.get(field)) for field, label in DIFF_REFS)
+    return [
+        f"{label} {ref}" for label, ref in refs if isinstance(ref, str) and ref != NO_DIFF and ref
+    ]
 
 
 def _rollback(effect: _Row, rollback: _Row, rid: str) -> Cell:
@@ -255,6 +278,7 @@ def _rollback(effect: _Row, rollback: _Row, rid: str) -> Cell:
 
 
 def _replay(ix: RunIndex, replay_row: _Row) -> Cell:
+    """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
     if replay_row is None:
         return Cell(GAP, "no cold-replay row", "gap")
     claims = (
@@ -262,15 +286,18 @@ def _replay(ix: RunIndex, replay_row: _Row) -> Cell:
         and replay_row.get("side_effect_state_reproduced") is True
         and replay_row.get("pass_label") is True
     )
-    return replay_cell(text(replay_row.get("replay_id")) in ix.flagged_replays, claims)
+    label = "reproduced" if claims else "not reproduced"
+    if text(replay_row.get("replay_id")) in ix.flagged_replays:
+        return Cell(f"claims {label}", "does not re-derive", "gap")
+    return Cell(label, "", "" if claims else "gap")
 
 
 def _row_at(rows: Sequence[Any], position: int | None) -> Any:
     return None if position is None else rows[position]
 
 
-# The cells, each a function of the few values it shows. Most cells of a large run repeat
-# one made before, so they are cached (``typed``: ``True`` and ``1`` are not one argument).
+# The cells with more to decide, each a function of the few values it shows: most cells
+# of a large run repeat one made before (``typed``: ``True`` and ``1`` are not one argument).
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
@@ -287,46 +314,6 @@ def declared_cell(declared: str, agrees: bool, note: str, pre_execution: bool) -
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
-def derived_cell(verdict: str, rule_ref: str, fail_closed: bool) -> Cell:
-    """The derived-verdict cell: the verdict and the rule that gave it."""
-    note = rule_ref + " · fail-closed" if fail_closed else rule_ref
-    return Cell(verdict, note, f"verdict v-{verdict}")
-
-
-def effect_cell(derived_verdict: Any, executed: bool, count: Any, refs: str = "") -> Cell:
-    """The side-effect cell: whether it ran, its diff count held to the verdict, its diffs."""
-    diffs = plural(count, "diff") if is_count(count) else "diff count unusable"
-    if refs:
-        diffs += " · " + refs
-    if derived_verdict == "block":
-        ok = not executed and count == 0
-    elif derived_verdict in ("allow", "review"):
-        ok = executed and is_count(count) and count >= 1
-    else:
-        ok = True
-    return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
-
-
-# The diff refs of a side-effect receipt, and how the join table names each.
-DIFF_REFS = (
-    ("filesystem_diff_ref", "fs"),
-    ("network_diff_ref", "net"),
-    ("database_diff_ref", "db"),
-)
-NO_DIFF = "diff:none"
-
-
-def diff_refs(effect: Mapping[str, Any]) -> str:
-    """Return the diffs a side-effect receipt points to, as ``fs diff:...`` ("" for none)."""
-    named = []
-    for field, label in DIFF_REFS:
-        ref = effect.get(field)
-        if isinstance(ref, str) and ref and ref != NO_DIFF:
-            named.append(f"{label} {ref}")
-    return " · ".join(named)
-
-
-@functools.lru_cache(maxsize=4096, typed=True)
 def rollback_cell(
     ref: str, executed: bool, found: bool, verified: bool, rollback_id: str = ""
 ) -> Cell:
@@ -336,15 +323,6 @@ def rollback_cell(
         return Cell(GAP, ref, "gap") if executed else Cell("not required", "", "muted")
     note = ref if rollback_id in ("", ref) else f"{ref} → {rollback_id}"
     return Cell("verified", note) if verified else Cell("not verified", note, "gap")
-
-
-@functools.lru_cache(maxsize=4096, typed=True)
-def replay_cell(flagged: bool, claims: bool) -> Cell:
-    """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
-    label = "reproduced" if claims else "not reproduced"
-    if flagged:
-        return Cell(f"claims {label}", "does not re-derive", "gap")
-    return Cell(label, "", "" if claims else "gap")
 
 
 @functools.lru_cache(maxsize=4096, typed=True)
