@@ -152,7 +152,8 @@ class RunSummary:
 
 
 def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
-    """Return the summary of a run page's view-model and its result record's digest."""
+    """Return the summary of a run page's view-model and its result record's digest
+    (``records`` is no longer read: the view holds all the summary needs)."""
     return RunSummary(
         name=view.name,
         mode=view.mode,
@@ -165,9 +166,7 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
         expected_codes=view.expected_codes,
         source_path=view.source_path,
         result_sha256=result_sha256,
-        input_digests=tuple(
-            (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
-        ),
+        input_digests=view.input_digests,
         policy=view.policy,
         first_findings=view.first_findings,
         findings_by_severity=view.findings_by_severity,

@@ -103,6 +103,11 @@ class RunIndex:
     def bundle_id(self) -> str:
         return text(self.shown(self.replay.bundle_id))
 
+    @property
+    def input_digests(self) -> tuple[tuple[str, str], ...]:
+        """Each input file's path, as the record shows it, and its digest."""
+        return tuple((text(self.shown(f.path)), f.sha256) for f in self.replay.inputs)
+
     @staticmethod
     def root_of(from_page: str) -> str:
         """Return the site root seen from a run-relative page."""

@@ -307,6 +307,8 @@ class RunView:
     inputs: tuple[InputView, ...]
     modules: tuple[ModuleView, ...]
     provenance: ProvenanceView
+    # For the run's summary (``site_views.summarize_run``).
+    input_digests: tuple[tuple[str, str], ...]
     policy: PolicyCoverage
     counts: RunCounts
     error_codes: tuple[str, ...]

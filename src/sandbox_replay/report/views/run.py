@@ -226,6 +226,7 @@ def run_view(
         inputs=input_files.shown_inputs(ix),
         modules=input_files.modules(ix),
         provenance=_provenance(ix, result_sha256, result_size),
+        input_digests=ix.input_digests,
         policy=ix.policy,
         counts=counts,
         error_codes=tuple(sorted({f.error_code for f in ix.findings})),
@@ -286,8 +287,7 @@ def _provenance(ix: RunIndex, result_sha256: str | None, result_size: int | None
     if result_sha256 is None:  # else the digest the build took as it wrote the record
         result_sha256 = ix.records.receipt["result_record_sha256"]
         result_size = len(ix.records.result_bytes)
-    # By path as the record shows it, as the receipt lists them.
-    digests = {text(ix.shown(info.path)): info.sha256 for info in ix.replay.inputs}
+    digests = dict(ix.input_digests)  # by path, as the receipt lists them
     # A run derived with a policy of its own is reproduced only with that policy.
     policy_path = ix.replay.run.policy.source.path
     policy_option = f" --policy {_shell_word(policy_path)}" if policy_path is not None else ""
