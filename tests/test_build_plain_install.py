@@ -38,6 +38,9 @@ def test_the_log_is_a_run_that_could_not_be_read(tmp_path: Path) -> None:
     row = next(line for line in index.splitlines() if 'href="runs/example/index.html"' in line)
     assert "Not run" in index.split(row)[1].split("</tr>")[0]
     assert f"could not be read: reading Inspect AI logs needs the optional extra: {HINT}" in index
+    blocked = index.count('<tr data-status="blocked"')
+    assert f"<dt>Blocked</dt><dd>{blocked}</dd>" in index  # the unread log is not counted
+    assert "<dt>Not run</dt><dd>1</dd>" in index
     page = (site / "runs" / "example" / "index.html").read_text()
     assert HINT in page and "fixtures/inspect/example.eval" in page
     manifest = json.loads((site / "manifest.json").read_bytes())

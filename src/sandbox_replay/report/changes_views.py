@@ -1,15 +1,15 @@
 """View-models of what changed since a baseline build, and of the builds' trend.
 
-Run pages' "Changes since baseline" section (``with_changes``), ``changes/index.html``
-(``build_changes_view``), the index's "since baseline" column (``index_changes``) and its
-trend chart from ``history.json`` (``trend_view``). Input texts reach the templates as
-plain strings, which they escape.
+A run page's "Changes since baseline" (``with_changes``), ``changes/index.html``
+(``build_changes_view``), the index's "since baseline" column (``index_changes``) and
+its trend chart from ``history.json`` (``trend_view``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,60 +20,53 @@ from sandbox_replay.model.codes import REGISTRY
 from sandbox_replay.records.changes import FIX, NEW_RUN, REGRESSION, Changes, FindingRef, RunChange
 from sandbox_replay.report import charts
 from sandbox_replay.report.views import Chrome, RunPages, chrome, plural
+from sandbox_replay.report.views.common import CHANGES_PAGE as CHANGES_PAGE
 from sandbox_replay.report.views.common import code_href
-from sandbox_replay.report.views.models import ChangedFinding, ListingPageView, RunChangesView
+from sandbox_replay.report.views.models import ChangedFinding, Fact, RunChangesView
 
-CHANGES_PAGE = "changes/index.html"
 KIND_CSS = {REGRESSION: "change-regression", FIX: "change-fix", NEW_RUN: "change-new-run"}
+_KIND_WORDS = {REGRESSION: "regression", FIX: "fixed", NEW_RUN: "new run"}
 # At most this many new or fixed findings are listed per run page (the changes page lists all).
 SHOWN_CHANGES = 50
 
 
-def _location(finding: FindingRef) -> str:
-    if not finding.path:
-        return "—"
-    return f"{finding.path}:{finding.line}" if finding.line else finding.path
-
-
 def changed_finding(run: str, finding: FindingRef, root: str, run_href: str) -> ChangedFinding:
     """Return one new or fixed finding as the pages list it (``root``: the site root, relative)."""
-    known = finding.code in REGISTRY
+    path, line = finding.path, finding.line
     return ChangedFinding(
         code=finding.code,
-        code_href=code_href(finding.code, root) if known else "",
+        code_href=code_href(finding.code, root) if finding.code in REGISTRY else "",
         run=run,
         run_href=run_href,
         subject=finding.subject_id,
         message=finding.message,
-        location=_location(finding),
+        location=(f"{path}:{line}" if line else path) if path else "—",
     )
 
 
 def _summary(change: RunChange) -> str:
-    before = change.before
-    parts = []
-    if before is None:
-        parts.append(f"New since the baseline: {change.after.status}")
+    if change.before is None:
+        status = f"New since the baseline: {change.after.status}"
     elif change.kind == REGRESSION:
-        parts.append("Regression: passed in the baseline, blocked now")
+        status = "Regression: passed in the baseline, blocked now"
     elif change.kind == FIX:
-        parts.append("Fixed: blocked in the baseline, passes now")
+        status = "Fixed: blocked in the baseline, passes now"
     else:
-        parts.append(f"Status unchanged ({change.after.status})")
-    parts.append(plural(len(change.new), "new finding"))
-    if before is not None:
-        parts.append(f"{len(change.fixed):,} fixed")
-        parts.append(f"{len(change.unchanged):,} unchanged")
-        parts.append(plural(len(change.inputs), "changed input file"))
+        status = f"Status unchanged ({change.after.status})"
+    parts = [status, plural(len(change.new), "new finding")]
+    if change.before is not None:
+        parts += [
+            f"{len(change.fixed):,} fixed",
+            f"{len(change.unchanged):,} unchanged",
+            plural(len(change.inputs), "changed input file"),
+        ]
     return "; ".join(parts) + "."
 
 
 def run_changes_view(change: RunChange, root: str) -> RunChangesView:
-    """Return the run page's "Changes since baseline" section (``root``: the way to the site root)."""
-    here = "#findings"
+    """Return the run page's "Changes since baseline" (``root``: the way to the site root)."""
     moved = change.moved_from
     return RunChangesView(
-        kind=change.kind,
         css=KIND_CSS.get(change.kind, "change-none"),
         summary=_summary(change),
         moved_note=(
@@ -81,43 +74,19 @@ def run_changes_view(change: RunChange, root: str) -> RunChangesView:
             if moved is not None
             else ""
         ),
-        new=tuple(changed_finding(change.name, f, root, here) for f in change.new[:SHOWN_CHANGES]),
+        new=tuple(
+            changed_finding(change.name, f, root, "#findings") for f in change.new[:SHOWN_CHANGES]
+        ),
         fixed=tuple(
             changed_finding(change.name, f, root, "") for f in change.fixed[:SHOWN_CHANGES]
         ),
-        unchanged_count=len(change.unchanged),
         inputs=tuple((c.path, c.how) for c in change.inputs),
     )
 
 
-def _linked(view_chrome: Chrome) -> Chrome:
-    return dataclasses.replace(view_chrome, changes_href=f"{view_chrome.root}{CHANGES_PAGE}")
-
-
 def with_changes(pages: RunPages, change: RunChange) -> RunPages:
     """Return ``pages`` with the run's changes section and the "Changes" link in each page."""
-
-    def changed(view: Any) -> Any:
-        return dataclasses.replace(
-            view,
-            chrome=_linked(view.chrome),
-            changes=run_changes_view(change, view.chrome.root),
-        )
-
-    def linked(
-        views: Iterable[tuple[str, ListingPageView]],
-    ) -> Iterator[tuple[str, ListingPageView]]:
-        for path, view in views:
-            yield path, dataclasses.replace(view, chrome=_linked(view.chrome))
-
-    return RunPages(
-        lambda digest, size: changed(pages.run_view(digest, size)),
-        lambda numbers: linked(pages.subpages(numbers)),
-        pages.subpage_paths,
-        lambda: linked(pages.gap_pages()),
-        pages.search_files,
-        lambda digest, size: changed(pages.single_view(digest, size)),
-    )
+    return dataclasses.replace(pages, changes=functools.partial(run_changes_view, change))
 
 
 @dataclass(frozen=True)
@@ -133,13 +102,7 @@ def index_changes(changes: Changes) -> dict[str, IndexChange]:
     """Return each run's "since baseline" cell, by run name."""
     cells = {}
     for change in changes.runs:
-        parts = []
-        if change.kind == REGRESSION:
-            parts.append("regression")
-        elif change.kind == FIX:
-            parts.append("fixed")
-        elif change.kind == NEW_RUN:
-            parts.append("new run")
+        parts = [_KIND_WORDS[change.kind]] if change.kind in _KIND_WORDS else []
         if change.new:
             parts.append(f"+{len(change.new):,} new")
         if change.fixed:
@@ -148,7 +111,7 @@ def index_changes(changes: Changes) -> dict[str, IndexChange]:
             parts.append(plural(len(change.inputs), "input") + " changed")
         if change.moved_from is not None:
             parts.append("moved")
-        rank = 0 if change.kind == REGRESSION else 1 if change.new else 2 if change.changed else 3
+        rank = 3 if _rank(change) == 2 and not change.changed else _rank(change)
         cells[change.name] = IndexChange(
             text=", ".join(parts) or "no change",
             css=KIND_CSS.get(change.kind, "change-new" if change.new else "change-none"),
@@ -159,17 +122,11 @@ def index_changes(changes: Changes) -> dict[str, IndexChange]:
 
 def index_order(changes: Changes) -> dict[str, int]:
     """Return each run's rank on the index: regressions first, then runs with new findings."""
-    return {
-        change.name: 0 if change.kind == REGRESSION else 1 if change.new else 2
-        for change in changes.runs
-    }
+    return {change.name: _rank(change) for change in changes.runs}
 
 
-@dataclass(frozen=True)
-class ChangeFact:
-    label: str
-    value: str
-    css: str = ""
+def _rank(change: RunChange) -> int:
+    return 0 if change.kind == REGRESSION else 1 if change.new else 2
 
 
 @dataclass(frozen=True)
@@ -185,7 +142,7 @@ class StatusChangeRow:
 class ChangesPageView:
     chrome: Chrome
     baseline: str
-    facts: tuple[ChangeFact, ...]
+    facts: tuple[Fact, ...]
     regressions: tuple[StatusChangeRow, ...]
     fixes: tuple[StatusChangeRow, ...]
     new_runs: tuple[StatusChangeRow, ...]
@@ -214,21 +171,18 @@ def build_changes_view(changes: Changes, build_time: str, version: str) -> Chang
     def href(change: RunChange, anchor: str) -> str:
         return f"../runs/{change.name}/index.html#{anchor}"
 
+    def fact(label: str, items: Sequence[Any], css: str = "") -> Fact:
+        return Fact(label, count(len(items)), css if items else "")
+
     label = changes.baseline_label
     baseline = f"{label} ({changes.baseline_sha256})" if label else changes.baseline_sha256
     facts = (
-        ChangeFact(
-            "Regressions", count(len(changes.regressions)), "blocked" if changes.regressions else ""
-        ),
-        ChangeFact("Fixed runs", count(len(changes.fixes)), "pass" if changes.fixes else ""),
-        ChangeFact(
-            "New findings",
-            count(len(changes.new_findings)),
-            "blocked" if changes.new_findings else "",
-        ),
-        ChangeFact("Fixed findings", count(len(changes.fixed_findings))),
-        ChangeFact("Unchanged findings", str(changes.unchanged_count)),
-        ChangeFact("Runs with changed inputs", count(sum(1 for c in changes.runs if c.inputs))),
+        fact("Regressions", changes.regressions, "blocked"),
+        fact("Fixed runs", changes.fixes, "pass"),
+        fact("New findings", changes.new_findings, "blocked"),
+        fact("Fixed findings", changes.fixed_findings),
+        Fact("Unchanged findings", str(changes.unchanged_count)),
+        fact("Runs with changed inputs", [c for c in changes.runs if c.inputs]),
     )
     return ChangesPageView(
         chrome=dataclasses.replace(
@@ -274,21 +228,16 @@ class TrendView:
     rows: tuple[TrendRow, ...]
 
 
-def build_label(entry: Mapping[str, Any], number: int) -> str:
-    label = entry.get("label")
-    return label if isinstance(label, str) and label else f"build {number}"
-
-
 def trend_view(history: Sequence[Mapping[str, Any]]) -> TrendView | None:
     """Return the index's trend chart and table, None with fewer than two builds."""
     if len(history) < 2:
         return None
     rows = []
     for number, entry in enumerate(history, start=1):
-        severity = entry["findings_by_severity"]
+        severity, label = entry["findings_by_severity"], entry.get("label")
         rows.append(
             TrendRow(
-                label=build_label(entry, number),
+                label=label if isinstance(label, str) and label else f"build {number}",
                 runs=entry["runs"],
                 passed=entry["passed"],
                 blocked=entry["blocked"],

@@ -1,8 +1,7 @@
 """Draw the index page's small inline-SVG charts, and shade the calibration heatmap.
 
-Each chart's ``<desc>`` states every number in words, so a screen reader and a printout
-carry the same figures as the bars. Bars carry CSS classes from a fixed list, never
-colours; the site's stylesheet (``assets/site.css``) colours them.
+Each chart's ``<desc>`` states every number in words, for a screen reader and a printout.
+Bars carry CSS classes from a fixed list, never colours: ``assets/site.css`` colours them.
 """
 
 from __future__ import annotations
@@ -99,44 +98,30 @@ def stacked_bar_chart(
 ) -> Markup:
     """Draw one horizontal bar per row, split into its segments, with the row's total beside it.
 
-    The legend lists each segment label once. Labels too wide to sit beside the bars are
-    drawn above them. ``filters`` (one per row) and ``legend_filters`` (by segment label)
-    are the index's fragment filters (``status=blocked``) applied when a bar or a key is
-    clicked; each must be ASCII letters, digits and ``=_-.%~``.
+    Labels too wide to sit beside the bars are drawn above them. ``filters`` (one per row)
+    and ``legend_filters`` (by segment label) are the index's fragment filters
+    (``status=blocked``) that a click on a bar or a key applies.
     """
     prefix = check_id_prefix(id_prefix)
     for value in (*filters, *(legend_filters or {}).values()):
         if not _FILTER.fullmatch(value):
             raise ValueError(f"a chart filter must match {_FILTER.pattern}, got {value!r}")
     keys = _legend_keys(rows) if legend else []
-    values = [count(sum(d.value for d in segments)) for _, segments in rows]
+    totals = [sum(d.value for d in segments) for _, segments in rows]
+    values = [count(total) for total in totals]
     value_room = max((text_width(v, FONT) for v in values), default=0.0) + VALUE_PAD
     widest = max((text_width(clean_text(label), FONT) for label, _ in rows), default=0.0)
     above = widest > LABEL_MAX
     bar_left = PAD if above else PAD + widest + PAD
-    bar_room = WIDTH - bar_left - value_room - PAD
     row_height = ROW + LABEL_ABOVE if above else ROW
-    largest = max((sum(d.value for d in segments) for _, segments in rows), default=0)
-    scale = bar_room / largest if largest else 0.0
-    columns = _legend_columns(len(keys))
-    top = PAD + (LEGEND_ROW * -(-len(keys) // columns) if keys else 0.0)
-
-    body: list[str] = []
-    if keys:
-        body.append(_legend(keys, legend_filters or {}))
+    largest = max(totals, default=0)
+    scale = (WIDTH - bar_left - value_room - PAD) / largest if largest else 0.0
+    top = PAD + (LEGEND_ROW * -(-len(keys) // _legend_columns(len(keys))) if keys else 0.0)
+    body = [_legend(keys, legend_filters or {})] if keys else []
     for index, (label, segments) in enumerate(rows):
-        body.append(
-            _bar_row(
-                label,
-                segments,
-                values[index],
-                top + index * row_height,
-                bar_left,
-                scale,
-                above,
-                filters[index] if index < len(filters) else "",
-            )
-        )
+        y = top + index * row_height
+        row_filter = filters[index] if index < len(filters) else ""
+        body.append(_bar_row(label, segments, values[index], y, bar_left, scale, above, row_filter))
     if not rows:
         body.append(
             f'<text class="chart-empty" x="{num(WIDTH / 2)}" y="{num(top + ROW * 0.7)}" '
@@ -190,8 +175,8 @@ def _legend(keys: list[tuple[str, str]], filters: Mapping[str, str] | None = Non
             f"<title>{escape(label)}</title>"
             f'<rect class="{_bar_class(css_class)}" x="{num(x)}" y="{num(y + 2)}" '
             f'width="10" height="10" stroke="currentColor" stroke-width="0.5"/>'
-            f'<text x="{num(x + 14)}" y="{num(y + 11)}" font-size="{num(FONT - 1)}" '
-            f'fill="currentColor">{escape(fit_text(label, FONT - 1, column - 18))}</text></g>'
+            + _text(x + 14, y + 11, FONT - 1, escape(fit_text(label, FONT - 1, column - 18)))
+            + "</g>"
         )
     parts.append("</g>")
     return "".join(parts)
@@ -213,20 +198,13 @@ def _bar_row(
 ) -> str:
     name = clean_text(label)
     if above:
-        label_y = y + FONT
+        shown = escape(fit_text(name, FONT, WIDTH - 2 * PAD))
+        label_text = _text(PAD, y + FONT, FONT, shown, "chart-label")
         y += LABEL_ABOVE
-        shown = fit_text(name, FONT, WIDTH - 2 * PAD)
-        label_text = (
-            f'<text class="chart-label" x="{num(PAD)}" y="{num(label_y)}" '
-            f'font-size="{num(FONT)}" fill="currentColor">{escape(shown)}</text>'
-        )
     else:
-        label_text = (
-            f'<text class="chart-label" x="{num(bar_left - PAD)}" '
-            f'y="{num(y + ROW / 2 + FONT * 0.35)}" text-anchor="end" '
-            f'font-size="{num(FONT)}" fill="currentColor">{escape(name)}</text>'
+        label_text = _text(
+            bar_left - PAD, y + ROW / 2 + FONT * 0.35, FONT, escape(name), "chart-label", "end"
         )
-    text_y = num(y + ROW / 2 + FONT * 0.35)
     parts = [
         f'<g class="chart-row"{_filter_attribute(row_filter)}>'
         f"<title>{escape(f'{name}: {_amounts(segments)}')}</title>{label_text}"
@@ -244,11 +222,18 @@ def _bar_row(
             f"</rect>"
         )
         left += width
-    parts.append(
-        f'<text class="chart-value" x="{num(left + 4)}" y="{text_y}" font-size="{num(FONT)}" '
-        f'fill="currentColor">{value}</text></g>'
-    )
+    parts.append(_text(left + 4, y + ROW / 2 + FONT * 0.35, FONT, value, "chart-value") + "</g>")
     return "".join(parts)
+
+
+def _text(x: float, y: float, size: float, body: str, css: str = "", anchor: str = "") -> str:
+    """Return a ``<text>`` in the current colour (``body`` is escaped already)."""
+    css = f' class="{css}"' if css else ""
+    anchor = f' text-anchor="{anchor}"' if anchor else ""
+    return (
+        f'<text{css} x="{num(x)}" y="{num(y)}"{anchor} font-size="{num(size)}" '
+        f'fill="currentColor">{body}</text>'
+    )
 
 
 def _amounts(segments: Sequence[BarDatum]) -> str:
@@ -296,12 +281,10 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
     most_findings = max((p.findings for p in points), default=0) or 1
     body = [
         _legend([("passed runs", "status-pass"), ("blocked runs", "status-blocked")]),
-        f'<text x="{num(WIDTH - PAD)}" y="{num(PAD + 11)}" text-anchor="end" '
-        f'font-size="{num(FONT - 1)}" fill="currentColor">— findings</text>',
+        _text(WIDTH - PAD, PAD + 11, FONT - 1, "— findings", anchor="end"),
         f'<line class="trend-axis" x1="{num(TREND_LEFT)}" y1="{num(base)}" '
         f'x2="{num(WIDTH - PAD)}" y2="{num(base)}" stroke="currentColor" stroke-width="0.5"/>',
-        f'<text x="{num(TREND_LEFT - 4)}" y="{num(plot_top + FONT * 0.35)}" text-anchor="end" '
-        f'font-size="{num(FONT - 2)}" fill="currentColor">{count(most_runs)}</text>',
+        _text(TREND_LEFT - 4, plot_top + FONT * 0.35, FONT - 2, count(most_runs), anchor="end"),
     ]
     line: list[str] = []
     for index, point in enumerate(points):
@@ -317,19 +300,14 @@ def trend_chart(points: Sequence[TrendPoint], *, title: str, id_prefix: str) -> 
                     f'width="{num(column)}" height="{num(height)}" stroke="currentColor" '
                     f'stroke-width="0.5"/>'
                 )
-        label = fit_text(clean_text(point.label), FONT - 2, step - 2)
-        body.append(
-            f'<text class="chart-label" x="{num(centre)}" y="{num(base + FONT + 2)}" '
-            f'text-anchor="middle" font-size="{num(FONT - 2)}" fill="currentColor">'
-            f"{escape(label)}</text>"
-        )
+        label = escape(fit_text(clean_text(point.label), FONT - 2, step - 2))
+        body.append(_text(centre, base + FONT + 2, FONT - 2, label, "chart-label", "middle"))
         y = base - plot_height * point.findings / most_findings
         line.append(f"{num(centre)},{num(y)}")
         body.append(
             f'<circle class="trend-point" cx="{num(centre)}" cy="{num(y)}" r="3" '
-            f'fill="currentColor"/><text class="chart-value" x="{num(centre + 5)}" '
-            f'y="{num(y - 4)}" font-size="{num(FONT - 2)}" fill="currentColor">'
-            f"{count(point.findings)}</text>"
+            'fill="currentColor"/>'
+            + _text(centre + 5, y - 4, FONT - 2, count(point.findings), "chart-value")
         )
     if len(line) > 1:
         body.insert(

@@ -1,21 +1,12 @@
 """Render view-models with Jinja2: autoescaped, strict, templates overridable by a user folder.
 
-Templates and assets are package data (``sandbox_replay.templates``, the repository's
-top-level ``templates/`` folder). A user folder given with ``--templates`` is searched
-first, for templates and for files under ``assets/`` alike. Nothing rendered here reads
-an input: templates get only view-models, and the only ``|safe`` values are the
-``Markup`` objects this package builds (SVG, Pygments output, the catalog's Markdown).
-
-Every plain string a template prints, in text and in attribute values alike, first has
-its control, format and other invisible characters shown as ``<U+XXXX>``
-(``exports.text.visible``) and is then HTML-escaped: a NUL, an ANSI escape or a
-right-to-left override from an input can neither break the page's parse nor reorder what
-a reviewer reads, and a zero-width space or a tag character cannot hide in an id.
-
-The rows of the two long listings, the join table and the trace, are printed by Python,
-not by a template loop: the ``join_rows`` and ``span_rows`` filters, which their partials
-(``_joins.html``, ``_spans.html``) call inside their table frame. They print each value as
-a template would, finalized and escaped (``_printed``).
+Templates and assets are package data (``sandbox_replay.templates``); a ``--templates``
+folder is searched first. The only ``|safe`` values are ``Markup`` built in this package.
+Every plain string printed, in text or attribute, has its invisible characters shown as
+``<U+XXXX>`` (``exports.text.visible``) before it is escaped, so an input can neither
+break the page's parse nor reorder or hide what a reviewer reads. The rows of the join
+table and the trace are printed by Python (the ``join_rows`` and ``span_rows`` filters),
+each value as a template would print it (``_printed``).
 """
 
 from __future__ import annotations
@@ -33,18 +24,14 @@ from markupsafe import Markup
 from sandbox_replay.exports.text import visible
 from sandbox_replay.figures import count
 from sandbox_replay.model.codes import Severity
+from sandbox_replay.report.views.common import breakable
 
 TEMPLATE_PACKAGE = "sandbox_replay.templates"
 ASSETS = ("assets/site.css", "assets/site.js")
 
 
 def _shown(value: Any) -> Any:
-    """Finalize every printed value: plain text gets its hidden characters made visible.
-
-    A count (an ``int``, not a ``bool``) is written as every figure is (``figures.count``),
-    so a template cannot print one without its separators; the machine values a page
-    carries in attributes (sort keys, anchors, links) are strings built in Python.
-    """
+    """Finalize a printed value: a count as ``figures.count`` writes it, text made visible."""
     if type(value) is int:
         return count(value)
     if isinstance(value, str) and not isinstance(value, Markup):
@@ -52,37 +39,20 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def _breaks(text: str) -> str:
-    """Return ``text`` with ``<wbr>`` after each ``_ : / . ·`` but a final one, where
-    ``breakable`` splits it."""
-    broken = (
-        text.replace("_", "_<wbr>")
-        .replace(":", ":<wbr>")
-        .replace("/", "/<wbr>")
-        .replace(".", ".<wbr>")
-        .replace("·", "·<wbr>")
-    )
-    return broken[:-5] if text.endswith(("_", ":", "/", ".", "·")) else broken
+def _broken(value: Any) -> str:
+    """Print ``value`` with ``<wbr>`` where ``breakable`` splits it (escaping adds no break)."""
+    return "<wbr>".join(breakable(_printed(value)))
 
 
 @functools.lru_cache(maxsize=4096)
 def _wbr(value: str) -> Markup:
-    """Print an identifier with ``<wbr>`` after each ``_ : / .`` so a narrow cell may wrap it.
-
-    The text is printed as any value is (``_printed``); escaping neither adds nor removes
-    a break character, so the breaks go into the escaped text. Most identifiers repeat
-    (risk classes, rule refs), hence the cache.
-    """
-    return Markup(_breaks(_printed(value)))
+    """Print an identifier that repeats (risk classes, rule refs) as ``_broken`` does."""
+    return Markup(_broken(value))
 
 
 def _printed(value: Any) -> str:
-    """Return what a template's ``{{ value }}`` prints: finalized, then HTML-escaped.
-
-    The same characters as Jinja's autoescape, which calls ``markupsafe.escape``: markup as
-    it is; anything else as text (``_shown`` first for a string), with ``& > < ' "``
-    replaced in the order ``markupsafe`` replaces them.
-    """
+    """Return what a template's ``{{ value }}`` prints: finalized, then escaped as
+    ``markupsafe.escape`` escapes it."""
     if type(value) is str:
         text = visible(value)
     elif hasattr(value, "__html__"):
@@ -104,11 +74,8 @@ _SEVERITY_BADGES = {s.value: f'<span class="sev sev-{s.value}">{s.value}</span>'
 
 @functools.lru_cache(maxsize=8192)
 def _print_cell(cell: Any) -> str:
-    """Print one join-table cell: its main text, and its note, which may wrap.
-
-    Most cells repeat ("executed · 1 diff", "verified", ...), hence the cache.
-    """
-    note = f'<span class="note">{_breaks(_printed(cell.note))}</span>' if cell.note else ""
+    """Print one join-table cell (most repeat): its main text, and its note, which may wrap."""
+    note = f'<span class="note">{_broken(cell.note)}</span>' if cell.note else ""
     return (
         f'<td class="{_printed(cell.css)}"><span class="cell-main">{_printed(cell.text)}</span>'
         f"{note}</td>"
@@ -116,17 +83,12 @@ def _print_cell(cell: Any) -> str:
 
 
 def print_join_rows(rows: Iterable[Any]) -> Markup:
-    """The template filter: ``join_rows_html`` as markup."""
-    return Markup(join_rows_html(rows))
-
-
-def join_rows_html(rows: Iterable[Any]) -> str:
     """Print the join table's rows (``JoinRow``), one ``<tr>`` each."""
     p = _printed
     printed = []
     for row in rows:
         if row.request_href:
-            rid = _breaks(p(row.request_id))
+            rid = _broken(row.request_id)
             request = f'<a href="{p(row.request_href)}">{rid}</a>'
         else:
             request = p(row.request_id)
@@ -147,15 +109,10 @@ def join_rows_html(rows: Iterable[Any]) -> str:
             f'<td class="finding-links">{links or _NO_LINKS}</td>\n'
             "</tr>\n"
         )
-    return "".join(printed)
+    return Markup("".join(printed))
 
 
 def print_span_rows(spans: Iterable[Any]) -> Markup:
-    """The template filter: ``span_rows_html`` as markup."""
-    return Markup(span_rows_html(spans))
-
-
-def span_rows_html(spans: Iterable[Any]) -> str:
     """Print the trace's rows (``SpanRow``), one ``<tr>`` each."""
     p = _printed
     printed = []
@@ -172,15 +129,11 @@ def span_rows_html(spans: Iterable[Any]) -> str:
             f'<td><code class="digest" title="{p(s.input_digest)}">'
             f"{p(s.input_digest_short)}…</code></td>\n</tr>\n"
         )
-    return "".join(printed)
-
-
-def _package_root() -> Traversable:
-    return resources.files(TEMPLATE_PACKAGE)
+    return Markup("".join(printed))
 
 
 def _package_source(name: str) -> str | None:
-    node = _package_root()
+    node: Traversable = resources.files(TEMPLATE_PACKAGE)
     for part in name.split("/"):
         node = node / part
     if not node.is_file():
@@ -215,8 +168,7 @@ class Renderer:
         return self.env.get_template(template).render(**context).encode("utf-8")
 
     def render_listing(self, view: Any) -> bytes:
-        """Render one listing sub-page: its table partial first, handed to the page as
-        markup, so that the table's many pieces are joined once."""
+        """Render one listing sub-page, its table partial first (joined once, as markup)."""
         partial = {
             "join": "_joins.html",
             "gaps": "_joins.html",

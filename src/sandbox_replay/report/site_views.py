@@ -1,14 +1,13 @@
 """View-models of the site-wide pages: the index and the finding-code catalog.
 
-They read each run only through its ``RunSummary`` (what ``summarize_run`` keeps of a run
-page's view-model), which the status file keeps between builds, so a run reused from the
-previous build is shown without being replayed. The run pages are ``views``, the policy
-page ``policy_page``.
+They read each run only through its ``RunSummary``, which the status file keeps between
+builds, so a run reused from the previous build is shown without being replayed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +24,6 @@ from sandbox_replay.records.changes import Changes
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
 from sandbox_replay.report.changes_views import (
-    CHANGES_PAGE,
     IndexChange,
     TrendView,
     index_changes,
@@ -42,18 +40,16 @@ from sandbox_replay.report.views import (
     chrome,
     plural,
 )
-from sandbox_replay.report.views.models import Fact
+from sandbox_replay.report.views.common import CHANGES_PAGE, STATUS_LABELS
+from sandbox_replay.report.views.models import CodeDoc, Fact
 
 # ---------------------------------------------------------------------------------------
 # Index page
 
 
 def run_key(name: str) -> str:
-    """Return a run's name as the index's ``run=`` filter writes it: percent-encoded UTF-8.
-
-    The chart that sets the filter and the row it matches both carry this ASCII key, so
-    they agree whatever the name holds.
-    """
+    """Return a run's name as the index's ``run=`` filter, its chart bar and its row write it:
+    percent-encoded UTF-8, so that they agree whatever the name holds."""
     return quote(name, safe="", errors="replace")
 
 
@@ -81,10 +77,6 @@ class IndexRow:
     severities: str = ""
 
 
-# A figure of the index's totals: label, value and CSS class.
-TotalFact = Fact
-
-
 @dataclass(frozen=True)
 class ChartTable:
     """A chart's figures as a table, for screen readers and for reading them exactly."""
@@ -105,7 +97,7 @@ class ChartView:
 @dataclass(frozen=True)
 class IndexView:
     chrome: Chrome
-    totals: tuple[TotalFact, ...]
+    totals: tuple[Fact, ...]
     charts: tuple[ChartView, ...]
     rows: tuple[IndexRow, ...]
     statuses: tuple[tuple[str, str], ...]
@@ -160,7 +152,8 @@ class RunSummary:
 
 
 def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
-    """Return the summary of a run page's view-model and its result record's digest."""
+    """Return the summary of a run page's view-model and its result record's digest
+    (``records`` is no longer read: the view holds all the summary needs)."""
     return RunSummary(
         name=view.name,
         mode=view.mode,
@@ -173,10 +166,8 @@ def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> Run
         expected_codes=view.expected_codes,
         source_path=view.source_path,
         result_sha256=result_sha256,
-        input_digests=tuple(
-            (str(f["path"]), str(f["sha256"])) for f in records.result["input_files"]
-        ),
-        policy=PolicyCoverage.of_record(records.result),
+        input_digests=view.input_digests,
+        policy=view.policy,
         first_findings=view.first_findings,
         findings_by_severity=view.findings_by_severity,
     )
@@ -189,88 +180,87 @@ def build_index_view(
     changes: Changes | None = None,
     history: Sequence[Mapping[str, Any]] = (),
 ) -> IndexView:
-    """Return the view-model of the index page.
-
-    With ``changes`` (a build given ``--baseline``), each row says what changed since the
-    baseline, and regressions come first, then runs with new findings. With at least two
-    builds of ``history``, the index shows their trend.
-    """
+    """Return the view-model of the index page: with ``changes`` (``--baseline``), what
+    changed, regressions first; with two builds of ``history`` or more, their trend."""
     worst_first = sorted(runs, key=lambda r: (r.status != "blocked", r.badness(), r.name))
+    statuses = Counter(r.status for r in runs)
+    # A log that could not be read is neither passed nor blocked: it is counted apart.
+    shown = ("pass", "blocked", "not_run") if statuses["not_run"] else ("pass", "blocked")
     frame = chrome("sandbox-replay report", "", "index", build_time, version)
     if changes is not None:
         frame = dataclasses.replace(frame, changes_href=CHANGES_PAGE)
     return IndexView(
         chrome=frame,
-        totals=_index_totals(runs),
-        charts=(_status_chart(runs), _severity_chart(worst_first), _layer_chart(runs)),
+        totals=(
+            Fact("Runs", count(len(runs))),
+            *(_status_total(status, statuses[status]) for status in shown),
+            Fact("Requests replayed", count(sum(r.counts.requests for r in runs))),
+            Fact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
+            Fact("Findings", count(sum(r.counts.findings for r in runs))),
+        ),
+        charts=(
+            _status_chart(statuses, shown),
+            _severity_chart(worst_first),
+            _layer_chart(runs),
+        ),
         rows=_index_rows(worst_first, changes),
-        statuses=(("", "All statuses"), ("pass", "Pass"), ("blocked", "Blocked")),
+        statuses=(("", "All statuses"), *((status, STATUS_LABELS[status]) for status in shown)),
         severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
         compared=changes is not None,
         trend=trend_view(history),
     )
 
 
-def _index_totals(runs: Sequence[RunSummary]) -> tuple[TotalFact, ...]:
-    passed = sum(1 for r in runs if r.status == "pass")
-    blocked = len(runs) - passed
-    return (
-        TotalFact("Runs", count(len(runs))),
-        TotalFact("Passed", count(passed), "pass" if passed else ""),
-        TotalFact("Blocked", count(blocked), "blocked" if blocked else ""),
-        TotalFact("Requests replayed", count(sum(r.counts.requests for r in runs))),
-        TotalFact("Verdict mismatches", count(sum(r.counts.mismatches for r in runs))),
-        TotalFact("Findings", count(sum(r.counts.findings for r in runs))),
-    )
+# Each status's total on the index: its label, and its CSS class when any run has it.
+_STATUS_TOTALS = {
+    "pass": ("Passed", "pass"),
+    "blocked": ("Blocked", "blocked"),
+    "not_run": ("Not run", ""),
+}
 
 
-def _status_chart(runs: Sequence[RunSummary]) -> ChartView:
-    passed = sum(1 for r in runs if r.status == "pass")
-    data = [
-        charts.BarDatum("pass", passed, "status-pass"),
-        charts.BarDatum("blocked", len(runs) - passed, "status-blocked"),
-    ]
+def _status_total(status: str, runs: int) -> Fact:
+    label, css = _STATUS_TOTALS[status]
+    return Fact(label, count(runs), css if runs else "")
+
+
+def _figures(caption: str, columns: tuple[str, str], data: Sequence[charts.BarDatum]) -> ChartTable:
+    return ChartTable(caption, columns, tuple((d.label, (count(d.value),)) for d in data))
+
+
+def _status_chart(statuses: Counter[str], shown: Sequence[str]) -> ChartView:
+    data = [charts.BarDatum(s.replace("_", " "), statuses[s], f"status-{s}") for s in shown]
     svg = charts.bar_chart(
         data,
         title="Runs by status",
         id_prefix="chart-status",
-        filters=("status=pass", "status=blocked"),
+        filters=tuple(f"status={status}" for status in shown),
     )
-    rows = tuple((d.label, (count(d.value),)) for d in data)
-    return ChartView(
-        "Runs by status", svg, table=ChartTable("Runs by status", ("Status", "Runs"), rows)
-    )
+    table = _figures("Runs by status", ("Status", "Runs"), data)
+    return ChartView("Runs by status", svg, table=table)
 
 
 def _severity_chart(worst_first: Sequence[RunSummary]) -> ChartView:
     """Chart each run's findings by severity, worst run first (runs without one left out)."""
     title = "Findings by severity per run, worst first"
-    with_findings = [r for r in worst_first if r.findings_by_severity]
-    per_run = [
-        (r.name, [charts.BarDatum(s.value, n, f"sev-{s.value}") for s, n in _by_severity(r)])
-        for r in with_findings
-    ]
+    per_run = [(r.name, _by_severity(r)) for r in worst_first if r.findings_by_severity]
     svg = charts.stacked_bar_chart(
-        per_run,
+        [
+            (name, [charts.BarDatum(s.value, n, f"sev-{s.value}") for s, n in counts])
+            for name, counts in per_run
+        ],
         title=title,
         id_prefix="chart-severity",
-        filters=tuple(f"run={run_key(r.name)}" for r in with_findings),
+        filters=tuple(f"run={run_key(name)}" for name, _ in per_run),
         legend_filters={s.value: f"sev={s.value}" for s in Severity},
     )
     rows = tuple(
-        (
-            r.name,
-            (
-                *(count(n) for _, n in _by_severity(r)),
-                count(sum(n for _, n in r.findings_by_severity)),
-            ),
-        )
-        for r in with_findings
+        (name, (*(count(n) for _, n in counts), count(sum(n for _, n in counts))))
+        for name, counts in per_run
     )
     columns = ("Run", *(s.value for s in Severity), "Total")
-    return ChartView(
-        "Findings by severity per run", svg, _NO_ALARMS, ChartTable(title, columns, rows)
-    )
+    table = ChartTable(title, columns, rows)
+    return ChartView("Findings by severity per run", svg, _NO_ALARMS, table)
 
 
 def _by_severity(run: RunSummary) -> list[tuple[Severity, int]]:
@@ -291,8 +281,7 @@ def _layer_chart(runs: Sequence[RunSummary]) -> ChartView:
     svg = charts.bar_chart(
         data, title=f"Findings by layer ({_NO_ALARMS})", id_prefix="chart-layers"
     )
-    rows = tuple((d.label, (count(d.value),)) for d in data)
-    table = ChartTable("Findings by layer", ("Layer", "Findings"), rows)
+    table = _figures("Findings by layer", ("Layer", "Findings"), data)
     return ChartView("Findings by layer", svg, _NO_ALARMS, table)
 
 
@@ -341,12 +330,9 @@ class RunLink:
 
 
 @dataclass(frozen=True)
-class CodeEntry:
-    code: str
-    anchor: str
-    severity: str
-    summary: str
-    doc: Markup
+class CodeEntry(CodeDoc):
+    """A code's explanation in the catalog, with the runs that raise it."""
+
     runs: tuple[RunLink, ...]
 
 
@@ -383,15 +369,9 @@ def build_catalog_view(runs: Sequence[RunSummary], build_time: str, version: str
                 for run in runs
                 if entry.code in run.error_codes
             )
+            doc = render_doc(entry.doc)
             entries.append(
-                CodeEntry(
-                    code=entry.code,
-                    anchor=entry.anchor,
-                    severity=entry.severity.value,
-                    summary=entry.summary,
-                    doc=render_doc(entry.doc),
-                    runs=links,
-                )
+                CodeEntry(entry.code, entry.anchor, entry.severity.value, entry.summary, doc, links)
             )
         if entries:
             groups.append(CatalogGroup(f"layer-{layer.value}", layer.label, tuple(entries)))

@@ -1,66 +1,29 @@
 """View-models of a run's pages: everything a template shows, decided here.
 
-The site-wide pages (the index, the catalog, the policy page) are ``site_views``.
-Templates only loop, branch and escape; every URL, CSS class, sort key, percentage and
-sentence is computed in this package.
-
-``index.RunIndex`` is made once per run (``index_run``): the typed replay, the result
-record's rows and the indexes over them. Each part of the run page is built by functions
-that take it: ``summary`` (headline, facts, flowchart), ``joins`` (the join table and the
-gaps), ``findings``, ``calibration`` (verdict matrix, negative cases, policy coverage),
-``layer_tables`` (layers and the scan), ``trace_table``, ``input_files`` (inputs and
-source modules) and ``search``. ``run`` puts them together into the run page and its
-listing sub-pages, ``single`` into the single file. ``models`` holds the view-models the
-templates read, ``cells`` the join table's cells, ``common`` what the site pages share.
+``index.index_run`` makes one typed ``RunIndex`` per run; each part of the run page is
+built from it by its own module (``summary``, ``joins``, ``findings``, ``calibration``,
+``layer_tables``, ``trace_table``, ``input_files``, ``search``); ``run`` puts them
+together into the run page and its sub-pages, ``single`` into the single file.
 """
 
-from sandbox_replay.report.views.common import (
-    MAX_SHOWN_BYTES,
-    PAGE_ROWS,
-    Badge,
-    Cell,
-    Chrome,
-    PageNav,
-    badge,
-    breakable,
-    chrome,
-    plural,
-)
-from sandbox_replay.report.views.index import RunIndex, index_run
-from sandbox_replay.report.views.models import (
-    FindingLink,
-    JoinRow,
-    ListingPageView,
-    RunCounts,
-    RunView,
-    SpanRow,
-)
-from sandbox_replay.report.views.run import (
-    RunPages,
-    build_run_pages,
-    subpage_paths,
-)
-
-__all__ = [
-    "MAX_SHOWN_BYTES",
-    "PAGE_ROWS",
-    "Badge",
-    "Cell",
-    "Chrome",
-    "FindingLink",
-    "JoinRow",
-    "ListingPageView",
-    "PageNav",
-    "RunCounts",
-    "RunIndex",
-    "RunPages",
-    "RunView",
-    "SpanRow",
-    "badge",
-    "breakable",
-    "build_run_pages",
-    "chrome",
-    "index_run",
-    "plural",
-    "subpage_paths",
-]
+from sandbox_replay.report.views.common import MAX_SHOWN_BYTES as MAX_SHOWN_BYTES
+from sandbox_replay.report.views.common import PAGE_ROWS as PAGE_ROWS
+from sandbox_replay.report.views.common import Badge as Badge
+from sandbox_replay.report.views.common import Cell as Cell
+from sandbox_replay.report.views.common import Chrome as Chrome
+from sandbox_replay.report.views.common import PageNav as PageNav
+from sandbox_replay.report.views.common import badge as badge
+from sandbox_replay.report.views.common import breakable as breakable
+from sandbox_replay.report.views.common import chrome as chrome
+from sandbox_replay.report.views.common import plural as plural
+from sandbox_replay.report.views.index import RunIndex as RunIndex
+from sandbox_replay.report.views.index import index_run as index_run
+from sandbox_replay.report.views.models import FindingLink as FindingLink
+from sandbox_replay.report.views.models import JoinRow as JoinRow
+from sandbox_replay.report.views.models import ListingPageView as ListingPageView
+from sandbox_replay.report.views.models import RunCounts as RunCounts
+from sandbox_replay.report.views.models import RunView as RunView
+from sandbox_replay.report.views.models import SpanRow as SpanRow
+from sandbox_replay.report.views.run import RunPages as RunPages
+from sandbox_replay.report.views.run import build_run_pages as build_run_pages
+from sandbox_replay.report.views.run import subpage_paths as subpage_paths

@@ -4,17 +4,19 @@ policy's coverage (every rule in force and how many requests it determined)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY, Layer
+from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.policy import VERDICTS
 from sandbox_replay.records.build import column_of
 from sandbox_replay.report import charts
 from sandbox_replay.report.views.common import (
     CORE_VERDICTS,
     MAIN_PAGE,
-    Badge,
+    check_badge,
     code_href,
     plural,
     policy_kind_label,
@@ -36,47 +38,38 @@ from sandbox_replay.report.views.models import (
 def matrix(ix: RunIndex) -> MatrixView:
     """Return the declared verdicts against the derived ones, request by request."""
     rows = ix.derived
-    # A policy verdict: a string.
     derived_values: list[str] = column_of(rows, "derived_verdict")
-    derived_seen = set(derived_values)
+    declared_values = [
+        value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
+        for value in column_of(rows, "declared_verdict")
+    ]
+    derived_seen, declared_seen = set(derived_values), set(declared_values)
     derived_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in derived_seen]
-    declared_values: list[str] = []
-    for value in column_of(rows, "declared_verdict"):
-        label = value if value in VERDICTS else ("(no verdict row)" if value is None else "(other)")
-        declared_values.append(label)
-    declared_seen = set(declared_values)
     declared_axis = [v for v in VERDICTS if v in CORE_VERDICTS or v in declared_seen]
     declared_axis += [v for v in ("(other)", "(no verdict row)") if v in declared_seen]
     counts = Counter(zip(declared_values, derived_values, strict=True))
     maximum = max(counts.values(), default=0)
     matrix_rows = []
-    agree = disagree = 0
     for declared in declared_axis:
         cells = []
         for derived in derived_axis:
             value = counts.get((declared, derived), 0)
-            diagonal = declared == derived
-            level = charts.heat_level(value, maximum)
-            kind = "agree" if diagonal else "disagree"
-            if diagonal:
-                agree += value
-            else:
-                disagree += value
+            agrees = declared == derived
             label = f"{plural(value, 'request')} declared {declared}, derived {derived}" + (
-                " (agree)" if diagonal else " (disagree)" if value else ""
+                " (agree)" if agrees else " (disagree)" if value else ""
             )
-            cells.append(MatrixCell(value, f"heat-{level} {kind}", label))
-        matrix_rows.append(
-            MatrixRow(
-                declared, tuple(cells), sum(counts.get((declared, d), 0) for d in derived_axis)
-            )
-        )
+            css = f"heat-{charts.heat_level(value, maximum)} {'agree' if agrees else 'disagree'}"
+            cells.append(MatrixCell(value, css, label))
+        total = sum(counts.get((declared, d), 0) for d in derived_axis)
+        matrix_rows.append(MatrixRow(declared, tuple(cells), total))
+    agree = sum(n for (declared, derived), n in counts.items() if declared == derived)
+    disagree = sum(row.total for row in matrix_rows) - agree
     summary = (
         f"{agree:,} of {len(rows):,} declared verdicts agree with the derived verdict"
         + (f"; {disagree:,} disagree" if disagree else "")
         + "."
     )
-    return MatrixView(tuple(derived_axis), tuple(matrix_rows), agree, disagree, summary)
+    return MatrixView(tuple(derived_axis), tuple(matrix_rows), summary)
 
 
 def negative_rows(ix: RunIndex) -> tuple[NegativeRow, ...] | None:
@@ -84,17 +77,14 @@ def negative_rows(ix: RunIndex) -> tuple[NegativeRow, ...] | None:
     if ix.run.mode is not InputMode.FIXTURE:
         return None
     observed = ix.replay.negative.observed if ix.replay.negative is not None else {}
+    first: dict[Any, Finding] = {}  # each case's first finding
+    for f in ix.findings:
+        if f.layer is Layer.NEGATIVE_CASES:
+            first.setdefault(f.subject_id, f)
     rows = []
     for case in NEGATIVE_CASES:
         seen = observed.get(case.case_id, [])
-        finding = next(
-            (
-                f
-                for f in ix.findings
-                if f.layer is Layer.NEGATIVE_CASES and f.subject_id == case.case_id
-            ),
-            None,
-        )
+        finding = first.get(case.case_id)
         path = finding.path if finding else case.file_name
         line = finding.line if finding else None
         fired = case.code in seen
@@ -106,9 +96,7 @@ def negative_rows(ix: RunIndex) -> tuple[NegativeRow, ...] | None:
                 observed=tuple(
                     FindingLink(c, code_href(c, "../../")) for c in seen if c in REGISTRY
                 ),
-                outcome=Badge("fired", "badge status-pass")
-                if fired
-                else Badge("missing", "badge status-blocked"),
+                outcome=check_badge(fired, "fired", "missing"),
                 location=location(path, line),
                 location_href=ix.line_href(path, line, MAIN_PAGE),
             )

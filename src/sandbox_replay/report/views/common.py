@@ -1,32 +1,31 @@
-"""Constants, cells, badges, links and pagers shared by every part of a run page and the site pages."""
+"""Constants, cells, badges, links and pagers shared by a run's pages and the site pages."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeGuard
 
 from sandbox_replay import figures
 from sandbox_replay.load.run import InputMode
-from sandbox_replay.model.codes import REGISTRY
+from sandbox_replay.model import codes
+from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.model.policy import VERDICTS
-from sandbox_replay.model.rows import first_of_each
-from sandbox_replay.records.build import column_of
 
 GAP = "— missing"
 MAX_SHOWN_BYTES = 256 * 1024
-# A larger input file shows the rows its findings cite instead: this many at most, each
-# from two lines before its opening line to its closing bracket (at most EXCERPT_LINES).
+# A larger input file shows at most this many rows its findings cite, each from two lines
+# before its opening line to its closing bracket (at most EXCERPT_LINES).
 MAX_EXCERPTS = 50
 EXCERPT_BEFORE = 2
 EXCERPT_LINES = 60
-# Rows per listing page. A run with more join rows, findings or spans than this shows that
-# listing on numbered sub-pages instead.
+# Rows per listing page: a longer listing is on numbered sub-pages.
 PAGE_ROWS = 500
 MAIN_PAGE = "index.html"
+CHANGES_PAGE = "changes/index.html"
 ACTIONS_FILE = "action_requests.json"
 CORE_VERDICTS = ("allow", "block", "review")
 TRACE_OUTCOMES = frozenset({"blocked", "executed", "unverified", *VERDICTS})
@@ -57,9 +56,8 @@ class Chrome:
     tool_version: str
     # The "Changes" page, only in a build compared with a baseline (``--baseline``).
     changes_href: str | None = None
-    # On a run's pages: its search index and its run page, relative to this page, its
-    # number of requests, and how many rows each join-table page holds (0: the run page
-    # holds them all).
+    # On a run's pages: its search index and run page (relative), its request count, and
+    # the rows per join-table page (0: all on the run page).
     search_index: str = ""
     run_page: str = ""
     requests: int = 0
@@ -91,11 +89,8 @@ def breakable(value: str) -> tuple[str, ...]:
 
 
 class Cell(NamedTuple):
-    """One table cell: its text, an optional second line, and its CSS class.
-
-    The row types of the listings (``Cell``, ``JoinRow``, ``SpanRow``) are named tuples: a
-    large run makes very many, and a cell is looked up by its hash when rendered.
-    """
+    """One table cell: its text, an optional second line, and its CSS class (a named
+    tuple, as the listings' rows: a large run makes many, and printing caches by hash)."""
 
     text: str
     note: str = ""
@@ -114,6 +109,11 @@ def badge(status: str) -> Badge:
     return Badge(STATUS_LABELS.get(status, status), f"badge status-{status}")
 
 
+def check_badge(passed: bool, yes: str, no: str) -> Badge:
+    """Return ``yes`` shown as a pass, or ``no`` as blocked."""
+    return Badge(yes, "badge status-pass") if passed else Badge(no, "badge status-blocked")
+
+
 def text(value: Any) -> str:
     """Return a record value as display text (``true``/``false`` for booleans, ``""`` for null)."""
     if type(value) is str:  # the common case first
@@ -130,6 +130,11 @@ def text(value: Any) -> str:
     return str(value)
 
 
+def expected_alarm(code: str) -> bool:
+    """Say whether a finding of ``code`` is a planted negative case's alarm, as expected."""
+    return REGISTRY[code].layer is Layer.NEGATIVE_CASES and code != codes.NEGATIVE_CASE_MISSING
+
+
 def policy_kind_label(kind: str) -> str:
     return POLICY_KINDS.get(kind, kind)
 
@@ -139,7 +144,6 @@ def verdict_css(verdict: str) -> str:
     return f"v-{verdict}" if verdict in VERDICTS else ""
 
 
-# One wording of a count for every page (``figures``).
 plural = figures.plural
 
 
@@ -165,20 +169,14 @@ def code_href(code: str, root: str) -> str:
     return f"{root}codes/index.html#{REGISTRY[code].anchor}"
 
 
-def first_rows(rows: Sequence[Any], key: str) -> dict[str, Any]:
-    """Index a record's rows by their string ``key``: the first row holding each value."""
-    return first_of_each(column_of(rows, key), rows)
-
-
 _SAFE_SLUG = re.compile(r"[A-Za-z0-9_.\-]*")
 
 
 def content_slug(value: str) -> str:
     """Return ``value`` as a fragment id stem: itself when plain, else reversibly encoded.
 
-    Letters, digits and ``_ . -`` stay; every other character becomes ``~`` and the hex of
-    each of its UTF-8 bytes (``~`` itself included), so two values never share a slug and
-    a script recovers the value by reading ``~`` as ``%`` (``decodeURIComponent``).
+    Any character but letters, digits and ``_ . -`` becomes ``~`` and the hex of each of
+    its UTF-8 bytes: a script reads ``~`` as ``%`` to recover it (``decodeURIComponent``).
     """
     if _SAFE_SLUG.fullmatch(value):
         return value
@@ -201,11 +199,8 @@ def rule_anchor(rule_ref: str) -> str:
 
 
 def finding_fingerprint(finding: Any) -> str:
-    """Return a finding's position-free fingerprint: code, layer, subject and path:line.
-
-    The first 16 hex digits of the sha256 of those five values; findings that equal each
-    other in all five share it (``finding_anchors`` numbers them).
-    """
+    """Return a finding's position-free fingerprint: 16 hex digits of the sha256 of its
+    code, layer, subject, path and line (``finding_anchors`` numbers repeats)."""
     digest = hashlib.sha256()
     for name in ("error_code", "layer", "subject_id", "path", "line"):
         digest.update(text(finding.get(name)).encode("utf-8", "surrogatepass"))
@@ -230,12 +225,8 @@ def is_count(value: Any) -> TypeGuard[int]:
 
 
 def relative_href(target_page: str, anchor: str, from_page: str) -> str:
-    """Return a link from ``from_page`` to ``anchor`` on ``target_page`` (both run-relative).
-
-    Sub-pages sit one folder below the run page (``join/page-0001.html``), so a link out
-    of one climbs once; a link within its folder names the file, within the page only the
-    fragment.
-    """
+    """Return a link from ``from_page`` to ``anchor`` on ``target_page`` (both run-relative;
+    sub-pages are one folder down, ``join/page-0001.html``)."""
     if target_page == from_page:
         return "#" + anchor
     folder, _, _ = from_page.rpartition("/")
@@ -285,17 +276,14 @@ class PageLink:
     label: str
     href: str
     current: bool = False
-    # What the page holds, where that helps find it (the join table's first and last ids).
+    # What the page holds (the join table's first and last ids).
     range: str = ""
 
 
 @dataclass(frozen=True)
 class PageNav:
-    """Links between a listing's pages: previous, next, and a list of page numbers.
-
-    On the run page the list names every page; on a sub-page it names the first and last
-    pages and the five either side of the current one (the run page has the full list).
-    """
+    """Links between a listing's pages: previous, next, and the page numbers (on a
+    sub-page only the first, the last and five either side of the current one)."""
 
     summary: str
     previous: str
@@ -309,43 +297,35 @@ def page_nav(
     current: int | None,
     ranges: Callable[[int], str] | None = None,
 ) -> PageNav:
-    """Return the navigation of ``pager`` seen from page ``current`` (None: the run page).
-
-    ``ranges``, where given, says what each page holds (by page number).
-    """
+    """Return the navigation of ``pager`` seen from page ``current`` (None: the run page);
+    ``ranges`` says what each page holds."""
     from_page = MAIN_PAGE if current is None else pager.path(current)
     count = pager.page_count
-    if current is None:
-        shown = range(count)
-    else:
-        near = set(range(max(0, current - 5), min(count, current + 6)))
-        shown = sorted(near | {0, count - 1})  # type: ignore[assignment]
+
+    def href(page: int) -> str:
+        return relative_href(pager.path(page), f"{pager.section}-list", from_page)
+
+    shown: Iterable[int] = range(count)
+    if current is not None:
+        shown = sorted({*range(max(0, current - 5), min(count, current + 6)), 0, count - 1})
     links = []
     last = -1
     for page in shown:
         if page > last + 1:
             links.append(PageLink("…", ""))
-        start, end = pager.bounds(page)
-        links.append(
-            PageLink(
-                str(page + 1),
-                relative_href(pager.path(page), f"{pager.section}-list", from_page),
-                page == current,
-                ranges(page) if ranges is not None else "",
-            )
-        )
+        held = ranges(page) if ranges is not None else ""
+        links.append(PageLink(str(page + 1), href(page), page == current, held))
         last = page
     previous = next_ = ""
+    summary = f"{pager.total:,} {noun} on {plural(count, 'page')} of {pager.page_rows}"
     if current is not None:
-        if current > 0:
-            previous = relative_href(pager.path(current - 1), f"{pager.section}-list", from_page)
-        if current + 1 < count:
-            next_ = relative_href(pager.path(current + 1), f"{pager.section}-list", from_page)
-    pages = f"{count:,} page" + ("" if count == 1 else "s")
-    summary = f"{pager.total:,} {noun} on {pages} of {pager.page_rows}"
-    if current is not None and pager.total == 0:
-        summary = f"No {noun}"
-    elif current is not None:
+        previous = href(current - 1) if current > 0 else ""
+        next_ = href(current + 1) if current + 1 < count else ""
         start, end = pager.bounds(current)
-        summary = f"{noun.capitalize()} {start + 1:,}–{end:,} of {pager.total:,} (page {current + 1:,} of {count:,})"
+        summary = (
+            f"{noun.capitalize()} {start + 1:,}–{end:,} of {pager.total:,} "
+            f"(page {current + 1:,} of {count:,})"
+            if pager.total
+            else f"No {noun}"
+        )
     return PageNav(summary, previous, next_, tuple(links))

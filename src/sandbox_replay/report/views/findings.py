@@ -6,8 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
-from sandbox_replay.report.views.cells import expected_alarm
-from sandbox_replay.report.views.common import MAIN_PAGE, code_href, plural, text
+from sandbox_replay.report.views.common import MAIN_PAGE, code_href, expected_alarm, plural, text
 from sandbox_replay.report.views.index import RunIndex, from_run_folder, location
 from sandbox_replay.report.views.models import FindingGroup, FindingView
 

@@ -1,9 +1,8 @@
-"""The one typed index of a run that every part of its pages is built from.
+"""The one typed index of a run that every part of its pages is built from (``index_run``).
 
-``index_run`` makes it once per run. Figures the tool worked out (counts, statuses,
-sizes, digests, codes) are read from the typed replay; text copied from the inputs
-(ids, messages, the rows of the list files) is shown as the result record holds it,
-that is redacted (``records.build``), so a page shows only what the record shows.
+Figures the tool worked out (counts, statuses, sizes, digests, codes) come from the typed
+replay. Text copied from the inputs is shown redacted, as the result record shows it: the
+rows of the list files are the record's, the rest passes through ``RunIndex.shown``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sandbox_replay.checks.pipeline import Replay
+from sandbox_replay.checks.pipeline import InputFileInfo, Replay
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
@@ -21,18 +20,18 @@ from sandbox_replay.model.rows import first_of_each
 from sandbox_replay.records.build import COUNT_KEYS, RunRecords, column_of, redact
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, line_id
-from sandbox_replay.report.views.cells import expected_alarm
 from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
     MAIN_PAGE,
     MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
     Pager,
+    expected_alarm,
     finding_anchors,
-    first_rows,
     is_count,
     relative_href,
     request_anchor,
+    text,
 )
 from sandbox_replay.report.views.input_files import input_views
 from sandbox_replay.report.views.models import InputView
@@ -50,21 +49,18 @@ class RunIndex:
     status: str
     # The layers' counts, merged (``records.build.COUNT_KEYS``, 0 where none counts it).
     counts: Mapping[str, int]
-    # The findings in record order, their text as the record shows it.
+    # The findings in record order, redacted.
     findings: tuple[Finding, ...]
     # The status each layer shows: fired negative-case alarms are a pass.
     layer_status: Mapping[str, str]
     policy: PolicyCoverage
-    bundle_id: Any
     # The record's rows (typed rows, or dicts where redaction rewrote them).
     requests: Sequence[Any]
     derived: Sequence[Any]
     verdicts: Sequence[Any]
     effects: Sequence[Any]
-    rollbacks: Sequence[Any]
     replays: Sequence[Any]
     spans: Sequence[Any]
-    trace_summary: Mapping[str, Any]
     # The position of each request id's first row; the first rollback row of each id.
     request_index: Mapping[str, int]
     rollback_index: Mapping[str, Any]
@@ -73,11 +69,9 @@ class RunIndex:
     inputs: tuple[InputView, ...]
     highlighted: frozenset[str]
     withheld: frozenset[str]
-    # A file too large to show whole shows the rows findings cite (the first
-    # ``MAX_EXCERPTS``, by line): their opening lines are linked wherever cited.
+    # The cited lines a file too large to show whole shows excerpts of.
     excerpted: Mapping[str, frozenset[int]]
-    # Findings grouped by layer (positions in ``findings``), the page order, each one's
-    # permalink anchor and its place in the page order.
+    # Findings (positions in ``findings``) by layer, in page order, with their anchors.
     layer_groups: tuple[tuple[Layer, tuple[int, ...]], ...]
     finding_order: tuple[int, ...]
     finding_anchor: Sequence[str]
@@ -105,7 +99,14 @@ class RunIndex:
         """Return ``value`` as the record shows text copied from an input (redacted)."""
         return redact(value, self.replay.scan.matched_texts)
 
-    # -- links
+    @property
+    def bundle_id(self) -> str:
+        return text(self.shown(self.replay.bundle_id))
+
+    @property
+    def input_digests(self) -> tuple[tuple[str, str], ...]:
+        """Each input file's path, as the record shows it, and its digest."""
+        return tuple((text(self.shown(f.path)), f.sha256) for f in self.replay.inputs)
 
     @staticmethod
     def root_of(from_page: str) -> str:
@@ -162,7 +163,8 @@ def _whole(pager: Pager) -> Pager:
 
 
 def pagers(records: RunRecords) -> tuple[Pager, Pager, Pager]:
-    """Return the pagers of a run's join table, findings and trace."""
+    """Return the pagers of a run's join table, findings and trace (from its records alone,
+    for ``subpage_paths``)."""
     result = records.result
     return (
         Pager("join", len(result["request_rows"])),
@@ -178,9 +180,9 @@ def index_run(
     result = records.result
     findings = _shown_findings(replay)
     requests = result["request_rows"]
+    trace, rollbacks = result["public_agent_execution_trace"], result["rollback_rows"]
     inputs = [info for info in replay.inputs if info.kind == "input"]
     slugs = _unique_slugs([info.path for info in inputs])
-    withheld = frozenset(info.path for info in inputs if info.withheld)
     by_subject, by_line = _finding_lookups(findings)
     finding_lines: dict[Any, set[Any]] = {}
     for path, line in by_line:
@@ -191,13 +193,6 @@ def index_run(
         linked.setdefault(finding.path, set()).add(finding.line)
     views = input_views(run.path, inputs, slugs, linked, replay.scan)
     highlighted = frozenset(v.path for v in views if v.html is not None)
-    excerpted = {}
-    for info in inputs:
-        path = info.path
-        if info.size > MAX_SHOWN_BYTES and path not in withheld | highlighted:
-            cited = sorted(n for n in finding_lines.get(path, ()) if is_count(n) and n >= 1)
-            if cited:
-                excerpted[path] = frozenset(cited[:MAX_EXCERPTS])
     layer_groups = tuple(
         (layer, members)
         for layer in Layer
@@ -216,22 +211,19 @@ def index_run(
         findings=findings,
         layer_status=_layer_status(replay),
         policy=PolicyCoverage.of_record(result),
-        bundle_id=result["bundle_id"],
         requests=requests,
         derived=result["derived_policy_verdict_rows"],
         verdicts=result["policy_verdict_rows"],
         effects=result["side_effect_rows"],
-        rollbacks=result["rollback_rows"],
         replays=result["cold_replay_rows"],
-        spans=result["public_agent_execution_trace"]["spans"],
-        trace_summary=result["public_agent_execution_trace"]["summary"],
+        spans=trace["spans"],
         request_index=first_of_each(column_of(requests, "request_id"), range(len(requests))),
-        rollback_index=first_rows(result["rollback_rows"], "rollback_id"),
+        rollback_index=first_of_each(column_of(rollbacks, "rollback_id"), rollbacks),
         slugs=slugs,
         inputs=views,
         highlighted=highlighted,
-        withheld=withheld,
-        excerpted=excerpted,
+        withheld=frozenset(info.path for info in inputs if info.withheld),
+        excerpted=_excerpted(inputs, highlighted, finding_lines),
         layer_groups=layer_groups,
         finding_order=order,
         finding_anchor=finding_anchors(f.to_record() for f in findings),
@@ -247,6 +239,21 @@ def index_run(
         findings_pager=findings_pager,
         trace_pager=trace_pager,
     )
+
+
+def _excerpted(
+    inputs: Sequence[InputFileInfo],
+    highlighted: frozenset[str],
+    finding_lines: Mapping[Any, set[Any]],
+) -> dict[str, frozenset[int]]:
+    """Return the first ``MAX_EXCERPTS`` cited lines of each file too large to show whole."""
+    excerpted = {}
+    for info in inputs:
+        if info.size > MAX_SHOWN_BYTES and not info.withheld and info.path not in highlighted:
+            cited = sorted(n for n in finding_lines.get(info.path, ()) if is_count(n) and n >= 1)
+            if cited:
+                excerpted[info.path] = frozenset(cited[:MAX_EXCERPTS])
+    return excerpted
 
 
 def _shown_findings(replay: Replay) -> tuple[Finding, ...]:

@@ -1,9 +1,5 @@
 """The inputs as the run page shows them (whole, or excerpts of the rows findings cite),
-and the copied source modules: path, digest, class and anchors, never their bodies.
-
-The input files are highlighted as the run is indexed: a finding links to a line only
-where that line is on the page.
-"""
+and the copied source modules: path, digest, class and anchors, never their bodies."""
 
 from __future__ import annotations
 
@@ -24,7 +20,7 @@ from sandbox_replay.report.views.common import (
     EXCERPT_LINES,
     MAX_EXCERPTS,
     MAX_SHOWN_BYTES,
-    Badge,
+    check_badge,
     is_count,
     plural,
     text,
@@ -56,10 +52,8 @@ def input_views(
     linked: Mapping[Any, set[Any]],
     scan: ScanReport,
 ) -> tuple[InputView, ...]:
-    """Return the view of each input file, highlighted whole where it may be shown.
-
-    ``linked`` holds the opening lines of the rows the pages link to, by file.
-    """
+    """Return the view of each input file, highlighted whole where it may be shown, with
+    anchors on the ``linked`` lines (by file)."""
     flagged_classes: dict[str, list[str]] = {}
     for hit in scan.hits:
         flagged_classes.setdefault(hit.path, []).append(hit.class_id)
@@ -112,12 +106,9 @@ def highlighted(
 
 
 def shown_inputs(ix: RunIndex) -> tuple[InputView, ...]:
-    """Return the input views, a large file's with the excerpts of its cited rows.
-
-    A large file is read once more (``read_lines``) and its digest checked, so an excerpt
-    shows the bytes that were replayed and scanned. Where it cannot be (changed,
-    unreadable, not UTF-8) the notice says so, and the cited lines keep an anchor each.
-    """
+    """Return the input views, a large file's with the excerpts of its cited rows, read
+    again and checked against its digest (else the notice says why, and the cited lines
+    keep an anchor each)."""
     sizes = {info.path: info for info in ix.replay.inputs if info.kind == "input"}
     views = []
     for view in ix.inputs:
@@ -186,9 +177,7 @@ def modules(ix: RunIndex) -> tuple[ModuleView, ...]:
             sha256=body.sha256,
             size=plural(body.size, "byte"),
             anchors=anchors.get(ix.shown(body.module_id), ()),
-            verified=Badge("verified", "badge status-pass")
-            if body.verified
-            else Badge("not verified", "badge status-blocked"),
+            verified=check_badge(body.verified, "verified", "not verified"),
         )
         for body in bodies
     )

@@ -3,25 +3,21 @@ and the gaps listing: the rows with a gap, worst first."""
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model.codes import REGISTRY, Severity
-from sandbox_replay.report.views.cells import (
-    declared_cell,
-    derived_cell,
-    diff_refs,
-    effect_cell,
-    replay_cell,
-    rollback_cell,
-    trace_cell,
-)
+from sandbox_replay.model.policy import VERDICTS
 from sandbox_replay.report.views.common import (
     ACTIONS_FILE,
     GAP,
+    TRACE_OUTCOMES,
     Cell,
+    is_count,
+    plural,
     request_anchor,
     short_code,
     text,
@@ -141,11 +137,9 @@ def partners_of(ix: RunIndex, index: int, request: Any) -> Partners | None:
 
 
 def _join_position(ix: RunIndex, index: int, rid: Any) -> int | None:
-    """Return where request row ``index`` stands in the replay's join, None where it
-    joins nothing: where the replay found its id unusable or a duplicate, and where its id
-    as the record shows it (cut, or a type's name) is not text or an earlier row's too, so
-    that each joined row's anchor is its own.
-    """
+    """Return where request row ``index`` stands in the replay's join; None where it joins
+    nothing: its id unusable or a duplicate, or as the record shows it (cut, or a type's
+    name) not text or an earlier row's too, so that each joined row's anchor is its own."""
     request_at = ix.replay.run.joined.request_at
     at = bisect_left(request_at, index)
     if at == len(request_at) or request_at[at] != index:
@@ -156,11 +150,8 @@ def _join_position(ix: RunIndex, index: int, rid: Any) -> int | None:
 
 
 def row_findings(ix: RunIndex, request: Any, partners: Partners | None) -> list[int]:
-    """Return the findings about a request row (expected alarms aside), in record order.
-
-    Those about its ids (request, span, replay, rollback) and its lines in the inputs;
-    a row that joins nothing only by its own line.
-    """
+    """Return the findings about a request row's ids and input lines (a row that joins
+    nothing: its own line), expected alarms aside, in record order."""
     lines = [(ACTIONS_FILE, request.get("line"))]
     subjects = []
     if partners is not None:
@@ -196,12 +187,8 @@ def _worst_severity(ix: RunIndex, hits: Sequence[int]) -> str:
 
 
 def find_gaps(ix: RunIndex) -> Gaps:
-    """Return the request rows with a gap, worst first.
-
-    A row has a gap when it joins nothing or a finding is about it (the rows the join
-    table marks). Worst first: by the worst severity of its findings, then by how many
-    it has, then in request order; a row that joins nothing and has no finding last.
-    """
+    """Return the request rows that join nothing or that a finding is about, worst first:
+    by their findings' worst severity, then how many, then request order (no finding last)."""
     ranked = []
     severity: dict[int, str] = {}
     for index, request in enumerate(ix.requests):
@@ -230,24 +217,47 @@ def _declared(derived: _Row, verdict: _Row) -> Cell:
 
 
 def _derived(derived: _Row) -> Cell:
+    """The derived-verdict cell: the verdict and the rule that gave it."""
     if derived is None:
         return Cell(GAP, "", "gap")
-    return derived_cell(
-        text(derived.get("derived_verdict")),
-        text(derived.get("derived_rule_ref")),
-        bool(derived.get("fail_closed")),
-    )
+    verdict, note = text(derived.get("derived_verdict")), text(derived.get("derived_rule_ref"))
+    if derived.get("fail_closed"):
+        note += " · fail-closed"
+    return Cell(verdict, note, f"verdict v-{verdict}")
 
 
 def _effect(derived_verdict: str, effect: _Row) -> Cell:
+    """The side-effect cell: whether it ran, its diff count held to the verdict, its diffs."""
     if effect is None:
         return Cell(GAP, "no side-effect receipt", "gap")
-    return effect_cell(
-        derived_verdict,
-        effect.get("execution_attempted") is True,
-        effect.get("side_effect_diff_count"),
-        diff_refs(effect),
-    )
+    executed = effect.get("execution_attempted") is True
+    count = effect.get("side_effect_diff_count")
+    diffs = plural(count, "diff") if is_count(count) else "diff count unusable"
+    diffs = " · ".join([diffs, *_diff_refs(effect)])
+    if derived_verdict == "block":
+        ok = not executed and count == 0
+    elif derived_verdict in ("allow", "review"):
+        ok = executed and is_count(count) and count >= 1
+    else:
+        ok = True
+    return Cell("executed" if executed else "not executed", diffs, "" if ok else "gap")
+
+
+# The diff refs of a side-effect receipt, and how the join table names each.
+DIFF_REFS = (
+    ("filesystem_diff_ref", "fs"),
+    ("network_diff_ref", "net"),
+    ("database_diff_ref", "db"),
+)
+NO_DIFF = "diff:none"
+
+
+def _diff_refs(effect: Mapping[str, Any]) -> list[str]:
+    """Name the diffs a side-effect receipt points to: ``fs diff:...``."""
+    refs = ((label, effect.get(field)) for field, label in DIFF_REFS)
+    return [
+        f"{label} {ref}" for label, ref in refs if isinstance(ref, str) and ref != NO_DIFF and ref
+    ]
 
 
 def _rollback(effect: _Row, rollback: _Row, rid: str) -> Cell:
@@ -268,6 +278,7 @@ def _rollback(effect: _Row, rollback: _Row, rid: str) -> Cell:
 
 
 def _replay(ix: RunIndex, replay_row: _Row) -> Cell:
+    """The cold-replay cell: whether it claims to reproduce, and whether that was refuted."""
     if replay_row is None:
         return Cell(GAP, "no cold-replay row", "gap")
     claims = (
@@ -275,8 +286,50 @@ def _replay(ix: RunIndex, replay_row: _Row) -> Cell:
         and replay_row.get("side_effect_state_reproduced") is True
         and replay_row.get("pass_label") is True
     )
-    return replay_cell(text(replay_row.get("replay_id")) in ix.flagged_replays, claims)
+    label = "reproduced" if claims else "not reproduced"
+    if text(replay_row.get("replay_id")) in ix.flagged_replays:
+        return Cell(f"claims {label}", "does not re-derive", "gap")
+    return Cell(label, "", "" if claims else "gap")
 
 
 def _row_at(rows: Sequence[Any], position: int | None) -> Any:
     return None if position is None else rows[position]
+
+
+# The cells with more to decide, each a function of the few values it shows: most cells
+# of a large run repeat one made before (``typed``: ``True`` and ``1`` are not one argument).
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def declared_cell(declared: str, agrees: bool, note: str, pre_execution: bool) -> Cell:
+    """The declared-verdict cell: the verdict, and whether the derivation agrees."""
+    declared = declared or "(none)"
+    css = f"verdict v-{declared}" if declared in VERDICTS else "verdict"
+    if not agrees:
+        css += " gap"
+    if not pre_execution:
+        note = (note + " · " if note else "") + "not pre-execution"
+        css += " gap" if "gap" not in css else ""
+    return Cell(declared + ("" if agrees else " ≠"), note, css)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def rollback_cell(
+    ref: str, executed: bool, found: bool, verified: bool, rollback_id: str = ""
+) -> Cell:
+    """The rollback cell: whether a rollback was due, found and verified; its note is the
+    receipt's ref, and the rollback row it resolved to where that differs."""
+    if not found:
+        return Cell(GAP, ref, "gap") if executed else Cell("not required", "", "muted")
+    note = ref if rollback_id in ("", ref) else f"{ref} → {rollback_id}"
+    return Cell("verified", note) if verified else Cell("not verified", note, "gap")
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def trace_cell(outcome: str, flagged: bool) -> Cell:
+    """The trace cell: the span's outcome, and whether its audit found something."""
+    # Any other outcome is a recorded verdict label, input text: never a class name.
+    css = f"outcome o-{outcome if outcome in TRACE_OUTCOMES else 'other'}"
+    if flagged:
+        return Cell(outcome, "audit finding", f"{css} gap")
+    return Cell(outcome, "", css)

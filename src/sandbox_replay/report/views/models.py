@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from markupsafe import Markup
 
+from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
 
@@ -94,8 +95,6 @@ class MatrixRow:
 class MatrixView:
     derived: tuple[str, ...]
     rows: tuple[MatrixRow, ...]
-    agree: int
-    disagree: int
     summary: str
 
 
@@ -186,7 +185,6 @@ class TraceView:
     span_count: int
     digest: str
     outcome_counts: str
-    kind_counts: str
     audit_count: int
 
 
@@ -309,6 +307,9 @@ class RunView:
     inputs: tuple[InputView, ...]
     modules: tuple[ModuleView, ...]
     provenance: ProvenanceView
+    # For the run's summary (``site_views.summarize_run``).
+    input_digests: tuple[tuple[str, str], ...]
+    policy: PolicyCoverage
     counts: RunCounts
     error_codes: tuple[str, ...]
     expected_codes: tuple[str, ...]
@@ -363,11 +364,9 @@ class ChangedFinding:
 class RunChangesView:
     """A run page's "Changes since baseline": its status change, findings and inputs."""
 
-    kind: str  # "regression", "fix", "new run" or ""
     css: str
     summary: str
     moved_note: str
     new: tuple[ChangedFinding, ...]
     fixed: tuple[ChangedFinding, ...]
-    unchanged_count: int
     inputs: tuple[tuple[str, str], ...]

@@ -8,12 +8,13 @@ from functools import cached_property
 
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.run import InputMode
-from sandbox_replay.records.build import RunRecords, build_receipt
+from sandbox_replay.records.build import RunRecords
+from sandbox_replay.records.headline import gap_headline
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.search_index import SEARCH_DIR, search_files
 from sandbox_replay.report.views import calibration, findings, input_files, layer_tables, summary
-from sandbox_replay.report.views.cells import expected_alarm
 from sandbox_replay.report.views.common import (
+    CHANGES_PAGE,
     MAIN_PAGE,
     MODE_LABELS,
     Chrome,
@@ -21,6 +22,7 @@ from sandbox_replay.report.views.common import (
     badge,
     byte_size,
     chrome,
+    expected_alarm,
     page_nav,
     plural,
     policy_kind_label,
@@ -29,7 +31,13 @@ from sandbox_replay.report.views.common import (
 )
 from sandbox_replay.report.views.index import RunIndex, index_run, pagers
 from sandbox_replay.report.views.joins import Gaps, find_gaps, join_rows
-from sandbox_replay.report.views.models import DigestRow, ListingPageView, ProvenanceView, RunView
+from sandbox_replay.report.views.models import (
+    DigestRow,
+    ListingPageView,
+    ProvenanceView,
+    RunChangesView,
+    RunView,
+)
 from sandbox_replay.report.views.search import search_entries
 from sandbox_replay.report.views.single import single_view
 from sandbox_replay.report.views.trace_table import span_rows, trace
@@ -57,52 +65,18 @@ _GAPS_NOTE = (
 
 @dataclass(frozen=True)
 class RunPages:
-    """How to build a run page's view-model and its sub-pages.
+    """How to build a run's pages from its index, one page at a time.
 
-    ``run_view(result_sha256, result_size)`` builds the run page, which shows the result
-    record's digest (``sha256:<hex>``; None: serialise the record once more to take it)
-    and its size in bytes (None with a digest: not shown).
-    ``subpages(numbers)`` builds the sub-pages lazily, one page at a time, so that the
-    view-models of a large run's rows never sit in memory together: all of them (None),
-    or those at the given positions of ``subpage_paths``, which lists them.
+    ``run_view`` and ``single_view`` take the result record's digest (None: serialise the
+    record again to take it) and its size (None with a digest: not shown). ``subpages``
+    builds those at the given positions of ``subpage_paths`` (None: all) one at a time,
+    so that a large run's rows never sit in memory together (``page_forks``).
     """
 
-    run_view: Callable[[str | None, int | None], RunView]
-    subpages: Callable[[Iterable[int] | None], Iterator[tuple[str, ListingPageView]]]
-    subpage_paths: tuple[str, ...]
-    # The gaps listing's sub-pages and the search index, whose count is known only once
-    # the view-models are built: made by the process that builds the run page.
-    gap_pages: Callable[[], Iterator[tuple[str, ListingPageView]]]
-    search_files: Callable[[], list[tuple[str, bytes]]]
-    # The view of the run's single file, with the same arguments as ``run_view``.
-    single_view: Callable[[str | None, int | None], RunView]
-
-
-def subpage_paths(records: RunRecords) -> tuple[str, ...]:
-    """Return ``build_run_pages(...).subpage_paths`` without building the view-models."""
-    return tuple(p.path(n) for p in pagers(records) if p.split for n in range(p.page_count))
-
-
-def build_run_pages(
-    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
-) -> RunPages:
-    """Return how to build the run page and its sub-pages (run-relative paths)."""
-    pages = _RunPages(index_run(run, replay, records, build_time, version))
-    return RunPages(
-        pages.run_view,
-        pages.listing_pages,
-        subpage_paths(records),
-        pages.gap_pages,
-        lambda: search_files(search_entries(pages.ix, pages.gaps)),
-        lambda sha256, size: single_view(pages.ix, pages.gaps, pages.run_view(sha256, size)),
-    )
-
-
-class _RunPages:
-    """One run's index, and its gaps, found once when first asked for."""
-
-    def __init__(self, ix: RunIndex) -> None:
-        self.ix = ix
+    ix: RunIndex
+    # In a build given a baseline (``changes_views.with_changes``): the run's "Changes
+    # since baseline", made for the way to the site root.
+    changes: Callable[[str], RunChangesView] | None = None
 
     @cached_property
     def gaps(self) -> Gaps:
@@ -113,19 +87,20 @@ class _RunPages:
         """The gaps listing: always on sub-pages of its own, linked first from the run page."""
         return Pager("gaps", len(self.gaps.order), own_pages=True)
 
+    @property
+    def subpage_paths(self) -> tuple[str, ...]:
+        return subpage_paths(self.ix.records)
+
     def run_view(self, result_sha256: str | None, result_size: int | None) -> RunView:
-        """Return the run page's view-model (the arguments as ``RunPages.run_view``)."""
-        return run_view(self.ix, self.gaps, self.gaps_pager, result_sha256, result_size)
+        view = run_view(self.ix, self.gaps, self.gaps_pager, result_sha256, result_size)
+        return self._linked(view)
 
-    def listing_pages(
-        self, numbers: Iterable[int] | None = None
-    ) -> Iterator[tuple[str, ListingPageView]]:
-        """Yield each sub-page of the listings this run splits, built one at a time.
+    def single_view(self, result_sha256: str | None, result_size: int | None) -> RunView:
+        view = run_view(self.ix, self.gaps, self.gaps_pager, result_sha256, result_size)
+        return self._linked(single_view(self.ix, self.gaps, view))
 
-        Sub-pages are numbered in ``subpage_paths`` order. With ``numbers``, only those are
-        built, in the order given (which may be pulled as the pages are built): that is
-        how processes share a large run's pages (``parallel._render_shared``).
-        """
+    def subpages(self, numbers: Iterable[int] | None) -> Iterator[tuple[str, ListingPageView]]:
+        """Yield the sub-pages at ``numbers`` in the order given (pulled as they are built)."""
         ix = self.ix
         plan = [
             (pager, page)
@@ -137,9 +112,26 @@ class _RunPages:
             yield self._listing_page(*plan[number])
 
     def gap_pages(self) -> Iterator[tuple[str, ListingPageView]]:
-        """Yield the gaps listing's sub-pages (built by the process that builds the run page)."""
+        """Yield the gaps listing's sub-pages (by the process that builds the run page)."""
         for page in range(self.gaps_pager.page_count):
             yield self._listing_page(self.gaps_pager, page)
+
+    def search_files(self) -> list[tuple[str, bytes]]:
+        return search_files(search_entries(self.ix, self.gaps))
+
+    def _linked(self, view: RunView) -> RunView:
+        """Return the run page's view with its changes, in a build given a baseline."""
+        if self.changes is None:
+            return view
+        return replace(
+            view, chrome=self._frame(view.chrome), changes=self.changes(view.chrome.root)
+        )
+
+    def _frame(self, frame: Chrome) -> Chrome:
+        """Return a page's frame with the "Changes" link, in a build given a baseline."""
+        if self.changes is None:
+            return frame
+        return replace(frame, changes_href=f"{frame.root}{CHANGES_PAGE}")
 
     def _listing_page(self, pager: Pager, page: int) -> tuple[str, ListingPageView]:
         ix, kind = self.ix, pager.section
@@ -153,8 +145,8 @@ class _RunPages:
         else:
             rows = ()
         view = ListingPageView(
-            chrome=run_chrome(
-                ix, f"{ix.run.name} — {title} page {page + 1} — sandbox-replay", path
+            chrome=self._frame(
+                run_chrome(ix, f"{ix.run.name} — {title} page {page + 1} — sandbox-replay", path)
             ),
             name=ix.run.name,
             status_badge=badge(ix.status),
@@ -173,6 +165,18 @@ class _RunPages:
             first_position=start + 1 if kind == "join" else 0,
         )
         return path, view
+
+
+def subpage_paths(records: RunRecords) -> tuple[str, ...]:
+    """Return the run's sub-pages, in ``RunPages.subpages`` order, without building them."""
+    return tuple(p.path(n) for p in pagers(records) if p.split for n in range(p.page_count))
+
+
+def build_run_pages(
+    run: DiscoveredRun, replay: Replay, records: RunRecords, build_time: str, version: str
+) -> RunPages:
+    """Return how to build the run page and its sub-pages (run-relative paths)."""
+    return RunPages(index_run(run, replay, records, build_time, version))
 
 
 def run_view(
@@ -195,7 +199,7 @@ def run_view(
         status_badge=badge(ix.status),
         source_path=ix.run.display_path,
         bundle_id=text(ix.bundle_id),
-        headline=summary.headline(ix),
+        headline=gap_headline(ix.records.result),
         facts=summary.facts(ix, counts),
         flowchart_svg=svg,
         flowchart_print_svg=print_svg,
@@ -222,6 +226,8 @@ def run_view(
         inputs=input_files.shown_inputs(ix),
         modules=input_files.modules(ix),
         provenance=_provenance(ix, result_sha256, result_size),
+        input_digests=ix.input_digests,
+        policy=ix.policy,
         counts=counts,
         error_codes=tuple(sorted({f.error_code for f in ix.findings})),
         expected_codes=tuple(
@@ -277,12 +283,11 @@ def _gaps_summary(gaps: Gaps) -> str:
 
 def _provenance(ix: RunIndex, result_sha256: str | None, result_size: int | None) -> ProvenanceView:
     """Return where the run came from, its record's digest, and how to replay it again."""
-    run, records, policy = ix.run, ix.records, ix.policy
-    if result_sha256 is None:
-        receipt = records.receipt
-        result_size = len(records.result_bytes)
-    else:  # the digest the build took as it wrote the record: no second pass over it
-        receipt = build_receipt(records.result, result_sha256)
+    run, policy = ix.run, ix.policy
+    if result_sha256 is None:  # else the digest the build took as it wrote the record
+        result_sha256 = ix.records.receipt["result_record_sha256"]
+        result_size = len(ix.records.result_bytes)
+    digests = dict(ix.input_digests)  # by path, as the receipt lists them
     # A run derived with a policy of its own is reproduced only with that policy.
     policy_path = ix.replay.run.policy.source.path
     policy_option = f" --policy {_shell_word(policy_path)}" if policy_path is not None else ""
@@ -303,11 +308,11 @@ def _provenance(ix: RunIndex, result_sha256: str | None, result_size: int | None
         source_path=run.display_path,
         bundle_id=text(ix.bundle_id),
         result_href="result.json",
-        result_sha256=receipt["result_record_sha256"],
+        result_sha256=result_sha256,
         result_size=byte_size(result_size) if result_size is not None else "",
         # A browser opening a record this large as text hangs its tab: download it.
         result_download=result_size is not None and result_size > OPEN_RESULT_BYTES,
-        digests=tuple(DigestRow(p, d) for p, d in receipt["input_digests"].items()),
+        digests=tuple(DigestRow(path, sha256) for path, sha256 in digests.items()),
         build_time=ix.build_time,
         policy_kind=policy_kind_label(policy.kind),
         policy_id=policy.policy_id,

@@ -14,12 +14,8 @@ from sandbox_replay.report.views.joins import Gaps
 
 
 def search_entries(ix: RunIndex, gaps: Gaps) -> Iterator[SearchEntry]:
-    """Yield what the run's search finds, with links relative to the run's folder.
-
-    Keys are shown as the pages show them (hidden characters made visible); a request
-    whose id holds one is also found by its row's anchor, which is what a permalink
-    to it names.
-    """
+    """Yield what the run's search finds, linked from the run's folder; keys as the pages
+    show them, and a request whose id holds a hidden character also by its row's anchor."""
     hrefs = ix.request_hrefs(ix.request_index, MAIN_PAGE)
     for (rid, index), href in zip(ix.request_index.items(), hrefs, strict=True):
         href = from_run_folder(href)

@@ -1,9 +1,8 @@
 """The view of a run's single file (``build --single-file``): its run page, self-contained.
 
-Every finding, the explanation of each code they raise, and every link within the one
-page. The join table and the trace are there whole up to ``SINGLE_FILE_ROWS`` rows each;
-past that, the join table keeps the rows with a gap (worst first, at most that many) and
-the trace none, and the file says so.
+Every finding, the explanation of each code they raise, every link within the page; the
+join table and the trace whole up to ``SINGLE_FILE_ROWS`` rows each, past that the rows
+with a gap (worst first) and no trace, as the file says.
 """
 
 from __future__ import annotations
@@ -20,18 +19,13 @@ from sandbox_replay.report.views.joins import Gaps, join_rows
 from sandbox_replay.report.views.models import CodeDoc, RunView, SingleFileView
 from sandbox_replay.report.views.trace_table import span_rows
 
-# A single file holds a run's whole join table and trace up to this many rows each, which
-# a browser opens from an attachment at once; past it, the file keeps the rows a reviewer
-# needs, those with a gap, and says how many it left out.
+# As many rows as a browser opens from an attachment at once.
 SINGLE_FILE_ROWS = 2000
 
 
 def single_code_anchor(code: str) -> str:
-    """Return the id of a code's explanation in a single file.
-
-    The catalog's anchor behind ``code_``: no other id of a run page has an underscore
-    after a lower-case word (input files' are ``[a-z0-9-]``, rows' start ``req-``, ``f-``).
-    """
+    """Return the id of a code's explanation in a single file: the catalog's behind
+    ``code_``, which no other id of a run page starts with."""
     return CODE_PREFIX.decode() + REGISTRY[code].anchor
 
 

@@ -1,4 +1,4 @@
-"""The run page's headline, facts and pipeline flowchart."""
+"""The run page's figures, facts and pipeline flowchart."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.figures import count
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
-from sandbox_replay.records.headline import GapHeadline, gap_headline
-from sandbox_replay.report.views.cells import expected_alarm
-from sandbox_replay.report.views.common import STATUS_LABELS, plural
+from sandbox_replay.report.views.common import STATUS_LABELS, expected_alarm, plural
 from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.models import Fact, RunCounts
 
@@ -29,10 +27,6 @@ _EDGES = (
     ("trace", "result"),
     ("scan", "result"),
 )
-
-
-def headline(ix: RunIndex) -> GapHeadline:
-    return gap_headline(ix.records.result)
 
 
 def counts(ix: RunIndex) -> RunCounts:
@@ -80,8 +74,7 @@ def facts(ix: RunIndex, figures: RunCounts) -> tuple[Fact, ...]:
         Fact("Executed", f"{executed} receipts"),
         Fact("Rollbacks", _ratio(ix, "rollback_verified_count", "rollback_receipt_count")),
         Fact(
-            "Cold replays confirmed",
-            _ratio(ix, "cold_replay_confirmed_count", "cold_replay_count"),
+            "Cold replays confirmed", _ratio(ix, "cold_replay_confirmed_count", "cold_replay_count")
         ),
         Fact("Findings", count(figures.findings), "gap" if figures.findings else ""),
     ]
@@ -93,77 +86,53 @@ def facts(ix: RunIndex, figures: RunCounts) -> tuple[Fact, ...]:
 
 
 def flowchart(ix: RunIndex) -> tuple[Markup, Markup, str]:
-    """Draw the pipeline left to right for the screen and top to bottom for print.
-
-    On A4 the wide chart's text shrinks too small to read; the top-to-bottom copy is
-    narrower and prints at full size. The stylesheet shows one.
-    """
+    """Draw the pipeline left to right for the screen, and top to bottom for print (where
+    the wide chart's text would shrink too small to read)."""
     c, status = ix.counts, ix.layer_status
+
+    def node(node_id: str, label: str, figure: str, layer: Layer) -> FlowNode:
+        return FlowNode(node_id, label, figure, status.get(layer.value, "not_applicable"))
+
     policy = status.get(Layer.SANDBOX_POLICY.value, "not_run")
     if "blocked" in (policy, status.get(Layer.PROJECTION_PROTOCOL.value)):
         policy = "blocked"
-    executed = f"{count(c['executed_action_count'])} executed"
-    mismatches = c["derived_policy_verdict_mismatch_count"]
-    # Each node: id, label, figure, and the layer whose status it shows (or its status).
-    nodes: list[tuple[str, str, str, Layer | str]] = [
-        ("strict_load", "Strict load", _files_loaded(ix), Layer.STRICT_LOAD),
-        (
+    mismatches = plural(c["derived_policy_verdict_mismatch_count"], "mismatch", "mismatches")
+    effects = (
+        f"{count(c['executed_action_count'])} executed · "
+        f"{count(c['blocked_without_execution_count'])} held"
+    )
+    rollbacks = _ratio(ix, "rollback_verified_count", "rollback_receipt_count")
+    replays = _ratio(ix, "cold_replay_confirmed_count", "cold_replay_count")
+    # No links on nodes: the chart is one role="img", which may not hold focusable
+    # children (axe: nested-interactive); the Layers table carries the same figures.
+    nodes = [
+        node("strict_load", "Strict load", _files_loaded(ix), Layer.STRICT_LOAD),
+        node(
             "scan",
             "Forbidden-material scan",
             plural(ix.replay.scan.blocking_hit_count, "hit"),
             Layer.FORBIDDEN_MATERIAL,
         ),
-        ("policy", "Sandbox policy and projection", "2 contracts", policy),
-        (
+        FlowNode("policy", "Sandbox policy and projection", "2 contracts", policy),
+        node(
             "requests",
             "Action requests",
             plural(c["action_request_count"], "request"),
             Layer.ACTION_REQUESTS,
         ),
-        ("derived", "Derived verdicts", _verdicts(ix), Layer.ACTION_REQUESTS),
-        (
-            "declared",
-            "Declared verdicts checked",
-            plural(mismatches, "mismatch", "mismatches"),
-            Layer.POLICY_VERDICTS,
-        ),
-        (
-            "side_effects",
-            "Side-effect receipts",
-            f"{executed} · {count(c['blocked_without_execution_count'])} held",
-            Layer.SIDE_EFFECTS,
-        ),
-        (
-            "rollbacks",
-            "Rollbacks",
-            _ratio(ix, "rollback_verified_count", "rollback_receipt_count") + " verified",
-            Layer.ROLLBACKS,
-        ),
-        (
-            "cold_replay",
-            "Cold replay",
-            _ratio(ix, "cold_replay_confirmed_count", "cold_replay_count") + " confirmed",
-            Layer.COLD_REPLAY,
-        ),
-        ("trace", "Public trace", plural(len(ix.spans), "span"), Layer.PUBLIC_TRACE),
-        _last_node(ix),
-        ("result", "Result", STATUS_LABELS[ix.status].upper(), ix.status),
+        node("derived", "Derived verdicts", _verdicts(ix), Layer.ACTION_REQUESTS),
+        node("declared", "Declared verdicts checked", mismatches, Layer.POLICY_VERDICTS),
+        node("side_effects", "Side-effect receipts", effects, Layer.SIDE_EFFECTS),
+        node("rollbacks", "Rollbacks", rollbacks + " verified", Layer.ROLLBACKS),
+        node("cold_replay", "Cold replay", replays + " confirmed", Layer.COLD_REPLAY),
+        node("trace", "Public trace", plural(len(ix.spans), "span"), Layer.PUBLIC_TRACE),
+        node(*_last_node(ix)),
+        FlowNode("result", "Result", STATUS_LABELS[ix.status].upper(), ix.status),
     ]
-    # No links on nodes: the chart is one role="img", which may not hold focusable
-    # children (axe: nested-interactive); the Layers table carries the same figures.
-    flow_nodes = [
-        FlowNode(
-            node_id,
-            label,
-            figure,
-            status.get(shows.value, "not_applicable") if isinstance(shows, Layer) else shows,
-        )
-        for node_id, label, figure, shows in nodes
-    ]
-    edges = [FlowEdge(a, b) for a, b in (*_EDGES, (nodes[-2][0], "result"))]
+    edges = [FlowEdge(a, b) for a, b in (*_EDGES, (nodes[-2].node_id, "result"))]
     title = f"Replay pipeline of {ix.run.name}"
-    chart = draw_flowchart(flow_nodes, edges, title=title, id_prefix="flow")
-    printed = draw_flowchart(flow_nodes, edges, title=title, id_prefix="flowprint", direction="TB")
+    chart = draw_flowchart(nodes, edges, title=title, id_prefix="flow")
+    printed = draw_flowchart(nodes, edges, title=title, id_prefix="flowprint", direction="TB")
     return chart.svg, printed.svg, chart.mermaid
 
 
@@ -171,12 +140,8 @@ def _last_node(ix: RunIndex) -> tuple[str, str, str, Layer]:
     """Return the node a fixture's negative cases, or a bundle's source modules, make."""
     if ix.run.mode is InputMode.FIXTURE:
         fired, expected = _negatives(ix)
-        return (
-            "negative",
-            "Negative cases",
-            f"{count(fired)}/{count(expected)} fired",
-            Layer.NEGATIVE_CASES,
-        )
+        figure = f"{count(fired)}/{count(expected)} fired"
+        return ("negative", "Negative cases", figure, Layer.NEGATIVE_CASES)
     bodies = ix.replay.modules.bodies if ix.replay.modules is not None else []
     verified = sum(1 for body in bodies if body.verified)
     figure = f"{count(verified)}/{count(len(bodies))} verified"

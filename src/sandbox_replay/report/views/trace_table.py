@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sandbox_replay.report.views.cells import trace_cell
 from sandbox_replay.report.views.common import GAP, MAIN_PAGE, badge, text
 from sandbox_replay.report.views.index import RunIndex
+from sandbox_replay.report.views.joins import trace_cell
 from sandbox_replay.report.views.models import SpanRow, TraceView
 
 
@@ -38,7 +38,7 @@ def span_rows(ix: RunIndex, start: int, end: int, from_page: str) -> tuple[SpanR
 
 def trace(ix: RunIndex) -> TraceView:
     """Return the trace's summary, with its spans where the run page holds them."""
-    summary = ix.trace_summary
+    summary = ix.shown(ix.replay.trace.summary)
     pager = ix.trace_pager
     return TraceView(
         status=badge(ix.replay.trace.audit.status),
@@ -46,7 +46,6 @@ def trace(ix: RunIndex) -> TraceView:
         span_count=len(ix.spans),
         digest=text(summary["trace_digest"]),
         outcome_counts=_counts(summary["outcome_counts"]),
-        kind_counts=_counts(summary["action_kind_counts"]),
         audit_count=summary["finding_count"],
     )
 
