@@ -14,6 +14,8 @@ from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.rows import UNSET, InputRow, Table
 
 T = TypeVar("T")
+Gap = tuple[str, str]
+"""A finding's code and message, before the layer says where it is."""
 
 
 @dataclass
@@ -49,6 +51,10 @@ class LayerResult:
         """Add a finding about ``row`` of ``file``, pointing at the row's line."""
         self.add(code, message, floor, subject, kind, file, row.line)
 
+    def add_for_file(self, code: str, message: str, floor: str, file: str) -> None:
+        """Add a finding about a whole list file, pointing at its first line."""
+        self.add(code, message, floor, file.removesuffix(".json"), "input_file", file, 1)
+
     def add_for_request(
         self, code: str, message: str, floor: str, run: RunInputs, request_id: str
     ) -> None:
@@ -58,6 +64,31 @@ class LayerResult:
         self.add_for_row(
             code, message, floor, run.requests.file, request, request_id, "action_request"
         )
+
+
+@dataclass(frozen=True)
+class RowFile:
+    """The list file a layer checks: what a finding about one of its rows names."""
+
+    file: str
+    floor: str
+    kind: str
+    id_key: str = "request_id"
+
+    def add(
+        self,
+        result: LayerResult,
+        code: str,
+        message: str,
+        row: InputRow,
+        position: int = 0,
+        subject: str | None = None,
+    ) -> None:
+        """Add a finding about ``row``, named ``subject`` or else as ``subject_of`` has it."""
+        named = (
+            subject if subject is not None else subject_of(row, self.id_key, self.file, position)
+        )
+        result.add_for_row(code, message, self.floor, self.file, row, named, self.kind)
 
 
 def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
