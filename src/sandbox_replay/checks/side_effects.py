@@ -170,10 +170,10 @@ def check(run: RunInputs) -> LayerResult:
             ROWS.add(result, codes.SIDE_EFFECT_RECEIPT_INVALID, message, effect, position)
     outcomes = shared(run, receipt_outcomes)
     joined = run.joined
-    for request_id, derivation, verdict, effect, outcome in zip(
+    for request_id, derivation, verdict, receipt, outcome in zip(
         joined.ids, run.derivations.values(), joined.verdicts, joined.effects, outcomes, strict=True
     ):
-        if effect is None:
+        if receipt is None:
             message = f"{request_id} has no side-effect receipt, so what it did is unverified"
             result.add_for_request(
                 codes.SIDE_EFFECT_RECEIPT_MISSING, message, FLOOR, run, request_id
@@ -185,7 +185,7 @@ def check(run: RunInputs) -> LayerResult:
             else:
                 declared = verdict.verdict if verdict is not None else None
                 message = f"{request_id} was declared {declared} but its receipt shows"
-            ROWS.add(result, code, f"{message} {_shown(effect)}", effect, subject=request_id)
+            ROWS.add(result, code, f"{message} {_shown(receipt)}", receipt, subject=request_id)
     result.counts = {
         "side_effect_receipt_count": len(run.effects),
         "executed_action_count": sum(e.execution_attempted is True for e in run.effects),
