@@ -26,7 +26,7 @@ from sandbox_replay.figures import count, plural
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
-from sandbox_replay.records.build import column_of
+from sandbox_replay.records.recorded_rows import column_of
 
 MAX_IDS = 3
 ID_BUDGET = 5
