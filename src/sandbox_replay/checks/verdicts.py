@@ -114,8 +114,6 @@ def declared_mismatch_count(run: RunInputs) -> int:
     Every row counts, a second row of one request too; a row whose request does not
     exist derives to the fail-closed verdict (FORMAT 7.5). A row that declares the
     derived verdict without citing its rule is a semantic mismatch but not counted here.
-    Where the join takes every row as its request's, in request order, the rows' derived
-    verdicts are the requests' own, and nothing is looked up.
     """
     if run.joined.takes_whole(run.verdicts):
         expected = shared(run, derived_verdicts)

@@ -4,8 +4,8 @@ File formats (all UTF-8 JSON, 2-space indent, ASCII-escaped, one trailing newlin
 in the order built here, so equal inputs give equal bytes):
 
 - result record: the full account of the run; FORMAT.md section 4 lists its fields.
-  Row lists carry only the format's known fields of each row, scalar values (longer
-  strings cut at ``MAX_TEXT``) and the row's ``line`` in its input file.
+  Row lists carry only the format's known fields of each row, scalar values
+  (``recorded_rows``) and the row's ``line`` in its input file.
 - board: one entry per layer (status, finding count, codes) plus the run's totals.
 - validation receipt: status, error codes, the sha256 of every input and of the result
   record's bytes, so the result can be checked against its inputs later.
