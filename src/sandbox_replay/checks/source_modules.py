@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.checks.base import Gap, LayerResult
 from sandbox_replay.load.files import FileChangedError, LoadLimits, read_same_file
 from sandbox_replay.load.run import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
 from sandbox_replay.model import codes
@@ -37,6 +37,7 @@ BODY_FLAGS = {"body_copied": True, "body_in_receipt": False, "body_text_in_recei
 # manifest cannot ask for millions of searches.
 MAX_ANCHORS = 256
 KIND = "source_module"
+Keys = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,8 @@ def check(
     modules = manifest.get("modules")
     if not isinstance(modules, list):
         modules = []
-    for code, message, key in _manifest_gaps(manifest, len(modules)):
-        result.add(code, message, FLOOR, name, KIND, name, run.key_line(name, *key.split()))
+    for code, message, keys in _manifest_gaps(manifest, len(modules)):
+        result.add(code, message, FLOOR, name, KIND, name, run.key_line(name, *keys))
     line = run.key_line(name, "modules")
     # Each module id and each body once: a second entry naming either is a finding and is
     # not read again.
@@ -136,30 +137,23 @@ def check(
     return result, outcome
 
 
-Gap = tuple[str, str]
-
-
-def _manifest_gaps(manifest: Mapping[str, Any], listed: int) -> list[tuple[str, str, str]]:
+def _manifest_gaps(manifest: Mapping[str, Any], listed: int) -> list[tuple[str, str, Keys]]:
     """Return the manifest's own gaps: code, message and the keys whose line it points at."""
-    gaps = []
+    gaps: list[tuple[str, str, Keys]] = []
     if manifest.get("source_import_class") != IMPORT_CLASS:
         message = f"manifest source_import_class is not {IMPORT_CLASS}"
-        gaps.append((codes.SOURCE_MODULE_CLASS_REQUIRED, message, "source_import_class"))
-    if any(manifest.get(k) is not False for k in ("body_in_receipt", "body_text_in_receipt")):
+        gaps.append((codes.SOURCE_MODULE_CLASS_REQUIRED, message, ("source_import_class",)))
+    boundary = ("body_in_receipt", "body_text_in_receipt")
+    if any(manifest.get(key) is not False for key in boundary):
         message = "manifest body_in_receipt and body_text_in_receipt must both be exactly false"
-        gaps.append(
-            (
-                codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED,
-                message,
-                "body_in_receipt body_text_in_receipt",
-            )
-        )
+        gaps.append((codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED, message, boundary))
     if not listed:
-        gaps.append((codes.SOURCE_MODULE_MANIFEST_REQUIRED, "manifest lists no modules", "modules"))
+        message = "manifest lists no modules"
+        gaps.append((codes.SOURCE_MODULE_MANIFEST_REQUIRED, message, ("modules",)))
     count = manifest.get("module_count")
     if not isinstance(count, int) or isinstance(count, bool) or count != listed:
         message = f"module_count does not equal the {listed} module(s) listed"
-        gaps.append((codes.SOURCE_MODULE_COUNT_MISMATCH, message, "module_count"))
+        gaps.append((codes.SOURCE_MODULE_COUNT_MISMATCH, message, ("module_count",)))
     return gaps
 
 
