@@ -195,6 +195,11 @@ def floor_breaks(row: InputRow, flags_word: str | None = "not true") -> list[str
     return problems
 
 
+def strings_in(value: object) -> set[str]:
+    """Return the strings a list holds; none when ``value`` is not a list."""
+    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
+
+
 def describe(fields: Iterable[str]) -> str:
     return ", ".join(fields)
 

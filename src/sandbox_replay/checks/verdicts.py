@@ -15,6 +15,7 @@ from sandbox_replay.checks.base import (
     not_text,
     repeated,
     shared,
+    strings_in,
     undeclared,
 )
 from sandbox_replay.load.run import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
@@ -161,9 +162,7 @@ def _check_rows(run: RunInputs, result: LayerResult) -> None:
     """Hold each verdict row to its floor, and to naming a declared request once."""
     policy = run.object(SANDBOX_POLICY) or {}
     allowed = policy.get("allowed_verdicts")
-    allowed_verdicts = (
-        {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set(VERDICTS)
-    )
+    allowed_verdicts = strings_in(allowed) if isinstance(allowed, list) else set(VERDICTS)
     policy_version = policy.get("policy_version")
     below = rows_below_floor(run.verdicts.rows)
     naming_undeclared, repeating = undeclared(run, run.verdicts), repeated(run, run.verdicts)
