@@ -250,30 +250,21 @@ def _verdict_gaps(
     for (declared, derived), ids in groups.items():
         named.update(ids)
         if declared == "unusable":
-            text = plural(
-                len(ids), "declared verdict is unusable", "declared verdicts are unusable"
-            )
+            one, many = "declared verdict is unusable", "declared verdicts are unusable"
+            text = plural(len(ids), one, many)
         elif declared == derived:
-            text = plural(
-                len(ids),
-                f"declared {declared} does not cite its derived rule",
-                f"declared {declared} verdicts do not cite their derived rule",
-            )
+            one = f"declared {declared} does not cite its derived rule"
+            many = f"declared {declared} verdicts do not cite their derived rule"
+            text = plural(len(ids), one, many)
         else:
-            text = (
-                f"{count(len(ids))} declared {declared} "
-                f"derive{'s' if len(ids) == 1 else ''} to {derived}"
-            )
+            verb = "derives" if len(ids) == 1 else "derive"
+            text = f"{count(len(ids))} declared {declared} {verb} to {derived}"
         text += _ids(ids)
         if declared == "unusable":
             text += f" where the policy derives {derived}"
         executed, diffs = effects.executed_diffs(set(ids))
         if derived == "block" and executed:
-            text += (
-                " and left " + plural(diffs, "side effect", "side effects")
-                if diffs
-                else (" and executed")
-            )
+            text += " and left " + plural(diffs, "side effect") if diffs else " and executed"
         gaps.append(text)
     return gaps, named
 
@@ -336,7 +327,7 @@ def _finding_gaps(
         gap = _code_gap(key, subjects, _ids)
         if key[0] == codes.BLOCKED_ACTION_EXECUTED:
             _, diffs = effects.executed_diffs(set(subjects))
-            gap += " and left " + plural(diffs, "side effect", "side effects") if diffs else ""
+            gap += " and left " + plural(diffs, "side effect") if diffs else ""
         gaps.append(gap)
         named.update(_request_of(s) for s in subjects)
     return gaps
@@ -352,7 +343,7 @@ def _code_gap(key: tuple[str, str], subjects: list[str], _ids: _Ids) -> str:
     if code == codes.FORBIDDEN_MATERIAL_DETECTED:
         return (
             "forbidden material found in "
-            + plural(len(set(subjects)), "input file", "input files")
+            + plural(len(set(subjects)), "input file")
             + _ids(subjects)
             + ", withheld from this report"
         )
@@ -362,7 +353,7 @@ def _code_gap(key: tuple[str, str], subjects: list[str], _ids: _Ids) -> str:
     entry = REGISTRY[code]
     label = entry.layer.label.lower()
     return (
-        plural(found, f"{label} finding", f"{label} findings")
+        plural(found, f"{label} finding")
         + f" ({entry.code}"
         + (listed.replace(" (", ": ", 1) if (listed := _ids(subjects)) else ")")
     )
@@ -424,14 +415,8 @@ def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
     held = counts.get("unrecognized_shape_count", 0)
     if not held:
         return ()
-    return (
-        plural(
-            held,
-            "request of an unrecognised shape was",
-            "requests of an unrecognised shape were",
-        )
-        + " held to block by the fail-closed rule",
-    )
+    one, many = "request of an unrecognised shape was", "requests of an unrecognised shape were"
+    return (plural(held, one, many) + " held to block by the fail-closed rule",)
 
 
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
