@@ -106,7 +106,7 @@ class ForbiddenScanner:
     """Count forbidden material in bytes and files with one compiled matcher.
 
     ``chunk_size`` (bytes of a file read at a time) is raised to twice the longest match
-    the table allows. Each class is checked (``_check_class``) unless ``checked`` says it
+    the table allows. Each class is checked (``check_class``) unless ``checked`` says it
     was, as the test suite checks the packaged table's.
     """
 
