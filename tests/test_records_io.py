@@ -29,14 +29,8 @@ from sandbox_replay.load.run import InputMode, RunInputs
 from sandbox_replay.model.census import NO_VALUES, ValueShape, census
 from sandbox_replay.model.policy import default_table
 from sandbox_replay.model.rows import UNSET, ActionRequest, PolicyVerdict, Rollback, Table
-from sandbox_replay.records.build import (
-    MAX_TEXT,
-    REDACTED,
-    build_records,
-    derived_rows,
-    record_rows,
-    redact,
-)
+from sandbox_replay.records.build import REDACTED, build_records, redact
+from sandbox_replay.records.recorded_rows import MAX_TEXT, derived_rows, record_rows
 
 
 def _standard(value: Any) -> bytes:

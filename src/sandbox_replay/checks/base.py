@@ -14,6 +14,8 @@ from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.rows import UNSET, InputRow, Table
 
 T = TypeVar("T")
+Gap = tuple[str, str]
+"""A finding's code and message, before the layer says where it is."""
 
 
 @dataclass
@@ -49,15 +51,43 @@ class LayerResult:
         """Add a finding about ``row`` of ``file``, pointing at the row's line."""
         self.add(code, message, floor, subject, kind, file, row.line)
 
+    def add_for_file(self, code: str, message: str, floor: str, file: str) -> None:
+        """Add a finding about a whole list file, pointing at its first line."""
+        self.add(code, message, floor, file.removesuffix(".json"), "input_file", file, 1)
+
     def add_for_request(
         self, code: str, message: str, floor: str, run: RunInputs, request_id: str
     ) -> None:
-        """Add a finding about a declared request (one that lacks a row of its own in the
-        layer's file), pointing at the request's line."""
+        """Add a finding about a request that lacks a row in the layer's file, at its line."""
         request = run.requests.by_key[request_id]
         self.add_for_row(
             code, message, floor, run.requests.file, request, request_id, "action_request"
         )
+
+
+@dataclass(frozen=True)
+class RowFile:
+    """The list file a layer checks: what a finding about one of its rows names."""
+
+    file: str
+    floor: str
+    kind: str
+    id_key: str = "request_id"
+
+    def add(
+        self,
+        result: LayerResult,
+        code: str,
+        message: str,
+        row: InputRow,
+        position: int = 0,
+        subject: str | None = None,
+    ) -> None:
+        """Add a finding about ``row``, named ``subject`` or else as ``subject_of`` has it."""
+        named = (
+            subject if subject is not None else subject_of(row, self.id_key, self.file, position)
+        )
+        result.add_for_row(code, message, self.floor, self.file, row, named, self.kind)
 
 
 def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
@@ -68,10 +98,9 @@ def subject_of(row: InputRow, id_key: str, file: str, position: int) -> str:
 
 def undeclared(run: RunInputs, table: Table[Any]) -> set[int]:
     """Return the positions of the rows of ``table`` whose request id is a string no
-    action request declares; any other value is the floor's finding.
+    action request declares (any other value is the floor's finding).
 
-    Told in C from the ids the table indexes (or, where it indexes another field, the
-    distinct request ids): only a file that names such a request is walked.
+    Only a file that names such a request is walked.
     """
     if run.joined.takes_whole(table):
         return set()
@@ -87,8 +116,7 @@ def repeated(run: RunInputs, table: Table[Any], field: str | None = None) -> set
     """Return the positions of the rows whose ``field`` (the table's key unless given) is
     a string an earlier row holds already; only the first row of a key is joined.
 
-    Where the join takes the whole file, or the distinct strings are as many as the rows
-    (the table's index tells it for its key), none repeats and nothing is walked.
+    Where the distinct strings are as many as the rows, nothing is walked.
     """
     if field is None and run.joined.takes_whole(table):
         return set()
@@ -122,7 +150,6 @@ def is_nonempty(value: Any) -> bool:
     return True
 
 
-_CONTAINERS = (list, dict)
 # A row of a list file, or an object file's object.
 Fields = InputRow | Mapping[str, Any]
 
@@ -133,21 +160,9 @@ def reader(row: Fields) -> Callable[[str], Any]:
 
 
 def missing_fields(row: Fields, required: Iterable[str]) -> list[str]:
-    """Return the required fields that are absent or empty, in the order given.
-
-    ``is_nonempty`` of each value, written out: it runs for every field of every row.
-    """
+    """Return the required fields that are absent or empty (``is_nonempty``), in order."""
     read = reader(row)
-    missing = []
-    for name in required:
-        value = read(name)
-        if type(value) is str:
-            if value and not value.isspace():
-                continue
-        elif not (value is None or value is UNSET or (type(value) in _CONTAINERS and not value)):
-            continue
-        missing.append(name)
-    return missing
+    return [name for name in required if not is_nonempty(read(name))]
 
 
 def not_text(row: Fields, fields: Iterable[str], missing: Iterable[str]) -> list[str]:
@@ -163,12 +178,9 @@ def wrong_flags(row: Fields, expected: Mapping[str, bool]) -> list[str]:
 
 
 def floor_breaks(row: InputRow, flags_word: str | None = "not true") -> list[str]:
-    """Return what a row breaks of its kind's floor, as the layers word it.
-
-    Required fields absent or empty, the ``PLAIN`` fields that are held but not strings,
-    and (unless ``flags_word`` is None: the layer words its flags itself) the flags not
-    exactly as required.
-    """
+    """Return what a row breaks of its kind's floor: required fields absent or empty,
+    ``PLAIN`` fields held but not strings, and (unless ``flags_word`` is None, where the
+    layer words them itself) the flags not exactly as required."""
     kind = type(row)
     problems = []
     missing = missing_fields(row, kind.REQUIRED)
@@ -183,15 +195,18 @@ def floor_breaks(row: InputRow, flags_word: str | None = "not true") -> list[str
     return problems
 
 
+def strings_in(value: object) -> set[str]:
+    """Return the strings a list holds; none when ``value`` is not a list."""
+    return {v for v in value if isinstance(v, str)} if isinstance(value, list) else set()
+
+
 def describe(fields: Iterable[str]) -> str:
     return ", ".join(fields)
 
 
 def shared(run: RunInputs, compute: Callable[..., T]) -> T:
-    """Return ``compute(run)``, computed once for the run: layers share joins this way.
-
-    A run does not change once loaded, so the answer holds until ``forget_shared``.
-    """
+    """Return ``compute(run)``, computed once for the run (until ``forget_shared``): layers
+    share joins this way."""
     if compute not in run.shared:
         run.shared[compute] = compute(run)
     answer: T = run.shared[compute]

@@ -19,31 +19,21 @@ def bundle_id_of(run: RunInputs) -> str | None:
 
 def check(run: RunInputs) -> LayerResult:
     """Require a manifest with a bundle_id that claims no body in the receipt."""
-    result = LayerResult(Layer.BUNDLE_MANIFEST)
     manifest = run.object(BUNDLE_MANIFEST)
     if manifest is None:
-        result.ran = False
-        return result
+        return LayerResult(Layer.BUNDLE_MANIFEST, ran=False)
+    result = LayerResult(Layer.BUNDLE_MANIFEST)
+
+    def add(message: str, subject: str, key: str) -> None:
+        line = run.key_line(BUNDLE_MANIFEST, key)
+        code = codes.BUNDLE_MANIFEST_INVALID
+        result.add(code, message, FLOOR, subject, "bundle_manifest", BUNDLE_MANIFEST, line)
+
     if bundle_id_of(run) is None:
-        result.add(
-            codes.BUNDLE_MANIFEST_INVALID,
-            "bundle manifest has no bundle_id string",
-            FLOOR,
-            BUNDLE_MANIFEST,
-            "bundle_manifest",
-            BUNDLE_MANIFEST,
-            run.key_line(BUNDLE_MANIFEST, "bundle_id"),
-        )
+        add("bundle manifest has no bundle_id string", BUNDLE_MANIFEST, "bundle_id")
     # Records carry refs, never bodies: a manifest that says otherwise is not believed
     # away (absent, as in older exports, is the same as false).
     if manifest.get("body_in_receipt", False) is not False:
-        result.add(
-            codes.BUNDLE_MANIFEST_INVALID,
-            "bundle manifest body_in_receipt is not false",
-            FLOOR,
-            bundle_id_of(run) or BUNDLE_MANIFEST,
-            "bundle_manifest",
-            BUNDLE_MANIFEST,
-            run.key_line(BUNDLE_MANIFEST, "body_in_receipt"),
-        )
+        subject = bundle_id_of(run) or BUNDLE_MANIFEST
+        add("bundle manifest body_in_receipt is not false", subject, "body_in_receipt")
     return result

@@ -7,10 +7,10 @@ from operator import attrgetter, is_
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
+    RowFile,
     floor_breaks,
     repeated,
     shared,
-    subject_of,
     undeclared,
 )
 from sandbox_replay.checks.side_effects import unmatched_requests
@@ -21,6 +21,7 @@ from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.rows import ColdReplay, rows_below_floor
 
 FLOOR = "cold_replay_floor"
+ROWS = RowFile(COLD_REPLAY, FLOOR, "cold_replay", "replay_id")
 CLAIMS = ("verdict_reproduced", "side_effect_state_reproduced", "pass_label")
 
 
@@ -36,10 +37,9 @@ def check(run: RunInputs) -> LayerResult:
     request, once; a claim to have reproduced a pass holds only where that request's
     verdict and side effect re-derive; every request has a replay row.
     """
-    result = LayerResult(Layer.COLD_REPLAY)
     if not run.files[COLD_REPLAY].ok:
-        result.ran = False
-        return result
+        return LayerResult(Layer.COLD_REPLAY, ran=False)
+    result = LayerResult(Layer.COLD_REPLAY)
     below = rows_below_floor(run.replays.rows)
     failing_verdicts = shared(run, failing_request_set)
     unmatched = shared(run, unmatched_requests)
@@ -61,25 +61,13 @@ def check(run: RunInputs) -> LayerResult:
             if verdict_fails or effect_fails:
                 problems.extend(_unfounded(request_id, run, verdict_fails, effect_fails))
         if problems:
-            result.add_for_row(
-                codes.COLD_REPLAY_INVALID,
-                "cold replay " + "; ".join(problems),
-                FLOOR,
-                COLD_REPLAY,
-                replay,
-                subject_of(replay, "replay_id", COLD_REPLAY, position),
-                "cold_replay",
-            )
+            message = "cold replay " + "; ".join(problems)
+            ROWS.add(result, codes.COLD_REPLAY_INVALID, message, replay, position)
             failing += 1
     for request_id, joined in zip(run.joined.ids, run.joined.replays, strict=True):
         if joined is None:
-            result.add_for_request(
-                codes.COLD_REPLAY_MISSING,
-                f"{request_id} has no cold-replay row",
-                FLOOR,
-                run,
-                request_id,
-            )
+            message = f"{request_id} has no cold-replay row"
+            result.add_for_request(codes.COLD_REPLAY_MISSING, message, FLOOR, run, request_id)
     harness.add_cold_replay_gap(run, result)
     result.counts = {
         "cold_replay_count": len(run.replays),

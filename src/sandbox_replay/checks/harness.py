@@ -1,13 +1,11 @@
 """What the harness could not record: a bundle manifest's declared evidence gaps, as findings.
 
-An importer of another harness's logs (``importers``) writes in ``bundle_manifest.json``
-which evidence that harness never records: ``rollback_evidence`` and
-``cold_replay_evidence`` set to ``not_recorded_by_harness``. A rollback set to
-``sandbox_teardown`` stands for the sandbox's teardown at the end of each sample (the
-importer wrote one rollback row per executed call for it) and is no gap. Each gap is one
-finding of its layer, so the run says why its rollbacks or replays are missing; the
-floors of those layers still apply, so the run fails closed either way. A bundle from an
-exporter that records everything names neither key.
+An importer of another harness's logs writes in ``bundle_manifest.json`` which evidence
+that harness never records: ``rollback_evidence`` and ``cold_replay_evidence`` set to
+``not_recorded_by_harness``. A rollback set to ``sandbox_teardown`` (the sandbox's
+teardown after each sample, one rollback row per executed call) is no gap. Each gap is
+one finding of its layer, saying why its rows are missing; the layers' floors still
+apply, so the run fails closed either way.
 """
 
 from __future__ import annotations
@@ -39,16 +37,11 @@ def add_rollback_gap(run: RunInputs, result: LayerResult) -> None:
     if declared is None or declared == TEARDOWN:
         return
     executed = sum(1 for effect in run.effects if effect.execution_attempted is True)
-    result.add(
-        codes.HARNESS_ROLLBACK_NOT_RECORDED,
+    message = (
         f"the harness recorded no rollback (rollback_evidence: {_named(declared)}); "
-        f"{executed} executed action(s) cannot be shown undone",
-        FLOOR,
-        "rollback_evidence",
-        "bundle_manifest",
-        BUNDLE_MANIFEST,
-        run.key_line(BUNDLE_MANIFEST, "rollback_evidence"),
+        f"{executed} executed action(s) cannot be shown undone"
     )
+    _add(run, result, codes.HARNESS_ROLLBACK_NOT_RECORDED, message, "rollback_evidence")
 
 
 def add_cold_replay_gap(run: RunInputs, result: LayerResult) -> None:
@@ -56,13 +49,13 @@ def add_cold_replay_gap(run: RunInputs, result: LayerResult) -> None:
     declared = _declared(run, "cold_replay_evidence")
     if declared is None:
         return
-    result.add(
-        codes.HARNESS_COLD_REPLAY_NOT_RECORDED,
+    message = (
         f"the harness recorded no cold replay (cold_replay_evidence: {_named(declared)}); "
-        f"none of {len(run.requests)} request(s) was re-checked by a later replay",
-        FLOOR,
-        "cold_replay_evidence",
-        "bundle_manifest",
-        BUNDLE_MANIFEST,
-        run.key_line(BUNDLE_MANIFEST, "cold_replay_evidence"),
+        f"none of {len(run.requests)} request(s) was re-checked by a later replay"
     )
+    _add(run, result, codes.HARNESS_COLD_REPLAY_NOT_RECORDED, message, "cold_replay_evidence")
+
+
+def _add(run: RunInputs, result: LayerResult, code: str, message: str, key: str) -> None:
+    line = run.key_line(BUNDLE_MANIFEST, key)
+    result.add(code, message, FLOOR, key, "bundle_manifest", BUNDLE_MANIFEST, line)

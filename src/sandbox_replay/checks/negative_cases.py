@@ -85,28 +85,18 @@ def check(run: RunInputs) -> tuple[LayerResult, NegativeCaseOutcome]:
             and data.get(case.flag) is True
         )
         if fired:
-            result.add(
-                case.code,
-                f"negative case {case.case_id} sets {case.flag}: its alarm fired",
-                case.case_id,
-                case.case_id,
-                "negative_case",
-                case.file_name,
-                line,
-            )
+            code = case.code
+            message = f"negative case {case.case_id} sets {case.flag}: its alarm fired"
             observed[case.case_id] = [case.code]
         else:
-            missing.append(case.case_id)
-            result.add(
-                codes.NEGATIVE_CASE_MISSING,
+            code = codes.NEGATIVE_CASE_MISSING
+            message = (
                 f"negative case {case.case_id} is absent or does not set {case.flag} "
-                "(with its case_id and body_redacted true)",
-                case.case_id,
-                case.case_id,
-                "negative_case",
-                case.file_name,
-                line,
+                "(with its case_id and body_redacted true)"
             )
+            missing.append(case.case_id)
+        subject = case.case_id
+        result.add(code, message, subject, subject, "negative_case", case.file_name, line)
     result.counts = {
         "expected_negative_case_count": len(NEGATIVE_CASES),
         "observed_negative_case_count": len(observed),

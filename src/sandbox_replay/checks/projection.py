@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sandbox_replay.checks.base import LayerResult, describe, missing_fields, wrong_flags
 from sandbox_replay.load.run import PROJECTION_PROTOCOL, RunInputs
 from sandbox_replay.model import codes
@@ -37,13 +40,34 @@ VERIFIED = "verified"
 
 def check(run: RunInputs) -> LayerResult:
     """Hold the protocol to its density floor and its authority ceiling."""
-    result = LayerResult(Layer.PROJECTION_PROTOCOL)
     protocol = run.object(PROJECTION_PROTOCOL)
     if protocol is None:
-        result.ran = False
-        return result
+        return LayerResult(Layer.PROJECTION_PROTOCOL, ran=False)
+    result = LayerResult(Layer.PROJECTION_PROTOCOL)
     subject = protocol.get("protocol_id")
     subject_id = subject if isinstance(subject, str) and subject else PROJECTION_PROTOCOL
+
+    def add(code: str, message: str, keys: list[str]) -> None:
+        line = run.key_line(PROJECTION_PROTOCOL, *keys)
+        kind = "projection_protocol"
+        result.add(code, message, FLOOR, subject_id, kind, PROJECTION_PROTOCOL, line)
+
+    gaps, keys = _density_gaps(protocol)
+    if gaps:
+        add(codes.PROJECTION_DENSITY_MISSING, "projection protocol " + "; ".join(gaps), keys)
+    overclaims = wrong_flags(protocol, FALSE_FLAGS)
+    if overclaims:
+        message = f"projection protocol flags not exactly false: {describe(overclaims)}"
+        add(codes.PROJECTION_AUTHORITY_OVERCLAIM, message, overclaims)
+    result.counts = {
+        "source_ref_count": _len(protocol.get("source_refs")),
+        "omitted_material_count": _len(protocol.get("omitted_secret_or_live_access_material")),
+    }
+    return result
+
+
+def _density_gaps(protocol: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """Return what the protocol lacks of its density floor, and the keys it concerns."""
     missing = missing_fields(protocol, REQUIRED)
     not_lists = [n for n in LISTS if n not in missing and not isinstance(protocol.get(n), list)]
     verification = protocol.get("body_import_verification")
@@ -61,47 +85,17 @@ def check(run: RunInputs) -> LayerResult:
         or verification.get("verified", True) is not True
         or verification.get("body_in_receipt", False) is not False
     )
-    if missing or not_lists or unverified:
-        parts = []
-        if missing:
-            parts.append(f"missing or empty: {describe(missing)}")
-        if not_lists:
-            parts.append(f"wrong type: {describe(sorted(set(not_lists)))}")
-        if unverified:
-            parts.append(
-                f"body_import_verification does not say verified (verification_status "
-                f"{VERIFIED!r}, no verified other than true, no body_in_receipt other than false)"
-            )
-        result.add(
-            codes.PROJECTION_DENSITY_MISSING,
-            "projection protocol " + "; ".join(parts),
-            FLOOR,
-            subject_id,
-            "projection_protocol",
-            PROJECTION_PROTOCOL,
-            run.key_line(
-                PROJECTION_PROTOCOL,
-                *missing,
-                *not_lists,
-                *(["body_import_verification"] if unverified else []),
-            ),
+    gaps = []
+    if missing:
+        gaps.append(f"missing or empty: {describe(missing)}")
+    if not_lists:
+        gaps.append(f"wrong type: {describe(sorted(set(not_lists)))}")
+    if unverified:
+        gaps.append(
+            f"body_import_verification does not say verified (verification_status "
+            f"{VERIFIED!r}, no verified other than true, no body_in_receipt other than false)"
         )
-    overclaims = wrong_flags(protocol, FALSE_FLAGS)
-    if overclaims:
-        result.add(
-            codes.PROJECTION_AUTHORITY_OVERCLAIM,
-            f"projection protocol flags not exactly false: {describe(overclaims)}",
-            FLOOR,
-            subject_id,
-            "projection_protocol",
-            PROJECTION_PROTOCOL,
-            run.key_line(PROJECTION_PROTOCOL, *overclaims),
-        )
-    result.counts = {
-        "source_ref_count": _len(protocol.get("source_refs")),
-        "omitted_material_count": _len(protocol.get("omitted_secret_or_live_access_material")),
-    }
-    return result
+    return gaps, [*missing, *not_lists, *(["body_import_verification"] if unverified else [])]
 
 
 def _len(value: object) -> int:

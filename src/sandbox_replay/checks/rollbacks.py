@@ -5,10 +5,10 @@ from __future__ import annotations
 from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
+    RowFile,
     floor_breaks,
     repeated,
     shared,
-    subject_of,
     undeclared,
 )
 from sandbox_replay.load.run import (
@@ -23,6 +23,7 @@ from sandbox_replay.model.rows import Rollback, SideEffect, rows_below_floor
 
 FLOOR = "rollback_floor"
 MIN_ROLLBACKS = 2
+ROWS = RowFile(ROLLBACK_RECEIPTS, FLOOR, "rollback_receipt", "rollback_id")
 
 
 def floor_problems(rollback: Rollback) -> list[str]:
@@ -37,10 +38,9 @@ def check(run: RunInputs) -> LayerResult:
     are at least two rows; every executed side effect names a verified rollback of its
     own request.
     """
-    result = LayerResult(Layer.ROLLBACKS)
     if not run.files[ROLLBACK_RECEIPTS].ok:
-        result.ran = False
-        return result
+        return LayerResult(Layer.ROLLBACKS, ran=False)
+    result = LayerResult(Layer.ROLLBACKS)
     below = rows_below_floor(run.rollbacks.rows)
     # A request may have many rollbacks; a rollback id names one row.
     naming_undeclared, repeating = undeclared(run, run.rollbacks), repeated(run, run.rollbacks)
@@ -53,35 +53,17 @@ def check(run: RunInputs) -> LayerResult:
         if position in repeating:
             problems.append(f"rollback id {rollback.rollback_id} repeats; only the first is joined")
         if problems:
-            result.add_for_row(
-                codes.ROLLBACK_RECEIPT_INVALID,
-                "rollback receipt " + "; ".join(problems),
-                FLOOR,
-                ROLLBACK_RECEIPTS,
-                rollback,
-                subject_of(rollback, "rollback_id", ROLLBACK_RECEIPTS, position),
-                "rollback_receipt",
-            )
+            message = "rollback receipt " + "; ".join(problems)
+            ROWS.add(result, codes.ROLLBACK_RECEIPT_INVALID, message, rollback, position)
     if len(run.rollbacks) < MIN_ROLLBACKS:
-        result.add(
-            codes.ROLLBACK_RECEIPTS_INSUFFICIENT,
-            f"{len(run.rollbacks)} rollback receipt(s); at least {MIN_ROLLBACKS} needed",
-            FLOOR,
-            "rollback_receipts",
-            "input_file",
-            ROLLBACK_RECEIPTS,
-            1,
-        )
+        message = f"{len(run.rollbacks)} rollback receipt(s); at least {MIN_ROLLBACKS} needed"
+        result.add_for_file(codes.ROLLBACK_RECEIPTS_INSUFFICIENT, message, FLOOR, ROLLBACK_RECEIPTS)
+    effects = RowFile(SIDE_EFFECT_RECEIPTS, FLOOR, "side_effect_receipt")
     for request_id, effect in shared(run, uncovered_executions):
-        result.add_for_row(
-            codes.ROLLBACK_RECEIPT_MISSING,
-            f"{request_id} executed but its rollback ref names no verified rollback receipt for it",
-            FLOOR,
-            SIDE_EFFECT_RECEIPTS,
-            effect,
-            request_id,
-            "side_effect_receipt",
+        message = (
+            f"{request_id} executed but its rollback ref names no verified rollback receipt for it"
         )
+        effects.add(result, codes.ROLLBACK_RECEIPT_MISSING, message, effect, subject=request_id)
     harness.add_rollback_gap(run, result)
     result.counts = {
         "rollback_receipt_count": len(run.rollbacks),

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from sandbox_replay.checks.base import LayerResult, describe, missing_fields, wrong_flags
+from sandbox_replay.checks.base import (
+    LayerResult,
+    describe,
+    missing_fields,
+    strings_in,
+    wrong_flags,
+)
 from sandbox_replay.load.run import SANDBOX_POLICY, RunInputs
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
@@ -32,11 +38,10 @@ FLOOR = "sandbox_policy_floor"
 
 def check(run: RunInputs) -> LayerResult:
     """Check that the policy allows every verdict, requires every field and claims no authority."""
-    result = LayerResult(Layer.SANDBOX_POLICY)
     policy = run.object(SANDBOX_POLICY)
     if policy is None:
-        result.ran = False
-        return result
+        return LayerResult(Layer.SANDBOX_POLICY, ran=False)
+    result = LayerResult(Layer.SANDBOX_POLICY)
     policy_id = policy.get("policy_id")
     subject = policy_id if isinstance(policy_id, str) and policy_id else SANDBOX_POLICY
 
@@ -44,47 +49,30 @@ def check(run: RunInputs) -> LayerResult:
         line = run.key_line(SANDBOX_POLICY, *keys)
         result.add(code, message, FLOOR, subject, "sandbox_policy", SANDBOX_POLICY, line)
 
+    incomplete = codes.POLICY_REQUIRED_FIELDS_INCOMPLETE
     absent = missing_fields(policy, ("policy_id", "policy_version"))
     if absent:
-        add(codes.POLICY_REQUIRED_FIELDS_INCOMPLETE, f"policy lacks {describe(absent)}", *absent)
+        add(incomplete, f"policy lacks {describe(absent)}", *absent)
     # Ids and versions are text: a version of another type would match no verdict row's
     # and turn off the check that each row cites it (the verdict layer reads a string only).
-    not_text = [
-        k
-        for k in ("policy_id", "policy_version")
-        if k not in absent and not isinstance(policy.get(k), str)
-    ]
+    named = ("policy_id", "policy_version")
+    not_text = [k for k in named if k not in absent and not isinstance(policy.get(k), str)]
     if not_text:
-        add(
-            codes.POLICY_REQUIRED_FIELDS_INCOMPLETE,
-            f"not a string: {describe(not_text)}; verdict rows cannot be held to it",
-            *not_text,
-        )
-    allowed = policy.get("allowed_verdicts")
-    allowed_set = {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set()
-    lacking = [v for v in VERDICTS if v not in allowed_set]
+        message = f"not a string: {describe(not_text)}; verdict rows cannot be held to it"
+        add(incomplete, message, *not_text)
+    allowed = strings_in(policy.get("allowed_verdicts"))
+    lacking = [v for v in VERDICTS if v not in allowed]
     if lacking:
-        add(
-            codes.POLICY_VERDICTS_INCOMPLETE,
-            f"allowed_verdicts lacks {describe(lacking)}",
-            "allowed_verdicts",
-        )
+        message = f"allowed_verdicts lacks {describe(lacking)}"
+        add(codes.POLICY_VERDICTS_INCOMPLETE, message, "allowed_verdicts")
     for key, needed in REQUIRED_LISTS.items():
-        declared = policy.get(key)
-        have = {f for f in declared if isinstance(f, str)} if isinstance(declared, list) else set()
+        have = strings_in(policy.get(key))
         gaps = [f for f in needed if f not in have]
         if gaps:
-            add(
-                codes.POLICY_REQUIRED_FIELDS_INCOMPLETE,
-                f"{key} does not require {describe(gaps)}",
-                key,
-            )
+            add(incomplete, f"{key} does not require {describe(gaps)}", key)
     overclaims = wrong_flags(policy, AUTHORITY_FLAGS)
     if overclaims:
-        add(
-            codes.POLICY_AUTHORITY_OVERCLAIM,
-            f"authority flags not exactly false: {describe(overclaims)}",
-            *overclaims,
-        )
-    result.counts = {"allowed_verdict_count": len(allowed_set)}
+        message = f"authority flags not exactly false: {describe(overclaims)}"
+        add(codes.POLICY_AUTHORITY_OVERCLAIM, message, *overclaims)
+    result.counts = {"allowed_verdict_count": len(allowed)}
     return result

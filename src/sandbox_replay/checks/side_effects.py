@@ -7,10 +7,10 @@ from typing import Any, NamedTuple
 
 from sandbox_replay.checks.base import (
     LayerResult,
+    RowFile,
     floor_breaks,
     repeated,
     shared,
-    subject_of,
     undeclared,
 )
 from sandbox_replay.load.run import SIDE_EFFECT_RECEIPTS, RunInputs
@@ -20,7 +20,7 @@ from sandbox_replay.model.rows import SideEffect, rows_below_floor
 
 FLOOR = "side_effect_floor"
 EXECUTING_VERDICTS = ("allow", "review")
-KIND = "side_effect_receipt"
+ROWS = RowFile(SIDE_EFFECT_RECEIPTS, FLOOR, "side_effect_receipt")
 
 
 def effect_is_typed(row: SideEffect) -> bool:
@@ -88,8 +88,7 @@ def judge(derived: str, declared: Any, effect: SideEffect | None) -> Outcome:
 def receipt_outcomes(run: RunInputs) -> list[Outcome]:
     """Judge each request's receipt, in request order (as ``run.joined`` lists them).
 
-    Requests of one ``shape`` share one judgement: a run of 60,000 requests has a few
-    dozen shapes.
+    Requests of one ``shape`` share one judgement: a run has only a few dozen shapes.
     """
     outcomes = []
     judged: dict[Hashable, Outcome] = {}
@@ -153,10 +152,9 @@ def check(run: RunInputs) -> LayerResult:
     receipt; a receipt shows what the derived verdict requires (no trace for block, an
     execution with a diff otherwise) and what the declared verdict promised.
     """
-    result = LayerResult(Layer.SIDE_EFFECTS)
     if not run.files[SIDE_EFFECT_RECEIPTS].ok:
-        result.ran = False
-        return result
+        return LayerResult(Layer.SIDE_EFFECTS, ran=False)
+    result = LayerResult(Layer.SIDE_EFFECTS)
     below = rows_below_floor(run.effects.rows)
     naming_undeclared, repeating = undeclared(run, run.effects), repeated(run, run.effects)
     for position, effect in enumerate(run.effects):
@@ -168,31 +166,17 @@ def check(run: RunInputs) -> LayerResult:
         elif position in repeating:
             problems.append(f"second receipt for {request_id}; only the first is joined")
         if problems:
-            result.add_for_row(
-                codes.SIDE_EFFECT_RECEIPT_INVALID,
-                "side-effect receipt " + "; ".join(problems),
-                FLOOR,
-                SIDE_EFFECT_RECEIPTS,
-                effect,
-                subject_of(effect, "request_id", SIDE_EFFECT_RECEIPTS, position),
-                KIND,
-            )
+            message = "side-effect receipt " + "; ".join(problems)
+            ROWS.add(result, codes.SIDE_EFFECT_RECEIPT_INVALID, message, effect, position)
     outcomes = shared(run, receipt_outcomes)
-    for request_id, derivation, verdict, joined, outcome in zip(
-        run.joined.ids,
-        run.derivations.values(),
-        run.joined.verdicts,
-        run.joined.effects,
-        outcomes,
-        strict=True,
+    joined = run.joined
+    for request_id, derivation, verdict, receipt, outcome in zip(
+        joined.ids, run.derivations.values(), joined.verdicts, joined.effects, outcomes, strict=True
     ):
-        if joined is None:
+        if receipt is None:
+            message = f"{request_id} has no side-effect receipt, so what it did is unverified"
             result.add_for_request(
-                codes.SIDE_EFFECT_RECEIPT_MISSING,
-                f"{request_id} has no side-effect receipt, so what it did is unverified",
-                FLOOR,
-                run,
-                request_id,
+                codes.SIDE_EFFECT_RECEIPT_MISSING, message, FLOOR, run, request_id
             )
             continue
         for code in outcome.codes:
@@ -201,15 +185,7 @@ def check(run: RunInputs) -> LayerResult:
             else:
                 declared = verdict.verdict if verdict is not None else None
                 message = f"{request_id} was declared {declared} but its receipt shows"
-            result.add_for_row(
-                code,
-                f"{message} {_shown(joined)}",
-                FLOOR,
-                SIDE_EFFECT_RECEIPTS,
-                joined,
-                request_id,
-                KIND,
-            )
+            ROWS.add(result, code, f"{message} {_shown(receipt)}", receipt, subject=request_id)
     result.counts = {
         "side_effect_receipt_count": len(run.effects),
         "executed_action_count": sum(e.execution_attempted is True for e in run.effects),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sandbox_replay.checks.base import LayerResult
+from sandbox_replay.checks.base import Gap, LayerResult
 from sandbox_replay.load.files import FileChangedError, LoadLimits, read_same_file
 from sandbox_replay.load.run import SOURCE_MODULE_MANIFEST, SOURCE_MODULES_DIR, RunInputs
 from sandbox_replay.model import codes
@@ -34,8 +34,10 @@ MATERIAL_CLASSES = frozenset(
 DIGEST_KEYS = ("sha256", "source_sha256", "target_sha256")
 BODY_FLAGS = {"body_copied": True, "body_in_receipt": False, "body_text_in_receipt": False}
 # A module's required anchors are each searched for in its whole body: bounded, so that a
-# manifest cannot ask for millions of searches (20,000 anchors on a 5 MiB body took 62 s).
+# manifest cannot ask for millions of searches.
 MAX_ANCHORS = 256
+KIND = "source_module"
+Keys = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -100,63 +102,33 @@ def check(
     """
     result = LayerResult(Layer.SOURCE_MODULES)
     outcome = SourceModuleOutcome()
-    manifest = run.object(SOURCE_MODULE_MANIFEST)
     name = SOURCE_MODULE_MANIFEST
-
-    def add(code: str, message: str, subject: str, line: int | None) -> None:
-        result.add(code, message, FLOOR, subject, "source_module", name, line)
-
+    manifest = run.object(name)
     if manifest is None:
-        add(
-            codes.SOURCE_MODULE_MANIFEST_REQUIRED,
-            f"{name} is required in bundle mode and did not load",
-            name,
-            None,
-        )
+        message = f"{name} is required in bundle mode and did not load"
+        result.add(codes.SOURCE_MODULE_MANIFEST_REQUIRED, message, FLOOR, name, KIND, name)
         outcome.status = "blocked"
         return result, outcome
-    if manifest.get("source_import_class") != IMPORT_CLASS:
-        add(
-            codes.SOURCE_MODULE_CLASS_REQUIRED,
-            f"manifest source_import_class is not {IMPORT_CLASS}",
-            name,
-            run.key_line(name, "source_import_class"),
-        )
-    if (
-        manifest.get("body_in_receipt") is not False
-        or manifest.get("body_text_in_receipt") is not False
-    ):
-        add(
-            codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED,
-            "manifest body_in_receipt and body_text_in_receipt must both be exactly false",
-            name,
-            run.key_line(name, "body_in_receipt", "body_text_in_receipt"),
-        )
     modules = manifest.get("modules")
-    if not isinstance(modules, list) or not modules:
-        add(
-            codes.SOURCE_MODULE_MANIFEST_REQUIRED,
-            "manifest lists no modules",
-            name,
-            run.key_line(name, "modules"),
-        )
+    if not isinstance(modules, list):
         modules = []
-    count = manifest.get("module_count")
-    if not isinstance(count, int) or isinstance(count, bool) or count != len(modules):
-        add(
-            codes.SOURCE_MODULE_COUNT_MISMATCH,
-            f"module_count does not equal the {len(modules)} module(s) listed",
-            name,
-            run.key_line(name, "module_count"),
-        )
+    for code, message, keys in _manifest_gaps(manifest, len(modules)):
+        result.add(code, message, FLOOR, name, KIND, name, run.key_line(name, *keys))
     line = run.key_line(name, "modules")
     # Each module id and each body once: a second entry naming either is a finding and is
-    # not read again (400 entries naming one 50 MiB body were 19.5 GiB to hash and scan).
+    # not read again.
     seen: set[object] = set()
     for index, module in enumerate(modules):
-        if _repeated(run, index, module, seen, line, add):
-            continue
-        _check_module(run, index, module, line, add, outcome, max_body_bytes, on_body)
+        subject = f"module#{index}"
+        if isinstance(module, Mapping):
+            module_id = module.get("module_id")
+            subject = module_id if isinstance(module_id, str) and module_id else subject
+            found = _repeats(run, module, seen, subject)
+            found = found or _module_gaps(run, module, subject, outcome, max_body_bytes, on_body)
+        else:
+            found = [(codes.SOURCE_MODULE_CLASS_REQUIRED, f"module {index} is not an object")]
+        for code, message in found:
+            result.add(code, message, FLOOR, subject, KIND, name, line)
     result.counts = {
         "module_count": len(modules),
         "module_verified_count": sum(1 for b in outcome.bodies if b.verified),
@@ -165,213 +137,188 @@ def check(
     return result, outcome
 
 
-def _repeated(
-    run: RunInputs, index: int, module: object, seen: set[object], line: int, add: Any
-) -> bool:
-    """Say whether an entry names a module id or a body an earlier entry named (a finding)."""
-    if not isinstance(module, Mapping):
-        return False
+def _manifest_gaps(manifest: Mapping[str, Any], listed: int) -> list[tuple[str, str, Keys]]:
+    """Return the manifest's own gaps: code, message and the keys whose line it points at."""
+    gaps: list[tuple[str, str, Keys]] = []
+    if manifest.get("source_import_class") != IMPORT_CLASS:
+        message = f"manifest source_import_class is not {IMPORT_CLASS}"
+        gaps.append((codes.SOURCE_MODULE_CLASS_REQUIRED, message, ("source_import_class",)))
+    boundary = ("body_in_receipt", "body_text_in_receipt")
+    if any(manifest.get(key) is not False for key in boundary):
+        message = "manifest body_in_receipt and body_text_in_receipt must both be exactly false"
+        gaps.append((codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED, message, boundary))
+    if not listed:
+        message = "manifest lists no modules"
+        gaps.append((codes.SOURCE_MODULE_MANIFEST_REQUIRED, message, ("modules",)))
+    count = manifest.get("module_count")
+    if not isinstance(count, int) or isinstance(count, bool) or count != listed:
+        message = f"module_count does not equal the {listed} module(s) listed"
+        gaps.append((codes.SOURCE_MODULE_COUNT_MISMATCH, message, ("module_count",)))
+    return gaps
+
+
+def _repeats(
+    run: RunInputs, module: Mapping[str, Any], seen: set[object], subject: str
+) -> list[Gap]:
+    """Return a finding when an entry names a module id or a body an earlier entry named."""
     module_id = module.get("module_id")
     path = safe_module_path(run.root, module.get("path"))
     keys: list[tuple[str, object]] = []
     if isinstance(module_id, str) and module_id:
-        keys.append(("id", module_id))
-    keys += [("path", path)] if path is not None else []
+        keys.append(("module id", module_id))
+    if path is not None:
+        keys.append(("body path", path))
     repeated = [kind for kind, key in keys if (kind, key) in seen]
     seen.update(keys)
     if not repeated:
-        return False
-    subject = module_id if isinstance(module_id, str) and module_id else f"module#{index}"
-    what = " and ".join("module id" if kind == "id" else "body path" for kind in repeated)
-    add(
-        codes.SOURCE_MODULE_DUPLICATE,
-        f"{subject} repeats the {what} of an earlier entry; it was not read again",
-        subject,
-        line,
-    )
-    return True
+        return []
+    what = " and ".join(repeated)
+    message = f"{subject} repeats the {what} of an earlier entry; it was not read again"
+    return [(codes.SOURCE_MODULE_DUPLICATE, message)]
 
 
-def _check_module(
+def _module_gaps(
     run: RunInputs,
-    index: int,
-    module: object,
-    line: int,
-    add: Any,
+    module: Mapping[str, Any],
+    subject: str,
     outcome: SourceModuleOutcome,
     max_body_bytes: int,
     on_body: Callable[[str, bytes], None],
-) -> None:
-    if not isinstance(module, Mapping):
-        add(
-            codes.SOURCE_MODULE_CLASS_REQUIRED,
-            f"module {index} is not an object",
-            f"module#{index}",
-            line,
-        )
-        return
-    module_id = module.get("module_id")
-    subject = module_id if isinstance(module_id, str) and module_id else f"module#{index}"
-    ok = True
-    if not (isinstance(module_id, str) and module_id.strip()):
-        add(
-            codes.SOURCE_MODULE_CLASS_REQUIRED,
-            f"{subject} has no module_id string",
-            subject,
-            line,
-        )
-        ok = False
-    if (
-        not isinstance(module.get("material_class"), str)
-        or module.get("material_class") not in MATERIAL_CLASSES
-        or module.get("source_import_class") != IMPORT_CLASS
-    ):
-        add(
-            codes.SOURCE_MODULE_CLASS_REQUIRED,
-            f"{subject} lacks a known material_class or the {IMPORT_CLASS} import class",
-            subject,
-            line,
-        )
-        ok = False
-    wrong = [k for k, v in BODY_FLAGS.items() if module.get(k) is not v]
-    if wrong:
-        add(
-            codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED,
-            f"{subject} body flags not as required: {', '.join(wrong)}",
-            subject,
-            line,
-        )
-        ok = False
+) -> list[Gap]:
+    """Return one module's gaps; record its body in ``outcome`` when it could be read.
+
+    The body is verified when the module has no gap at all.
+    """
+    found = _declared_gaps(module, subject)
     declared_path = module.get("path")
     path = safe_module_path(run.root, declared_path)
     if path is None:
-        add(
-            codes.SOURCE_MODULE_PATH_UNSAFE
-            if declared_path
-            else codes.SOURCE_MODULE_TARGET_MISSING,
+        code = (
+            codes.SOURCE_MODULE_PATH_UNSAFE if declared_path else codes.SOURCE_MODULE_TARGET_MISSING
+        )
+        message = (
             f"{subject} path is missing, absolute, climbs with '..' or leaves "
-            f"{SOURCE_MODULES_DIR}/; it was not opened",
-            subject,
-            line,
+            f"{SOURCE_MODULES_DIR}/; it was not opened"
         )
-        return
-    target_ref = module.get("target_ref")
-    if target_ref is not None and not isinstance(target_ref, str):
-        add(
-            codes.SOURCE_MODULE_TARGET_MISSING,
-            f"{subject} target_ref is not a string",
-            subject,
-            line,
-        )
-        ok = False
-    elif target_ref is not None and not safe_target_ref(target_ref):
-        add(
-            codes.SOURCE_MODULE_PATH_UNSAFE,
-            f"{subject} target_ref is empty, absolute or climbs with '..'; it is "
-            "informational and was not opened",
-            subject,
-            line,
-        )
-        ok = False
+        return [*found, (code, message)]
+    found += _target_ref_gaps(module.get("target_ref"), subject)
+    body = _read_body(path, subject, max_body_bytes, found)
+    if body is None:
+        return found
+    rel = path.relative_to(run.root.resolve()).as_posix()
+    on_body(rel, body)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    bad_digests = [k for k in DIGEST_KEYS if module.get(k) != digest]
+    if bad_digests:
+        message = f"{subject} copied body does not match {', '.join(bad_digests)}"
+        found.append((codes.SOURCE_MODULE_DIGEST_MISMATCH, message))
+    anchors = _anchors(module.get("required_anchors"), subject, found)
+    found += _text_gaps(body, anchors, subject)
+    material_class = str(module.get("material_class"))
+    ok = not found
+    outcome.bodies.append(
+        ModuleBody(subject, rel, material_class, digest, len(body), tuple(anchors), ok)
+    )
+    return found
+
+
+def _declared_gaps(module: Mapping[str, Any], subject: str) -> list[Gap]:
+    """Return the gaps in what an entry declares of itself: id, classes and body flags."""
+    found = []
+    module_id = module.get("module_id")
+    if not (isinstance(module_id, str) and module_id.strip()):
+        found.append((codes.SOURCE_MODULE_CLASS_REQUIRED, f"{subject} has no module_id string"))
+    material_class = module.get("material_class")
+    if (
+        not isinstance(material_class, str)
+        or material_class not in MATERIAL_CLASSES
+        or module.get("source_import_class") != IMPORT_CLASS
+    ):
+        message = f"{subject} lacks a known material_class or the {IMPORT_CLASS} import class"
+        found.append((codes.SOURCE_MODULE_CLASS_REQUIRED, message))
+    wrong = [k for k, v in BODY_FLAGS.items() if module.get(k) is not v]
+    if wrong:
+        message = f"{subject} body flags not as required: {', '.join(wrong)}"
+        found.append((codes.SOURCE_MODULE_BODY_BOUNDARY_REQUIRED, message))
+    return found
+
+
+def _target_ref_gaps(target_ref: object, subject: str) -> list[Gap]:
+    """Return the gap in an informational ``target_ref``, if any (it is never opened)."""
+    if target_ref is None:
+        return []
+    if not isinstance(target_ref, str):
+        return [(codes.SOURCE_MODULE_TARGET_MISSING, f"{subject} target_ref is not a string")]
+    if safe_target_ref(target_ref):
+        return []
+    message = (
+        f"{subject} target_ref is empty, absolute or climbs with '..'; it is "
+        "informational and was not opened"
+    )
+    return [(codes.SOURCE_MODULE_PATH_UNSAFE, message)]
+
+
+def _read_body(path: Path, subject: str, max_body_bytes: int, found: list[Gap]) -> bytes | None:
+    """Return a module's body, or None with the reason added to ``found``."""
     missing = "is not in the bundle"
     try:
         info = path.stat()  # ``path`` is resolved: no symlink left in it
         if not stat.S_ISREG(info.st_mode):
             raise FileNotFoundError
         if info.st_size > max_body_bytes:
-            add(
-                codes.INPUT_LIMIT_EXCEEDED,
+            message = (
                 f"{subject} body is {info.st_size} bytes, over the limit of {max_body_bytes} "
-                "bytes (max_file_bytes); it was not read",
-                subject,
-                line,
+                "bytes (max_file_bytes); it was not read"
             )
-            return
-        body: bytes | None = read_same_file(path, info, max_body_bytes)
+            found.append((codes.INPUT_LIMIT_EXCEEDED, message))
+            return None
+        return read_same_file(path, info, max_body_bytes)
     except FileChangedError as exc:
-        body, missing = None, f"{exc}; it was not used"
+        missing = f"{exc}; it was not used"
     except FileNotFoundError:
-        body = None
+        pass
     except OSError as exc:  # there, and a regular file, but refused (permissions, I/O)
-        add(
-            codes.SOURCE_MODULE_BODY_UNREADABLE,
-            f"{subject} body could not be read ({exc.strerror or type(exc).__name__})",
-            subject,
-            line,
+        reason = exc.strerror or type(exc).__name__
+        found.append(
+            (codes.SOURCE_MODULE_BODY_UNREADABLE, f"{subject} body could not be read ({reason})")
         )
-        return
-    if body is None:
-        add(
-            codes.SOURCE_MODULE_TARGET_MISSING,
-            f"{subject} body {missing}",
-            subject,
-            line,
-        )
-        return
-    rel = path.relative_to(run.root.resolve()).as_posix()
-    on_body(rel, body)
-    digest = "sha256:" + hashlib.sha256(body).hexdigest()
-    bad_digests = [k for k in DIGEST_KEYS if module.get(k) != digest]
-    if bad_digests:
-        add(
-            codes.SOURCE_MODULE_DIGEST_MISMATCH,
-            f"{subject} copied body does not match {', '.join(bad_digests)}",
-            subject,
-            line,
-        )
-        ok = False
-    anchors = module.get("required_anchors")
-    anchor_list = (
-        [a for a in anchors if isinstance(a, str) and a] if isinstance(anchors, list) else []
+        return None
+    found.append((codes.SOURCE_MODULE_TARGET_MISSING, f"{subject} body {missing}"))
+    return None
+
+
+def _anchors(declared: object, subject: str, found: list[Gap]) -> list[str]:
+    """Return the anchors to search a body for; add a gap when there are none or too many."""
+    anchors = (
+        [a for a in declared if isinstance(a, str) and a] if isinstance(declared, list) else []
     )
-    if not anchor_list:
-        add(
-            codes.SOURCE_MODULE_ANCHOR_MISSING,
-            f"{subject} declares no required anchors",
-            subject,
-            line,
+    if not anchors:
+        found.append(
+            (codes.SOURCE_MODULE_ANCHOR_MISSING, f"{subject} declares no required anchors")
         )
-        ok = False
-    elif len(anchor_list) > MAX_ANCHORS:
-        add(
-            codes.INPUT_LIMIT_EXCEEDED,
-            f"{subject} declares {len(anchor_list)} required anchors, over the limit of "
-            f"{MAX_ANCHORS}; none was searched for",
-            subject,
-            line,
+    elif len(anchors) > MAX_ANCHORS:
+        message = (
+            f"{subject} declares {len(anchors)} required anchors, over the limit of "
+            f"{MAX_ANCHORS}; none was searched for"
         )
-        ok = False
-        anchor_list = []
+        found.append((codes.INPUT_LIMIT_EXCEEDED, message))
+        return []
+    return anchors
+
+
+def _text_gaps(body: bytes, anchors: list[str], subject: str) -> list[Gap]:
+    """Return the gaps of a body as text: not UTF-8, or lacking some of its anchors."""
+    found = []
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         # The original implementation treats such a body as unreadable, a blocking hit
         # (FORMAT 7.3): its anchors cannot be found in text that is not text.
-        add(
-            codes.SOURCE_MODULE_BODY_UNREADABLE,
-            f"{subject} copied body is not valid UTF-8 (first bad byte at offset {exc.start})",
-            subject,
-            line,
-        )
-        ok = False
+        message = f"{subject} copied body is not valid UTF-8 (first bad byte at offset {exc.start})"
+        found.append((codes.SOURCE_MODULE_BODY_UNREADABLE, message))
         text = body.decode("utf-8", errors="replace")
-    absent = sum(1 for a in anchor_list if a not in text)
+    absent = sum(1 for a in anchors if a not in text)
     if absent:
-        add(
-            codes.SOURCE_MODULE_ANCHOR_MISSING,
-            f"{subject} copied body lacks {absent} of its {len(anchor_list)} required anchor(s)",
-            subject,
-            line,
-        )
-        ok = False
-    outcome.bodies.append(
-        ModuleBody(
-            subject,
-            rel,
-            str(module.get("material_class")),
-            digest,
-            len(body),
-            tuple(anchor_list),
-            ok,
-        )
-    )
+        message = f"{subject} copied body lacks {absent} of its {len(anchors)} required anchor(s)"
+        found.append((codes.SOURCE_MODULE_ANCHOR_MISSING, message))
+    return found

@@ -62,10 +62,8 @@ _encode_string = json.encoder.encode_basestring  # the one _CANONICAL uses for s
 def canonical_digest(value: Any, *, may_hold_floats: bool = True) -> str:
     """Return ``sha256:<hex>`` of ``value``'s canonical JSON.
 
-    orjson with sorted keys writes the same UTF-8 bytes as the standard library here,
-    except for floats (``1e-05`` against ``0.00001``) and what it refuses (integers
-    beyond 64 bits, lone surrogates); so it is used only for a value known to hold no
-    float, and anything it refuses goes the standard way.
+    orjson writes the standard library's bytes but for floats, so it serves a value known
+    to hold none; what it refuses (big integers, lone surrogates) goes the standard way.
     """
     if not may_hold_floats:
         try:
@@ -114,8 +112,7 @@ class Span(msgspec.Struct, gc=False):
     """One request as the public trace shows it, in the record's field order.
 
     ``authority_verdict_id`` is ``<request id>:<policy version>`` where the verdict row
-    names a policy version (a string); the other values are the request's fields and what
-    the audit found.
+    names a policy version (a string).
     """
 
     span_id: str
@@ -138,10 +135,8 @@ class Span(msgspec.Struct, gc=False):
 def spans_digest(spans: list[Span], *, may_hold_floats: bool) -> str:
     """Return ``canonical_digest`` of the spans as the record lists them.
 
-    msgspec writes the spans' canonical JSON (fields sorted, no whitespace) in C, the
-    same bytes as the standard library but for floats, which only an input can hold. It
-    writes them ``_SPANS_PER_PIECE`` at a time, each piece's items hashed as they stand
-    in the whole list (which is never held whole: 40 MB at 60,000 spans).
+    Without floats msgspec writes the standard library's bytes; it writes the spans
+    ``_SPANS_PER_PIECE`` at a time, so that their whole JSON is never held at once.
     """
     if not may_hold_floats:
         digest = hashlib.sha256(b"[")
@@ -206,55 +201,24 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     joined = run.joined
     uncovered = shared(run, uncovered_requests)
     episodes = list(map(_text, map(_episode, joined.requests)))  # not text: ""
-    # Sorted on the episode and the request id alone: request ids differ.
-    ordered = sorted(
-        zip(
-            episodes,
-            joined.ids,
-            range(len(joined.ids)),  # the rows' position: never reached by the sort
-            strict=True,
-        )
-    )
+    # Sorted on the episode and the request id alone: request ids differ, so the rows'
+    # positions are never reached by the sort.
+    ordered = sorted(zip(episodes, joined.ids, range(len(joined.ids)), strict=True))
     spans = []
     span_at = [0] * len(ordered)
     for sequence_index, (_, request_id, at) in enumerate(ordered):
         span_at[at] = sequence_index
         span_id = f"span:{request_id}"
         request, verdict, effect = joined.requests[at], joined.verdicts[at], joined.effects[at]
-        replay = joined.replays[at]
         declared = value_of(verdict.verdict) if verdict is not None else None
         executed = effect is not None and effect.execution_attempted is True
-        for code, message in _gaps(
-            uncovered, request_id, verdict, effect, declared, executed, replay
-        ):
-            audit.add(
-                code,
-                f"{span_id}: {message}",
-                FLOOR,
-                span_id,
-                "trace_span",
-                run.requests.file,
-                request.line,
-            )
-        rollback_ref = effect.rollback_receipt_ref if effect is not None else None
-        state_ref = rollback_ref if isinstance(rollback_ref, str) else None
-        policy_version = verdict.policy_version if verdict is not None else None
-        spans.append(
-            Span(
-                span_id,
-                session_id,
-                value_of(request.action_kind),
-                sequence_index,
-                value_of(request.episode_id),
-                value_of(request.untrusted_tool_output_ref),
-                f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None,
-                state_ref,
-                _outcome(declared, executed),
-                value_of(request.requested_capability),
-                input_digest(request),
-                state_ref if declared in ("allow", "review") else None,
-            )
+        found = _gaps(
+            uncovered, request_id, verdict, effect, declared, executed, joined.replays[at]
         )
+        for code, message in found:
+            message = f"{span_id}: {message}"
+            audit.add(code, message, FLOOR, span_id, "trace_span", run.requests.file, request.line)
+        spans.append(_span(request_id, session_id, sequence_index, request, verdict, effect))
     summary = {
         "action_kind_counts": _text_counts([span.action_kind for span in spans]),
         "outcome_counts": dict(sorted(Counter(span.outcome for span in spans).items())),
@@ -266,3 +230,33 @@ def build_trace(run: RunInputs, session_id: str) -> Trace:
     }
     audit.counts = {"span_count": len(spans), "audit_finding_count": len(audit.findings)}
     return Trace(spans, summary, audit, span_at)
+
+
+def _span(
+    request_id: str,
+    session_id: str,
+    sequence_index: int,
+    request: ActionRequest,
+    verdict: PolicyVerdict | None,
+    effect: SideEffect | None,
+) -> Span:
+    """Return a request's span: its fields as the request holds them, and what became of it."""
+    declared = value_of(verdict.verdict) if verdict is not None else None
+    executed = effect is not None and effect.execution_attempted is True
+    rollback_ref = effect.rollback_receipt_ref if effect is not None else None
+    state_ref = rollback_ref if isinstance(rollback_ref, str) else None
+    policy_version = verdict.policy_version if verdict is not None else None
+    return Span(
+        f"span:{request_id}",
+        session_id,
+        value_of(request.action_kind),
+        sequence_index,
+        value_of(request.episode_id),
+        value_of(request.untrusted_tool_output_ref),
+        f"{request_id}:{policy_version}" if isinstance(policy_version, str) else None,
+        state_ref,
+        _outcome(declared, executed),
+        value_of(request.requested_capability),
+        input_digest(request),
+        state_ref if declared in ("allow", "review") else None,
+    )

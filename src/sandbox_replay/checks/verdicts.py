@@ -7,6 +7,7 @@ from operator import attrgetter, ne
 
 from sandbox_replay.checks.base import (
     LayerResult,
+    RowFile,
     derived_verdicts,
     describe,
     is_nonempty,
@@ -14,7 +15,7 @@ from sandbox_replay.checks.base import (
     not_text,
     repeated,
     shared,
-    subject_of,
+    strings_in,
     undeclared,
 )
 from sandbox_replay.load.run import POLICY_VERDICTS, SANDBOX_POLICY, RunInputs
@@ -25,7 +26,7 @@ from sandbox_replay.model.rows import UNSET, PolicyVerdict, rows_below_floor
 
 FLOOR = "policy_verdict_floor"
 COVERAGE = ("allow", "block", "review")
-KIND = "policy_verdict"
+ROWS = RowFile(POLICY_VERDICTS, FLOOR, "policy_verdict")
 
 
 def derivation_passes(derivation: Derivation, verdict: PolicyVerdict | None) -> bool:
@@ -62,7 +63,7 @@ def is_rule_refs(value: object) -> bool:
     """Say whether a value is a list of rule ref strings, none empty."""
     if not isinstance(value, list):
         return False
-    # A loop, not a generator in `all` (four times the cost): this runs for every verdict row.
+    # A loop, not a generator in `all`: this runs for every verdict row.
     for ref in value:  # noqa: SIM110
         if not isinstance(ref, str) or not ref:
             return False
@@ -114,8 +115,6 @@ def declared_mismatch_count(run: RunInputs) -> int:
     Every row counts, a second row of one request too; a row whose request does not
     exist derives to the fail-closed verdict (FORMAT 7.5). A row that declares the
     derived verdict without citing its rule is a semantic mismatch but not counted here.
-    Where the join takes every row as its request's, in request order, the rows' derived
-    verdicts are the requests' own, and nothing is looked up.
     """
     if run.joined.takes_whole(run.verdicts):
         expected = shared(run, derived_verdicts)
@@ -129,13 +128,6 @@ def declared_mismatch_count(run: RunInputs) -> int:
     return sum(map(ne, map(attrgetter("verdict"), run.verdicts), expected))
 
 
-def _add(
-    result: LayerResult, verdict: PolicyVerdict, position: int, code: str, message: str
-) -> None:
-    subject = subject_of(verdict, "request_id", POLICY_VERDICTS, position)
-    result.add_for_row(code, message, FLOOR, POLICY_VERDICTS, verdict, subject, KIND)
-
-
 def check(run: RunInputs) -> LayerResult:
     """Check each verdict row's floor, then hold every request's verdict to its derivation.
 
@@ -143,50 +135,57 @@ def check(run: RunInputs) -> LayerResult:
     verdict row that declares its derived verdict and cites a rule that decided it; the
     declared verdicts cover allow, block and review.
     """
-    result = LayerResult(Layer.POLICY_VERDICTS)
     if not run.files[POLICY_VERDICTS].ok:
-        result.ran = False
-        return result
+        return LayerResult(Layer.POLICY_VERDICTS, ran=False)
+    result = LayerResult(Layer.POLICY_VERDICTS)
+    _check_rows(run, result)
+    _check_derivations(run, result)
+    declared_counts = Counter(v.verdict for v in run.verdicts if isinstance(v.verdict, str))
+    lacking = [v for v in COVERAGE if not declared_counts[v]]
+    if lacking:
+        message = (
+            f"no declared verdict is {describe(lacking)}; allow, block and review must all occur"
+        )
+        result.add_for_file(codes.VERDICT_COVERAGE_INCOMPLETE, message, FLOOR, POLICY_VERDICTS)
+    result.counts = {
+        "policy_verdict_count": len(run.verdicts),
+        "allow_count": declared_counts["allow"],
+        "block_count": declared_counts["block"],
+        "review_count": declared_counts["review"],
+        "warn_count": declared_counts["warn"],
+        "derived_policy_verdict_mismatch_count": declared_mismatch_count(run),
+    }
+    return result
+
+
+def _check_rows(run: RunInputs, result: LayerResult) -> None:
+    """Hold each verdict row to its floor, and to naming a declared request once."""
     policy = run.object(SANDBOX_POLICY) or {}
     allowed = policy.get("allowed_verdicts")
-    allowed_verdicts = (
-        {v for v in allowed if isinstance(v, str)} if isinstance(allowed, list) else set(VERDICTS)
-    )
+    allowed_verdicts = strings_in(allowed) if isinstance(allowed, list) else set(VERDICTS)
     policy_version = policy.get("policy_version")
     below = rows_below_floor(run.verdicts.rows)
     naming_undeclared, repeating = undeclared(run, run.verdicts), repeated(run, run.verdicts)
     for position, verdict in enumerate(run.verdicts):
-        problems = floor_problems(
-            verdict, allowed_verdicts, policy_version, plain=position not in below
-        )
+        plain = position not in below
+        problems = floor_problems(verdict, allowed_verdicts, policy_version, plain=plain)
         request_id = verdict.request_id
         if position in repeating:
             problems.append(f"second verdict row for {request_id}; only the first is joined")
         if problems:
-            _add(
-                result,
-                verdict,
-                position,
-                codes.VERDICT_INVALID,
-                "policy verdict " + "; ".join(problems),
-            )
+            message = "policy verdict " + "; ".join(problems)
+            ROWS.add(result, codes.VERDICT_INVALID, message, verdict, position)
         if position in naming_undeclared:
-            _add(
-                result,
-                verdict,
-                position,
-                codes.VERDICT_SEMANTIC_MISMATCH,
-                f"verdict row names request {request_id}, which no action request declares",
-            )
+            message = f"verdict row names request {request_id}, which no action request declares"
+            ROWS.add(result, codes.VERDICT_SEMANTIC_MISMATCH, message, verdict, position)
+
+
+def _check_derivations(run: RunInputs, result: LayerResult) -> None:
+    """Hold each request's verdict row to the verdict and rules its derivation gives."""
     for request_id, derivation, joined in shared(run, failing_requests):
         if joined is None:
-            result.add_for_request(
-                codes.VERDICT_MISSING,
-                f"{request_id} has no verdict row (derived verdict: {derivation.verdict})",
-                FLOOR,
-                run,
-                request_id,
-            )
+            message = f"{request_id} has no verdict row (derived verdict: {derivation.verdict})"
+            result.add_for_request(codes.VERDICT_MISSING, message, FLOOR, run, request_id)
             continue
         declared = joined.verdict
         # Only a known verdict is named: anything else is the input's own text.
@@ -198,33 +197,5 @@ def check(run: RunInputs) -> LayerResult:
                 f"declares {declared_text} but derives to {derivation.verdict} "
                 f"by {derivation.rule_ref}"
             )
-        result.add_for_row(
-            codes.VERDICT_SEMANTIC_MISMATCH,
-            f"{request_id} {detail}",
-            FLOOR,
-            POLICY_VERDICTS,
-            joined,
-            request_id,
-            KIND,
-        )
-    declared_counts = Counter(v.verdict for v in run.verdicts if isinstance(v.verdict, str))
-    lacking = [v for v in COVERAGE if not declared_counts[v]]
-    if lacking:
-        result.add(
-            codes.VERDICT_COVERAGE_INCOMPLETE,
-            f"no declared verdict is {describe(lacking)}; allow, block and review must all occur",
-            FLOOR,
-            "policy_verdicts",
-            "input_file",
-            POLICY_VERDICTS,
-            1,
-        )
-    result.counts = {
-        "policy_verdict_count": len(run.verdicts),
-        "allow_count": declared_counts["allow"],
-        "block_count": declared_counts["block"],
-        "review_count": declared_counts["review"],
-        "warn_count": declared_counts["warn"],
-        "derived_policy_verdict_mismatch_count": declared_mismatch_count(run),
-    }
-    return result
+        message = f"{request_id} {detail}"
+        ROWS.add(result, codes.VERDICT_SEMANTIC_MISMATCH, message, joined, subject=request_id)

@@ -1,83 +1,50 @@
 """Scan input bytes for forbidden material: planted sentinel tokens and real credential shapes.
 
-The classes are package data, ``data/forbidden_classes.json``::
-
-    {"table_id": "<id>",
-     "classes": [{"class_id": "<lower_snake_case>", "label": "<short name>",
-                  "remediation": "<one sentence for the record's author>",
-                  "tokens": ["<literal>", ...], "patterns": ["<RE2 regex>", ...]}, ...]}
-
-A class needs at least one token or pattern; no other keys are allowed. The original
-implementation's table shape is read too (FORMAT 7.2): ``{"schema_version": ...,
-"classes": [{"class_id", "label", "remediation", "terms": [{"term_id", "token"}]}]}``,
-each term's ``token`` a literal like ``tokens`` above. Tokens match
-byte for byte (as UTF-8). Patterns are RE2 syntax, ASCII only, and run over raw bytes
-(Latin-1 semantics: ``[^"]`` is any one byte but ``"``). They may not capture (use
-``(?:...)``), anchor (``^``, ``$``, ``\\A``, ``\\z``), match the empty string, or repeat
-without bound (``*``, ``+``, ``{n,}``): bounded matches are what lets a file be scanned
-in chunks and still find every match once, exactly where a whole-file scan would.
-
-A credential pattern starts at its token's distinctive prefix and does not end in ``\\b``:
-``_`` is a word character, so a ``\\b`` misses a token glued into an id such as
-``req_<token>_2``, and a missed token is a leak. Where a prefix is too short to stand
-alone, ``(?:\\b|_)`` keeps a letter or digit from preceding it (for the Hugging Face
-shape, also from following it) yet still finds it next to ``_``; the ``_`` then joins the
-matched text, which is still a substring of the string the token sits in, so redacting by
-matched text still replaces that string. A fixed-length shape that must not match the head
-of a longer run of its own alphabet (the AWS key id, ``[A-Z0-9]``) ends in
-``(?:\\b|[a-z_])``, so it is still found before ``_`` or a letter outside that alphabet.
-
-Every class compiles into one RE2 alternation with one capture group per class, so clean
-input is a single DFA pass and the capture groups cost only where something matched.
-Counts are of non-overlapping leftmost-first matches; where two classes could match at
-one place, the class listed first wins. Matched texts are handed back in memory for the
-caller to redact with and are never formatted into a record, an exception or a repr.
+The classes (``forbidden_table``) compile into one RE2 alternation, one capture group per
+class. Counts are of non-overlapping leftmost-first matches; where two classes match at
+one place, the first listed wins. Matched texts are handed back in memory for the caller
+to redact with and are never formatted into a record, an exception or a repr.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import re2
 
-_TABLE_KEYS = frozenset({"table_id", "classes"})
-# The original implementation's table names itself by schema version, not table id.
-_ORIGINAL_TABLE_KEYS = frozenset({"schema_version", "classes"})
-_CLASS_KEYS = frozenset({"class_id", "label", "remediation", "tokens", "patterns", "terms"})
-_TERM_KEYS = frozenset({"term_id", "token"})
-_CLASS_ID = re.compile(r"[a-z][a-z0-9_]*\Z")
-_OPEN_REPEAT = re.compile(r"\{[0-9]+,\}")
-# Strings an acceptable pattern must not match as empty; a cheap net for `x?`-style slips.
-_EMPTY_PROBES = (b"", b"a", b" ", b"a b", b"_-/", b'"":')
+from sandbox_replay.load.forbidden_table import (
+    ForbiddenClass,
+    ForbiddenClassesError,
+    ForbiddenTable,
+    check_class,
+    load_forbidden_classes,
+    re2_options,
+    read_forbidden_table,
+    with_extra_classes,
+)
+
+# The table's names are imported from here too.
+__all__ = [
+    "ForbiddenClass",
+    "ForbiddenClassesError",
+    "ForbiddenScanner",
+    "ForbiddenTable",
+    "ScanHit",
+    "ScanReport",
+    "load_forbidden_classes",
+    "read_forbidden_table",
+    "scanner_with",
+    "with_extra_classes",
+]
+
 # Bytes kept before the resume point so that `\b` sees the byte it looks back at.
 _LOOKBEHIND = 1
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 _MIN_CHUNK = 64 * 1024
-
-
-class ForbiddenClassesError(ValueError):
-    """The forbidden-classes table is malformed."""
-
-
-@dataclass(frozen=True)
-class ForbiddenClass:
-    """One kind of forbidden material, with what the record's author should do about it."""
-
-    class_id: str
-    label: str
-    remediation: str
-    # Kept out of repr: a sentinel token in a log line would itself be a hit.
-    tokens: tuple[str, ...] = field(repr=False)
-    patterns: tuple[str, ...] = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -138,10 +105,9 @@ class ScanReport:
 class ForbiddenScanner:
     """Count forbidden material in bytes and files with one compiled matcher.
 
-    ``chunk_size`` is how many bytes of a file are read at a time; it is raised to twice
-    the longest match the table allows, below which chunks would mostly rescan overlap.
-    Each class is checked (``_check_class``) unless ``checked`` says it was: the packaged
-    table's classes are, by the test suite, and not again at each start.
+    ``chunk_size`` (bytes of a file read at a time) is raised to twice the longest match
+    the table allows. Each class is checked (``check_class``) unless ``checked`` says it
+    was, as the test suite checks the packaged table's.
     """
 
     def __init__(
@@ -158,10 +124,10 @@ class ForbiddenScanner:
         for index, forbidden in enumerate(classes):
             if not checked:
                 where = f"classes[{index}] ({forbidden.class_id})"
-                longest = max(longest, _check_class(forbidden, where))
+                longest = max(longest, check_class(forbidden, where))
             alternatives.append("(" + "|".join(_class_alternatives(forbidden)) + ")")
         self.classes = tuple(classes)
-        self._regex = re2.compile("|".join(alternatives).encode("ascii"), _re2_options())
+        self._regex = re2.compile("|".join(alternatives).encode("ascii"), re2_options())
         if checked:
             # Checked patterns have no loop, so the whole program is acyclic too, and its
             # size bounds every match as each pattern's own size bounds that pattern's.
@@ -264,81 +230,6 @@ class ForbiddenScanner:
             pos = end
 
 
-@dataclass(frozen=True)
-class ForbiddenTable:
-    """A user's forbidden-classes table (``--forbidden-classes``), read once.
-
-    ``path`` is as a build records it (relative to the working directory where it lies
-    inside it); ``sha256`` is of the file's bytes, so that a rebuild or ``verify`` can tell
-    the table changed.
-    """
-
-    path: str
-    sha256: str
-    classes: tuple[ForbiddenClass, ...]
-
-
-def read_forbidden_table(path: Path) -> ForbiddenTable:
-    """Read and validate a user's table; raise ForbiddenClassesError or OSError."""
-    raw = path.read_bytes()
-    classes = _classes_of(raw, str(path), check_patterns=True)
-    shown = os.path.relpath(path) if path.resolve().is_relative_to(Path.cwd()) else path.name
-    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
-    return ForbiddenTable(Path(shown).as_posix(), digest, classes)
-
-
-def load_forbidden_classes(
-    path: Path | None = None, *, check_patterns: bool = True
-) -> tuple[ForbiddenClass, ...]:
-    """Load and validate a forbidden-classes table; the packaged one when ``path`` is None.
-
-    Without ``check_patterns`` the table's shape is validated but not its patterns
-    (``_check_class``): for the packaged table, whose patterns the tests check.
-    """
-    if path is None:
-        source = "forbidden_classes.json"
-        raw = (resources.files("sandbox_replay") / "data" / source).read_bytes()
-    else:
-        source = str(path)
-        raw = path.read_bytes()
-    return _classes_of(raw, source, check_patterns)
-
-
-def _classes_of(raw: bytes, source: str, check_patterns: bool) -> tuple[ForbiddenClass, ...]:
-    try:
-        document = json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
-    except ValueError as error:
-        raise ForbiddenClassesError(f"{source}: not valid JSON: {error}") from None
-    try:
-        classes = _parse_table(document, check_patterns)
-    except ForbiddenClassesError as error:
-        raise ForbiddenClassesError(f"{source}: {error}") from None
-    return classes
-
-
-def with_extra_classes(
-    packaged: Sequence[ForbiddenClass], extra: Sequence[ForbiddenClass]
-) -> tuple[ForbiddenClass, ...]:
-    """Return the packaged classes with a user's table added: nothing is ever taken away.
-
-    A user's class of a packaged id adds its tokens and patterns to that class (so the
-    original implementation's table, whose classes the packaged table also carries, adds
-    only what is new); any other class is appended, in the user's order.
-    """
-    merged = {forbidden.class_id: forbidden for forbidden in packaged}
-    for forbidden in extra:
-        known = merged.get(forbidden.class_id)
-        if known is None:
-            merged[forbidden.class_id] = forbidden
-            continue
-        merged[forbidden.class_id] = replace(
-            known,
-            tokens=tuple(dict.fromkeys((*known.tokens, *forbidden.tokens))),
-            patterns=tuple(dict.fromkeys((*known.patterns, *forbidden.patterns))),
-        )
-    return tuple(merged.values())
-
-
 @cache
 def scanner_with(extra: tuple[ForbiddenClass, ...]) -> ForbiddenScanner:
     """Return the scanner for the packaged table plus ``extra`` (checked classes), once per process."""
@@ -350,167 +241,8 @@ def scanner_with(extra: tuple[ForbiddenClass, ...]) -> ForbiddenScanner:
 
 @cache
 def _default_scanner() -> ForbiddenScanner:
-    """Compile the packaged table, whose patterns ``tests/test_scan.py`` checks.
-
-    Checking them compiles each pattern on its own and searches probes with it: as long
-    as compiling the scanner itself, and on the thread a replay compiles it on, each of
-    those calls waits for the GIL while the load parses (0.35 s instead of 0.1 s at
-    60,000 requests, with the first file's scan waiting for it).
-    """
+    """Compile the packaged table, whose patterns ``tests/test_scan.py`` checks."""
     return ForbiddenScanner(load_forbidden_classes(check_patterns=False), checked=True)
-
-
-def _parse_table(document: Any, check_patterns: bool = True) -> tuple[ForbiddenClass, ...]:
-    if not isinstance(document, dict):
-        raise ForbiddenClassesError("the top level must be an object")
-    if "table_id" in document or "schema_version" not in document:
-        _check_keys(document, _TABLE_KEYS, _TABLE_KEYS, "the top level")
-        if not isinstance(document["table_id"], str) or not document["table_id"]:
-            raise ForbiddenClassesError("table_id must be a non-empty string")
-    else:
-        _check_keys(document, _ORIGINAL_TABLE_KEYS, _ORIGINAL_TABLE_KEYS, "the top level")
-    entries = document["classes"]
-    if not isinstance(entries, list) or not entries:
-        raise ForbiddenClassesError("classes must be a non-empty list")
-    classes: list[ForbiddenClass] = []
-    seen: set[str] = set()
-    for index, entry in enumerate(entries):
-        where = f"classes[{index}]"
-        forbidden = _parse_class(entry, where)
-        if forbidden.class_id in seen:
-            raise ForbiddenClassesError(f"{where}: duplicate class_id {forbidden.class_id!r}")
-        seen.add(forbidden.class_id)
-        if check_patterns:
-            _check_class(forbidden, f"{where} ({forbidden.class_id})")
-        classes.append(forbidden)
-    return tuple(classes)
-
-
-def _parse_class(entry: Any, where: str) -> ForbiddenClass:
-    if not isinstance(entry, dict):
-        raise ForbiddenClassesError(f"{where}: must be an object")
-    _check_keys(entry, _CLASS_KEYS, {"class_id", "label", "remediation"}, where)
-    strings = {}
-    for key in ("class_id", "label", "remediation"):
-        value = entry[key]
-        if not isinstance(value, str) or not value.strip():
-            raise ForbiddenClassesError(f"{where}: {key} must be a non-empty string")
-        strings[key] = value
-    if not _CLASS_ID.match(strings["class_id"]):
-        raise ForbiddenClassesError(f"{where}: class_id must be lower_snake_case")
-    lists = {}
-    for key in ("tokens", "patterns"):
-        value = entry.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise ForbiddenClassesError(f"{where}: {key} must be a list of non-empty strings")
-        lists[key] = tuple(value)
-    terms = _terms(entry.get("terms", []), f"{where}.terms")
-    return ForbiddenClass(
-        strings["class_id"],
-        strings["label"],
-        strings["remediation"],
-        tuple(dict.fromkeys((*lists["tokens"], *terms))),
-        lists["patterns"],
-    )
-
-
-def _terms(value: Any, where: str) -> tuple[str, ...]:
-    """Return the tokens of an original-shape class's ``terms`` (FORMAT 7.2)."""
-    if not isinstance(value, list):
-        raise ForbiddenClassesError(f"{where} must be a list of objects")
-    tokens = []
-    for index, term in enumerate(value):
-        place = f"{where}[{index}]"
-        if not isinstance(term, dict):
-            raise ForbiddenClassesError(f"{place}: must be an object")
-        _check_keys(term, _TERM_KEYS, {"token"}, place)
-        token = term["token"]
-        if not isinstance(token, str) or not token:
-            raise ForbiddenClassesError(f"{place}: token must be a non-empty string")
-        term_id = term.get("term_id")
-        if term_id is not None and not isinstance(term_id, str):
-            raise ForbiddenClassesError(f"{place}: term_id must be a string")
-        tokens.append(token)
-    return tuple(tokens)
-
-
-def _check_keys(
-    obj: dict[str, Any], allowed: Iterable[str], required: Iterable[str], where: str
-) -> None:
-    unknown = sorted(set(obj) - set(allowed))
-    if unknown:
-        raise ForbiddenClassesError(f"{where}: unknown key(s) {', '.join(unknown)}")
-    missing = sorted(set(required) - set(obj))
-    if missing:
-        raise ForbiddenClassesError(f"{where}: missing key(s) {', '.join(missing)}")
-
-
-def _check_class(forbidden: ForbiddenClass, where: str) -> int:
-    """Raise on a class the scanner cannot run exactly; return its longest possible match."""
-    if not forbidden.tokens and not forbidden.patterns:
-        raise ForbiddenClassesError(f"{where}: needs at least one token or pattern")
-    longest = max((len(token.encode("utf-8")) for token in forbidden.tokens), default=1)
-    for index, pattern in enumerate(forbidden.patterns):
-        try:
-            longest = max(longest, _check_pattern(pattern))
-        except ForbiddenClassesError as error:
-            raise ForbiddenClassesError(f"{where}: patterns[{index}]: {error}") from None
-    return longest
-
-
-def _check_pattern(pattern: str) -> int:
-    """Raise on a pattern that breaks the table's rules; return a bound on its match length."""
-    if not pattern.isascii():
-        raise ForbiddenClassesError("must be ASCII (write other bytes as \\xNN)")
-    problem = _unbounded_or_anchored(pattern)
-    if problem:
-        raise ForbiddenClassesError(problem)
-    try:
-        regex = re2.compile(pattern.encode("ascii"), _re2_options())
-    except re2.error as error:
-        detail = error.args[0] if error.args else error
-        if isinstance(detail, bytes):
-            detail = detail.decode("utf-8", "replace")
-        raise ForbiddenClassesError(f"not a valid RE2 pattern: {detail}") from None
-    if regex.groups:
-        raise ForbiddenClassesError("must not capture; write groups as (?:...)")
-    for probe in _EMPTY_PROBES:
-        match = regex.search(probe)
-        if match is not None and match.start() == match.end():
-            raise ForbiddenClassesError("must not match the empty string")
-    # Without loops the program is acyclic and every byte matched runs a distinct
-    # instruction, so the instruction count bounds the match length.
-    return int(regex.programsize)
-
-
-def _unbounded_or_anchored(pattern: str) -> str | None:
-    """Return why a pattern is unbounded or anchored, or None; misreads only ever refuse."""
-    index = 0
-    in_class = False
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\":
-            if not in_class and pattern[index + 1 : index + 2] in ("A", "z", "Z"):
-                return "must not anchor (\\A, \\z)"
-            index += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            # A `]` straight after `[` or `[^` is a member, not the end of the class.
-            index += 2 if pattern.startswith("^", index + 1) else 1
-            if pattern.startswith("]", index):
-                index += 1
-            continue
-        elif char in "*+":
-            return "must not repeat without bound (*, +); use {m,n}"
-        elif char == "{" and _OPEN_REPEAT.match(pattern, index):
-            return "must not repeat without bound ({n,}); use {m,n}"
-        elif char in "^$":
-            return "must not anchor (^, $)"
-        index += 1
-    return None
 
 
 def _class_alternatives(forbidden: ForbiddenClass) -> list[str]:
@@ -523,21 +255,3 @@ def _escape_bytes(literal: bytes) -> str:
         chr(byte) if chr(byte).isascii() and chr(byte).isalnum() else f"\\x{byte:02x}"
         for byte in literal
     )
-
-
-def _re2_options() -> Any:
-    options = re2.Options()
-    options.encoding = re2.Options.Encoding.LATIN1
-    options.log_errors = False
-    # Room for the DFA over the whole alternation, so RE2 never falls back to its NFA.
-    options.max_mem = 64 * 1024 * 1024
-    return options
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ForbiddenClassesError(f"duplicate key {key!r}")
-        result[key] = value
-    return result

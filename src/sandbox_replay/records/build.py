@@ -4,8 +4,8 @@ File formats (all UTF-8 JSON, 2-space indent, ASCII-escaped, one trailing newlin
 in the order built here, so equal inputs give equal bytes):
 
 - result record: the full account of the run; FORMAT.md section 4 lists its fields.
-  Row lists carry only the format's known fields of each row, scalar values (longer
-  strings cut at ``MAX_TEXT``) and the row's ``line`` in its input file.
+  Row lists carry only the format's known fields of each row, scalar values
+  (``recorded_rows``) and the row's ``line`` in its input file.
 - board: one entry per layer (status, finding count, codes) plus the run's totals.
 - validation receipt: status, error codes, the sha256 of every input and of the result
   record's bytes, so the result can be checked against its inputs later.
@@ -19,13 +19,11 @@ contains a matched text is replaced by ``REDACTED`` before anything is serialise
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import chain
-from operator import attrgetter
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -36,19 +34,18 @@ from sandbox_replay.atomic import (
     write_bytes_atomic,
     write_chunks_atomic,
 )
+from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
-from sandbox_replay.checks.pipeline import Replay
-from sandbox_replay.checks.verdicts import derivation_passes
-from sandbox_replay.load.run import InputMode, RunInputs
-from sandbox_replay.model.census import ValueShape, census
+from sandbox_replay.checks.pipeline import InputFileInfo, Replay
+from sandbox_replay.checks.source_modules import ModuleBody
+from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.policy import coverage
-from sandbox_replay.model.rows import UNSET, InputRow, Table
+from sandbox_replay.records.recorded_rows import column_of as column_of  # imported from here too
+from sandbox_replay.records.recorded_rows import derived_rows, record_rows
 from sandbox_replay.version import TOOL_NAME, __version__
 
 SCHEMA_VERSION = "sandbox-replay.result/1"
-MAX_TEXT = 512
-MAX_LIST = 64  # the most strings a row's list may hold to be recorded as a list
 REDACTED = "[redacted: forbidden material]"
 
 RESULT_FILE = "agent_sandbox_policy_escape_replay_result.json"
@@ -101,12 +98,9 @@ COUNT_KEYS = (
 class RunRecords:
     """The records of one run, ready to write.
 
-    The result record's bytes are not kept: for a large run they are as big as its
-    inputs. ``result_chunks()`` yields them piece by piece (as ``write_records`` writes
-    them); ``result_bytes`` joins them on first use. The receipt, which holds their
-    digest, is built on first use too (bundle mode never writes it). Its row lists are
-    the loaded rows themselves wherever the record shows them as they are
-    (``record_rows``), not copies.
+    The result record's bytes are not kept (for a large run they are as big as its
+    inputs): ``result_chunks()`` yields them piece by piece, ``result_bytes`` joins them
+    on first use. The receipt, which holds their digest, is built on first use too.
     """
 
     result: dict[str, Any]
@@ -132,182 +126,6 @@ class RunRecords:
     def result_bytes(self) -> bytes:
         """Return the result record exactly as written."""
         return b"".join(self.result_chunks())
-
-
-def _scalar(value: Any) -> Any:
-    if type(value) is str and len(value) <= MAX_TEXT:  # the common case, first
-        return value
-    if isinstance(value, str):
-        return value if len(value) <= MAX_TEXT else value[:MAX_TEXT] + "...[truncated]"
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        return value
-    if (
-        isinstance(value, list)
-        and all(isinstance(v, str) for v in value)
-        and len(value) <= MAX_LIST
-    ):
-        return [_scalar(v) for v in value]
-    return f"<{type(value).__name__}>"
-
-
-_KEPT_AS_IS = frozenset({bool, int, float, type(None)})
-_STR_ONLY = frozenset({str})
-# Rows looked at together when telling whether their values stand in the record as they are.
-_ROWS_PER_STEP = 4096
-R = TypeVar("R", bound=InputRow)
-S = TypeVar("S", bound=msgspec.Struct)
-
-
-def _kept_as_is(shape: ValueShape, absent: frozenset[type]) -> bool:
-    """Say whether ``_scalar`` returns every value of that ``shape`` unchanged (or an equal
-    copy).
-
-    True when each is a str of at most ``MAX_TEXT`` characters, a bool, int, float, None,
-    a value of a type in ``absent`` (``UNSET``, where the record leaves a field out) or a
-    list of at most ``MAX_LIST`` strings of that length.
-    """
-    return (
-        shape.kinds <= _KEPT_AS_IS | absent | {str, list}
-        and shape.longest <= MAX_TEXT
-        and shape.widest <= MAX_LIST
-        and shape.item_kinds <= _STR_ONLY
-        and shape.longest_item <= MAX_TEXT
-    )
-
-
-def _as_recorded(
-    rows: list[S],
-    project: Callable[[S], S],
-    projected: Callable[[S], tuple[Any, ...]],
-    absent: frozenset[type],
-    shape: ValueShape | None = None,
-) -> list[S]:
-    """Return ``rows`` as the record lists them: ``project`` of each, or the row itself
-    wherever projecting would change nothing (``_kept_as_is`` of the values ``project``
-    reads, ``projected`` of each row), as in nearly every file. Where no row changes,
-    that is ``rows`` itself, not a copy (nothing changes a record's lists).
-
-    Where the loader measured the values' ``shape`` and it tells that none changes, the
-    rows are not walked again; otherwise they are measured a step at a time.
-    """
-    if shape is not None and _kept_as_is(shape, absent):
-        return rows
-    recorded: list[S] | None = None  # a list of its own from the first step that changes
-    for start in range(0, len(rows), _ROWS_PER_STEP):
-        step = rows[start : start + _ROWS_PER_STEP]
-        values = list(chain.from_iterable(map(projected, step)))
-        if not _kept_as_is(census(values).shape, absent):
-            if recorded is None:
-                recorded = rows[:start]
-            recorded += map(project, step)
-        elif recorded is not None:
-            recorded += step
-    return rows if recorded is None else recorded
-
-
-def _projected(row: R) -> R:
-    """Return the row with each value it holds as ``_scalar`` has it."""
-    changes = {}
-    for name in row.__struct_fields__:
-        value = getattr(row, name)
-        if name != "line" and value is not UNSET:
-            changes[name] = _scalar(value)
-    return msgspec.structs.replace(row, **changes)
-
-
-def record_rows(table: Table[R]) -> list[R]:
-    """Return a list file's rows as the result record lists them (``_projected``); a field
-    the row does not hold is left out."""
-    return _as_recorded(
-        table.rows, _projected, msgspec.structs.astuple, frozenset({type(UNSET)}), table.shape
-    )
-
-
-class DerivedRow(msgspec.Struct, gc=False):
-    """One derived request: its shape, its derivation and the verdict declared for it."""
-
-    request_id: str
-    action_kind: Any
-    requested_capability: Any
-    risk_class: Any
-    derived_verdict: str
-    derived_rule_ref: str
-    fail_closed: bool
-    mismatched_fields: list[str]
-    declared_verdict: Any
-    declared_rule_refs: Any
-    policy_derivation_passed: bool
-
-    def get(self, name: str) -> Any:
-        return getattr(self, name, None)
-
-
-# The fields of a derived row copied from the request and verdict rows.
-_COPIED = (
-    "action_kind",
-    "requested_capability",
-    "risk_class",
-    "declared_verdict",
-    "declared_rule_refs",
-)
-
-_copied = attrgetter(*_COPIED)
-
-
-def _shown(row: DerivedRow) -> DerivedRow:
-    """Return the row with each value copied from an input as ``_scalar`` has it, None
-    where the input row does not hold it."""
-    changes = {}
-    for name in _COPIED:
-        value = getattr(row, name)
-        changes[name] = None if value is UNSET else _scalar(value)
-    return msgspec.structs.replace(row, **changes)
-
-
-def column_of(rows: Sequence[Any], name: str) -> list[Any]:
-    """Return ``[row.get(name) for row in rows]`` of a record's row list.
-
-    A record built in this process holds typed rows, one read from a file holds dicts;
-    both answer ``get`` alike (None for a field the row does not hold). Where every row
-    is typed and declares the field, it is read by ``attrgetter``, in C, and a field the
-    row does not hold (``UNSET``) then read as None.
-    """
-    if all(name in getattr(kind, "__struct_fields__", ()) for kind in set(map(type, rows))):
-        column = list(map(attrgetter(name), rows))
-        return (
-            [None if value is UNSET else value for value in column] if UNSET in column else column
-        )
-    return [row.get(name) for row in rows]
-
-
-def derived_rows(run: RunInputs) -> list[DerivedRow]:
-    """Return one row per derived request, in request order, as the record lists them."""
-    rows = []
-    joined = run.joined
-    # Requests of one shape share a derivation; their rows share one list of its fields.
-    shapes = {derivation.mismatched_fields for derivation in run.derivations.values()}
-    mismatched = {fields: list(fields) for fields in shapes}
-    for request_id, derivation, request, verdict in zip(
-        joined.ids, run.derivations.values(), joined.requests, joined.verdicts, strict=True
-    ):
-        rows.append(
-            DerivedRow(
-                request_id,
-                request.action_kind,
-                request.requested_capability,
-                request.risk_class,
-                derivation.verdict,
-                derivation.rule_ref,
-                derivation.fail_closed,
-                mismatched[derivation.mismatched_fields],
-                verdict.verdict if verdict is not None else None,
-                verdict.rule_refs if verdict is not None else None,
-                derivation_passes(derivation, verdict),
-            )
-        )
-    return _as_recorded(rows, _shown, _copied, frozenset())
 
 
 def _counts(replay: Replay) -> dict[str, int]:
@@ -337,16 +155,7 @@ def build_result(replay: Replay) -> dict[str, Any]:
         "error_codes": sorted({f.error_code for f in findings}),
         "finding_count": len(findings),
         "findings": [f.to_record() for f in findings],
-        "layers": [
-            {
-                "layer": layer.layer.value,
-                "title": layer.layer.label,
-                "status": layer.status,
-                "finding_count": len(layer.findings),
-                "counts": dict(layer.counts),
-            }
-            for layer in replay.layers
-        ],
+        "layers": [_layer_record(layer) for layer in replay.layers],
         "secret_exclusion_scan": replay.scan.to_record(),
         "authority_ceiling": dict(AUTHORITY_CEILING),
         "public_agent_execution_trace": replay.trace.to_record(),
@@ -355,29 +164,8 @@ def build_result(replay: Replay) -> dict[str, Any]:
         "policy_coverage": coverage(run.policy, run.derivations),
         **_counts(replay),
         "source_module_manifest_status": modules.status if modules else "not_applicable",
-        "source_modules": [
-            {
-                "module_id": b.module_id,
-                "path": b.path,
-                "material_class": b.material_class,
-                "sha256": b.sha256,
-                "size": b.size,
-                "required_anchor_count": len(b.anchors),
-                "verified": b.verified,
-            }
-            for b in (modules.bodies if modules else [])
-        ],
-        "input_files": [
-            {
-                "path": info.path,
-                "kind": info.kind,
-                "size": info.size,
-                "sha256": info.sha256,
-                "loaded": info.loaded,
-                "forbidden_material_found": info.path in replay.scan.flagged_paths,
-            }
-            for info in replay.inputs
-        ],
+        "source_modules": [_module_record(body) for body in (modules.bodies if modules else [])],
+        "input_files": [_input_file_record(replay, info) for info in replay.inputs],
         "request_rows": record_rows(run.requests),
         "policy_verdict_rows": record_rows(run.verdicts),
         "derived_policy_verdict_rows": derived_rows(run),
@@ -388,6 +176,39 @@ def build_result(replay: Replay) -> dict[str, Any]:
     }
     redacted: dict[str, Any] = redact(record, replay.scan.matched_texts)
     return redacted
+
+
+def _layer_record(layer: LayerResult) -> dict[str, Any]:
+    return {
+        "layer": layer.layer.value,
+        "title": layer.layer.label,
+        "status": layer.status,
+        "finding_count": len(layer.findings),
+        "counts": dict(layer.counts),
+    }
+
+
+def _module_record(body: ModuleBody) -> dict[str, Any]:
+    return {
+        "module_id": body.module_id,
+        "path": body.path,
+        "material_class": body.material_class,
+        "sha256": body.sha256,
+        "size": body.size,
+        "required_anchor_count": len(body.anchors),
+        "verified": body.verified,
+    }
+
+
+def _input_file_record(replay: Replay, info: InputFileInfo) -> dict[str, Any]:
+    return {
+        "path": info.path,
+        "kind": info.kind,
+        "size": info.size,
+        "sha256": info.sha256,
+        "loaded": info.loaded,
+        "forbidden_material_found": info.path in replay.scan.flagged_paths,
+    }
 
 
 def redact(value: Any, matched: Iterable[bytes]) -> Any:

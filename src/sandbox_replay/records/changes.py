@@ -1,18 +1,12 @@
 """Compare a build's runs with a baseline's: regressions, fixes, new and fixed findings.
 
-What is compared is small and plain (``RunSnapshot``: a run's name, source folder,
-status, input digests and its findings' identities), made from a result record
-(``snapshot_of_record``) or from what the exports keep of a replay; so a published site,
-a packed one and a build in progress compare the same way.
+What is compared is a ``RunSnapshot`` (a run's name, source folder, status, input digests
+and its findings' identities), made from a result record or from what the exports keep of
+a replay; so a published site, a packed one and a build in progress compare alike.
 
-Runs are matched by their source folder; a run whose folder is new is then matched by
-name to a baseline run whose folder is gone (a folder that moved, and the change says
-so). Findings are matched by fingerprint (``fingerprints``). A fixture's planted
-negative cases firing as designed are expected alarms, not findings to gate on: they are
-never new, fixed or unchanged findings.
-
-``history_entry`` is one build's line of the site's ``history.json`` (its format is in
-``report/build.py``).
+Runs are matched by source folder, then a new folder by name to a baseline run whose
+folder is gone (it moved). Findings are matched by fingerprint. A fixture's planted
+negative cases firing as designed are expected alarms: never new, fixed or unchanged.
 """
 
 from __future__ import annotations
@@ -50,27 +44,12 @@ class FindingRef:
         entry = REGISTRY.get(self.code)
         return entry.severity.value if entry is not None else Severity.CRITICAL.value
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "fingerprint": self.fingerprint,
-            "code": self.code,
-            "layer": self.layer,
-            "path": self.path,
-            "line": self.line,
-            "subject_id": self.subject_id,
-            "message": self.message,
-            "expected": self.expected,
-        }
-
 
 def finding_refs(
     findings: Iterable[tuple[str, str, str | None, int | None, str, str, bool]],
 ) -> tuple[FindingRef, ...]:
-    """Return the refs of (code, layer, path, line, subject id, message, expected) findings.
-
-    They must come in the result record's order: a fingerprint's occurrence number
-    depends on it.
-    """
+    """Return the refs of (code, layer, path, line, subject id, message, expected) findings,
+    given in the result record's order (a fingerprint's occurrence number depends on it)."""
     listed = list(findings)
     prints = fingerprints(
         (code, layer, path, subject) for code, layer, path, _, subject, _, _ in listed
@@ -107,10 +86,8 @@ def snapshot_of_record(
     input_digests: Mapping[str, str],
     page: str = "",
 ) -> RunSnapshot:
-    """Return the snapshot of a run from its result record (as written into a site).
-
-    Raise ``ValueError`` when the record lacks what a comparison reads.
-    """
+    """Return the snapshot of a run from its result record; raise ``ValueError`` when the
+    record lacks what a comparison reads."""
     try:
         observed = result["observed_negative_cases"]
         fixture = result["input_mode"] == "fixture"
@@ -273,11 +250,8 @@ class Changes:
         )
 
     def fails(self, on: str) -> bool:
-        """Say whether a gate ``--fail-on regression`` or ``--fail-on new`` fails.
-
-        ``new`` fails on any new finding and on any regression (a run gone from pass to
-        blocked is news whatever its findings).
-        """
+        """Say whether a gate ``--fail-on regression`` or ``--fail-on new`` fails (``new``
+        on any new finding and on any regression)."""
         if on == REGRESSION:
             return bool(self.regressions)
         return bool(self.regressions or self.new_findings)
@@ -286,11 +260,8 @@ class Changes:
 def match_runs(
     baseline: Sequence[RunSnapshot], current: Sequence[tuple[str, str]]
 ) -> dict[str, tuple[RunSnapshot, str]]:
-    """Match each (name, source folder) of this build to a baseline run, by folder then name.
-
-    Return, by this build's run name, the baseline run and how it was matched (``path``
-    or ``name``); a run matched by neither is left out (it is new).
-    """
+    """Return, by this build's run name, the baseline run each (name, source folder) matches
+    and how (``path`` or ``name``); a run matched by neither (a new one) is left out."""
     by_path = {run.source_path: run for run in baseline}
     matched: dict[str, tuple[RunSnapshot, str]] = {}
     taken: set[str] = set()

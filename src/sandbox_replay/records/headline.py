@@ -1,19 +1,13 @@
 """The gap headline: one sentence that says what the record claimed against what replayed.
 
 A passing run states what was re-derived and verified. A blocked run names each gap with
-its count and the ids it concerns, most fundamental first (the verdicts, then what the
-actions did, then recovery, then the record's own alarms and hygiene); it never reads as
-a bare "FAILED". The headline is computed from the (already redacted) result record, so
-every figure in it can be traced there.
+its count and ids, most fundamental first (the verdicts, what the actions did, recovery,
+then the record's own alarms and hygiene); it never reads as a bare "FAILED". It is
+computed from the (already redacted) result record, so every figure in it can be traced
+there. Both end with the policy's rules that no request exercised (FORMAT 6), if any.
 
-Both end with the rules of the policy in force that no request exercised, when there
-are any (FORMAT 6): no gap by the pass rule, but nothing in the evidence shows they hold.
-
-It stays short whatever the run's size: it names at most ``MAX_GAPS`` gaps, then says how
-many more kinds of gap there are, and at most ``MAX_IDS`` ids of one gap and ``ID_BUDGET``
-in all, the most fundamental gaps first, each list ending "and N more". Every gap keeps
-its count; the run page's findings and gaps listing name the rest. Counts are written
-with separators (``1,666``), as everywhere else (``figures``).
+It names at most ``MAX_GAPS`` gaps, then how many more kinds there are, and at most
+``MAX_IDS`` ids of one gap and ``ID_BUDGET`` in all, each list ending "and N more".
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ from sandbox_replay.figures import count, plural
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
-from sandbox_replay.records.build import column_of
+from sandbox_replay.records.recorded_rows import column_of
 
 MAX_IDS = 3
 ID_BUDGET = 5
@@ -144,26 +138,27 @@ _PHRASES: dict[str, tuple[str, str]] = {
         "executed trace span has no rollback to recover by",
         "executed trace spans have no rollback to recover by",
     ),
+    codes.SIDE_EFFECT_SEMANTIC_MISMATCH: (
+        "side effect contradicts its derived verdict",
+        "side effects contradict their derived verdicts",
+    ),
+    codes.VERDICT_SEMANTIC_MISMATCH: (
+        "verdict row names no request",
+        "verdict rows name no request",
+    ),
 }
 
-# Phrases chosen by what the finding's message says, for codes that cover several gaps.
-_MESSAGE_PHRASES: dict[str, tuple[tuple[str, tuple[str, str]], ...]] = {
+# For codes that cover several gaps: the words of a message that take a phrase of their own.
+_MESSAGE_PHRASES: dict[str, tuple[str, tuple[str, str]]] = {
     codes.VERDICT_INVALID: (
-        (
-            "pre_execution is not true",
-            (
-                "verdict was not recorded before execution",
-                "verdicts were not recorded before execution",
-            ),
-        ),
+        "pre_execution is not true",
+        _PHRASES[codes.TRACE_VERDICT_NOT_PRE_EXECUTION],
     ),
     codes.COLD_REPLAY_INVALID: (
+        "claims a reproduced pass",
         (
-            "claims a reproduced pass",
-            (
-                "cold replay still claims a reproduced pass",
-                "cold replays still claim a reproduced pass",
-            ),
+            "cold replay still claims a reproduced pass",
+            "cold replays still claim a reproduced pass",
         ),
     ),
 }
@@ -186,9 +181,6 @@ class GapHeadline:
     never_exercised: str = ""
 
 
-_plural = plural
-
-
 class _Ids:
     """Names the ids of each gap in turn: at most ``MAX_IDS`` of one, ``ID_BUDGET`` in all."""
 
@@ -209,11 +201,7 @@ class _Ids:
 
 
 class _Effects:
-    """What the side-effect rows say each request executed, read when first asked.
-
-    Read a column at a time, once, and only by a run with a gap that names what its
-    actions left.
-    """
+    """What the side-effect rows say each request executed, read when first asked."""
 
     def __init__(self, result: Mapping[str, Any]) -> None:
         self.rows = result["side_effect_rows"]
@@ -262,30 +250,21 @@ def _verdict_gaps(
     for (declared, derived), ids in groups.items():
         named.update(ids)
         if declared == "unusable":
-            text = _plural(
-                len(ids), "declared verdict is unusable", "declared verdicts are unusable"
-            )
+            one, many = "declared verdict is unusable", "declared verdicts are unusable"
+            text = plural(len(ids), one, many)
         elif declared == derived:
-            text = _plural(
-                len(ids),
-                f"declared {declared} does not cite its derived rule",
-                f"declared {declared} verdicts do not cite their derived rule",
-            )
+            one = f"declared {declared} does not cite its derived rule"
+            many = f"declared {declared} verdicts do not cite their derived rule"
+            text = plural(len(ids), one, many)
         else:
-            text = (
-                f"{count(len(ids))} declared {declared} "
-                f"derive{'s' if len(ids) == 1 else ''} to {derived}"
-            )
+            verb = "derives" if len(ids) == 1 else "derive"
+            text = f"{count(len(ids))} declared {declared} {verb} to {derived}"
         text += _ids(ids)
         if declared == "unusable":
             text += f" where the policy derives {derived}"
         executed, diffs = effects.executed_diffs(set(ids))
         if derived == "block" and executed:
-            text += (
-                " and left " + _plural(diffs, "side effect", "side effects")
-                if diffs
-                else (" and executed")
-            )
+            text += " and left " + plural(diffs, "side effect") if diffs else " and executed"
         gaps.append(text)
     return gaps, named
 
@@ -296,12 +275,10 @@ def _request_of(subject: str) -> str:
 
 
 def _phrase_key(finding: Mapping[str, Any]) -> tuple[str, str]:
-    """Return the finding's code and, for codes phrased by message, which phrase fits."""
+    """Return the finding's code and, for codes phrased by message, the words that fit."""
     code: str = finding["error_code"]
-    for needle, _ in _MESSAGE_PHRASES.get(code, ()):
-        if needle in finding["message"]:
-            return code, needle
-    return code, ""
+    words, _ = _MESSAGE_PHRASES.get(code, ("", ("", "")))
+    return code, words if words and words in finding["message"] else ""
 
 
 def _finding_gaps(
@@ -350,44 +327,33 @@ def _finding_gaps(
         gap = _code_gap(key, subjects, _ids)
         if key[0] == codes.BLOCKED_ACTION_EXECUTED:
             _, diffs = effects.executed_diffs(set(subjects))
-            gap += " and left " + _plural(diffs, "side effect", "side effects") if diffs else ""
+            gap += " and left " + plural(diffs, "side effect") if diffs else ""
         gaps.append(gap)
         named.update(_request_of(s) for s in subjects)
     return gaps
 
 
 def _code_gap(key: tuple[str, str], subjects: list[str], _ids: _Ids) -> str:
-    code, needle = key
+    code, words = key
     found = len(subjects)
-    for known, phrase in _MESSAGE_PHRASES.get(code, ()):
-        if known == needle:
-            return _plural(found, *phrase) + _ids(subjects)
+    if words:
+        return plural(found, *_MESSAGE_PHRASES[code][1]) + _ids(subjects)
     if code == codes.ROLLBACK_RECEIPTS_INSUFFICIENT:
         return "fewer than 2 rollback receipts recorded"
     if code == codes.FORBIDDEN_MATERIAL_DETECTED:
         return (
             "forbidden material found in "
-            + _plural(len(set(subjects)), "input file", "input files")
+            + plural(len(set(subjects)), "input file")
             + _ids(subjects)
             + ", withheld from this report"
         )
-    if code == codes.SIDE_EFFECT_SEMANTIC_MISMATCH:
-        return _plural(
-            found,
-            "side effect contradicts its derived verdict",
-            "side effects contradict their derived verdicts",
-        ) + _ids(subjects)
-    if code == codes.VERDICT_SEMANTIC_MISMATCH:
-        return _plural(
-            found, "verdict row names no request", "verdict rows name no request"
-        ) + _ids(subjects)
     known_phrase = _PHRASES.get(code)
     if known_phrase is not None:
-        return _plural(found, *known_phrase) + _ids(subjects)
+        return plural(found, *known_phrase) + _ids(subjects)
     entry = REGISTRY[code]
     label = entry.layer.label.lower()
     return (
-        _plural(found, f"{label} finding", f"{label} findings")
+        plural(found, f"{label} finding")
         + f" ({entry.code}"
         + (listed.replace(" (", ": ", 1) if (listed := _ids(subjects)) else ")")
     )
@@ -410,7 +376,7 @@ def _unrun_gaps(result: Mapping[str, Any]) -> list[str]:
     if not unrun:
         return []
     return [
-        _plural(len(unrun), "layer could not run", "layers could not run")
+        plural(len(unrun), "layer could not run", "layers could not run")
         + f" because its input did not load ({', '.join(unrun)})"
     ]
 
@@ -418,12 +384,12 @@ def _unrun_gaps(result: Mapping[str, Any]) -> list[str]:
 def _pass_text(result: Mapping[str, Any]) -> str:
     parts = [
         f"All {count(result['action_request_count'])} verdicts re-derived",
-        _plural(
+        plural(
             result["blocked_without_execution_count"],
             "block left no side effect",
             "blocks left no side effect",
         ),
-        _plural(result["rollback_verified_count"], "rollback verified", "rollbacks verified"),
+        plural(result["rollback_verified_count"], "rollback verified", "rollbacks verified"),
         f"{count(result['cold_replay_confirmed_count'])}/{count(result['cold_replay_count'])} "
         "cold replays confirmed",
     ]
@@ -449,14 +415,8 @@ def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
     held = counts.get("unrecognized_shape_count", 0)
     if not held:
         return ()
-    return (
-        _plural(
-            held,
-            "request of an unrecognised shape was",
-            "requests of an unrecognised shape were",
-        )
-        + " held to block by the fail-closed rule",
-    )
+    one, many = "request of an unrecognised shape was", "requests of an unrecognised shape were"
+    return (plural(held, one, many) + " held to block by the fail-closed rule",)
 
 
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
@@ -489,6 +449,6 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     shown = gaps[:MAX_GAPS]
     if len(gaps) > MAX_GAPS:
         more = len(gaps) - MAX_GAPS
-        shown.append(f"and {_plural(more, 'more kind of gap', 'more kinds of gap')}")
+        shown.append(f"and {plural(more, 'more kind of gap', 'more kinds of gap')}")
     text = "; ".join([*shown, *ending])
     return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps), notices, never)
