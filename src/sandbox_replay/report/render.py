@@ -92,6 +92,8 @@ def print_join_rows(rows: Iterable[Any]) -> Markup:
             request = f'<a href="{p(row.request_href)}">{rid}</a>'
         else:
             request = p(row.request_id)
+        if row.id_mark:
+            request += f'<span class="id-mark">{p(row.id_mark)}</span>'
         links = row.finding_links and "".join(
             [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
         )
