@@ -136,6 +136,14 @@ def test_the_join_table_and_the_gaps_page_mark_every_look_alike(built: Path) -> 
         assert f"&lt;{POINTS[twin]}&gt;" in gaps
 
 
+def test_the_trace_marks_each_span_s_request(built: Path) -> None:
+    page = (built / "site" / "runs" / "twins" / "index.html").read_text()
+    spans = re.findall(r'<table class="spans">(.*?)</table>', page, re.S)
+    assert spans
+    marks = _html_marks("".join(spans))
+    assert sorted(marks) == sorted(_expected_marks().values())
+
+
 def test_the_findings_mark_their_subjects(built: Path) -> None:
     page = (built / "site" / "runs" / "twins" / "index.html").read_text()
     findings = re.findall(r'<table class="findings">(.*?)</table>', page, re.S)

@@ -180,6 +180,8 @@ class SpanRow(NamedTuple):
     recovery_ref: str
     input_digest: str
     input_digest_short: str
+    # The mark beside its request's id (``exports.text.subject_mark``; "" for most).
+    id_mark: str = ""
 
 
 @dataclass(frozen=True)
