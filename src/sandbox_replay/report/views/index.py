@@ -224,10 +224,7 @@ def index_run(
         spans=trace["spans"],
         request_index=request_index,
         rollback_index=rollback_index,
-        look_alikes=look_alike_ids(
-            [i for i in request_index if isinstance(i, str)],
-            [i for i in rollback_index if isinstance(i, str)],
-        ),
+        look_alikes=_look_alikes(request_index, rollback_index),
         slugs=slugs,
         inputs=views,
         highlighted=highlighted,
@@ -248,6 +245,11 @@ def index_run(
         findings_pager=findings_pager,
         trace_pager=trace_pager,
     )
+
+
+def _look_alikes(*indexes: Mapping[Any, Any]) -> frozenset[str]:
+    """Return the ids ``id_mark`` marks as look-alikes, each index's ids compared apart."""
+    return look_alike_ids(*([i for i in index if isinstance(i, str)] for index in indexes))
 
 
 def _excerpted(
