@@ -272,25 +272,31 @@ def test_input_text_only_differs_where_the_benign_page_shows_text(
 
     But for the permalink anchors, which name a row by its content: a join row's is its
     request id encoded into letters, digits and ``_ . ~ -`` (``content_slug``), a finding's
-    the hex fingerprint of its code, layer, subject and line.
+    the hex fingerprint of its code, layer, subject and line; and for the mark the tool puts
+    beside each id outside ASCII (issue #46), which only the hostile ids get.
     """
     hostile, benign = builds
     structural = {"id", "class", "href", "src", "rel", "lang", "role", "tabindex", "for"}
     permalink = re.compile(r"(.*#|)(?:req-[A-Za-z0-9_.~-]+|f-[0-9a-f]{16}(?:-\d+)?)")
+    mark = ("span", "class", "id-mark")
 
     def tool_own(attributes: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         return sorted(
             (tag, name, permalink.sub(r"\1<permalink>", value))
             for tag, name, value in attributes
-            if name in structural
+            if name in structural and (tag, name, value) != mark
         )
 
+    marked = 0
     for page in _pages(hostile.site):
         bad = parse_page(hostile.site / page)
         good = parse_page(benign.site / page)
         assert tool_own(bad.attributes) == tool_own(good.attributes), page
+        assert mark not in good.attributes, page
+        marked += bad.attributes.count(mark)
         anchors = [v for _, n, v in bad.attributes if n == "id" and v.startswith("req-")]
         assert all(re.fullmatch(r"req-[A-Za-z0-9_.~-]+", a) for a in anchors), page
+    assert marked, "no hostile id carries its mark"
 
 
 def test_attack_text_is_shown_as_text(builds: tuple[Build, Build]) -> None:

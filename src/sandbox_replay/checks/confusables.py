@@ -16,6 +16,10 @@ Each id that looks like an earlier one of its kind is a finding on its first row
 both ids and their characters outside ASCII. Replay ids are not compared: nothing is
 joined on them. A printable ASCII id is mapped by a table of each character's skeleton:
 ASCII is its own normal form.
+
+``id_mark`` is how every page and export prints an id a reader could take for another:
+one not printable ASCII, or one of ``look_alike_ids`` (the ids whose skeleton another id
+of their kind shares).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib import resources
 
 from sandbox_replay.checks import actions, rollbacks
@@ -124,6 +128,27 @@ def look_alike(ids: Sequence[str]) -> dict[str, list[str]]:
     for key, given in zip(keys, ids, strict=True):
         groups.setdefault(key, []).append(given)
     return {key: group for key, group in groups.items() if len(group) > 1}
+
+
+def look_alike_ids(*kinds: Sequence[str]) -> frozenset[str]:
+    """Return the ids that share their skeleton with another id of their kind."""
+    return frozenset(i for ids in kinds for group in look_alike(ids).values() for i in group)
+
+
+def escaped(text: str) -> str:
+    """Return ``text`` with every character outside printable ASCII shown as ``<U+XXXX>``."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c if " " <= c <= "~" else f"<U+{ord(c):04X}>" for c in text)
+
+
+def id_mark(value: str, look_alikes: Collection[str]) -> str:
+    """Return the mark printed beside id ``value``: "" for a printable ASCII id that no
+    other id looks like, else what it is and, outside ASCII, its ``escaped`` form."""
+    plain = value.isascii() and value.isprintable()
+    if value not in look_alikes:
+        return "" if plain else f"⚠ non-ASCII id: {escaped(value)}"
+    return "⚠ has look-alike ids" if plain else f"⚠ look-alike id: {escaped(value)}"
 
 
 def _outside_ascii(*ids: str) -> str:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.exports import ExportRun
-from sandbox_replay.exports.text import one_line
+from sandbox_replay.exports.text import one_line, subject_look_alikes, subject_mark
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
@@ -83,7 +83,9 @@ def _negative_cases(run: ExportRun) -> list[CheckCase]:
     return cases
 
 
-def _failure(parent: ET.Element, case: CheckCase, run: ExportRun) -> None:
+def _failure(
+    parent: ET.Element, case: CheckCase, run: ExportRun, look_alikes: Collection[str]
+) -> None:
     if not case.ran:
         element = ET.SubElement(
             parent, "failure", {"message": "the layer did not run", "type": NOT_RUN}
@@ -92,7 +94,7 @@ def _failure(parent: ET.Element, case: CheckCase, run: ExportRun) -> None:
         return
     counts = Counter(f.error_code for f in case.findings)
     summary = ", ".join(f"{code} x{n}" if n > 1 else code for code, n in sorted(counts.items()))
-    subjects = sorted({f.subject_id for f in case.findings})
+    subjects = [_marked(s, look_alikes) for s in sorted({f.subject_id for f in case.findings})]
     shown = ", ".join(subjects[:MAX_SUBJECTS])
     if len(subjects) > MAX_SUBJECTS:
         shown += f" and {len(subjects) - MAX_SUBJECTS} more"
@@ -102,12 +104,19 @@ def _failure(parent: ET.Element, case: CheckCase, run: ExportRun) -> None:
         "failure",
         {"message": one_line(message), "type": case.findings[0].error_code},
     )
-    element.text = "\n".join(_finding_line(f, run) for f in case.findings)
+    element.text = "\n".join(_finding_line(f, run, look_alikes) for f in case.findings)
 
 
-def _finding_line(finding: Finding, run: ExportRun) -> str:
+def _marked(subject: str, look_alikes: Collection[str]) -> str:
+    """Return a finding's subject followed by its ``subject_mark``, if any."""
+    mark = subject_mark(subject, look_alikes)
+    return f"{subject} ({mark})" if mark else subject
+
+
+def _finding_line(finding: Finding, run: ExportRun, look_alikes: Collection[str]) -> str:
     where = run.location(finding)
-    return one_line(f"{finding.error_code} {finding.subject_id} at {where}: {finding.message}")
+    subject = _marked(finding.subject_id, look_alikes)
+    return one_line(f"{finding.error_code} {subject} at {where}: {finding.message}")
 
 
 def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
@@ -125,6 +134,7 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
         ("source_root", run.source_root),
     ):
         ET.SubElement(props, "property", {"name": name, "value": one_line(value)})
+    look_alikes = subject_look_alikes(facts.findings)
     for case in cases:
         element = ET.SubElement(
             suite,
@@ -132,7 +142,7 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
             {"classname": case.classname, "name": one_line(case.name), "time": "0"},
         )
         if case.failed:
-            _failure(element, case, run)
+            _failure(element, case, run, look_alikes)
     return len(cases), failures
 
 

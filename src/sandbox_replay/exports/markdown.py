@@ -23,7 +23,7 @@ from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.drawing.flowchart import FlowEdge, FlowNode, draw_flowchart
 from sandbox_replay.exports import ExportFacts, ExportRun
-from sandbox_replay.exports.text import one_line
+from sandbox_replay.exports.text import one_line, subject_look_alikes, subject_mark
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.findings import Finding
@@ -217,6 +217,7 @@ def run_section(run: ExportRun, site_url: str | None) -> tuple[list[str], ...]:
     ]
     details += _table(["Layer", "Status", "Findings"], layer_rows)
     findings = top_findings(run)
+    look_alikes = subject_look_alikes(facts.findings)
     if findings:
         total = len(facts.findings)
         details += ["", f"### Findings ({len(findings)} of {total}, most severe first)", ""]
@@ -225,11 +226,12 @@ def run_section(run: ExportRun, site_url: str | None) -> tuple[list[str], ...]:
             entry = REGISTRY[f.error_code]
             where = run.location(f)
             note = " (expected)" if run.facts.expected(f) else ""
+            mark = subject_mark(f.subject_id, look_alikes)
             rows.append(
                 [
                     entry.severity.value + note,
                     catalog_link(f.error_code, site_url),
-                    md_text(f.subject_id),
+                    md_text(f.subject_id) + (f" {md_text(mark)}" if mark else ""),
                     md_text(where),
                     md_text(f.message),
                 ]

@@ -34,7 +34,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportRun
-from sandbox_replay.exports.text import one_line
+from sandbox_replay.exports.text import one_line, subject_look_alikes, subject_mark
 from sandbox_replay.load import run as bundle
 from sandbox_replay.model.codes import REGISTRY, FindingCode, Layer, Severity
 from sandbox_replay.model.findings import Finding
@@ -139,10 +139,12 @@ def artifact_uri(run: ExportRun, path: str) -> str:
     return quote(run.artifact_path(path), safe="/")
 
 
-def _message(finding: Finding) -> str:
-    if finding.subject_id in finding.message:
-        return finding.message
-    return f"{finding.message} (subject: {finding.subject_id})"
+def _message(finding: Finding, look_alikes: Collection[str]) -> str:
+    message = finding.message
+    if finding.subject_id not in message:
+        message += f" (subject: {finding.subject_id})"
+    mark = subject_mark(finding.subject_id, look_alikes)
+    return f"{message} — {mark}" if mark else message
 
 
 def _locations(uri: str, line: int | None) -> list[dict[str, Any]]:
@@ -172,8 +174,10 @@ def build_result(
     rule_index: dict[str, int],
     seen: Counter[str],
     identity: str,
+    look_alikes: Collection[str],
 ) -> dict[str, Any]:
-    """Return the SARIF result of one finding; ``seen`` numbers equal hashes, ``identity`` is its fingerprint."""
+    """Return the SARIF result of one finding; ``seen`` numbers equal hashes, ``identity``
+    is its fingerprint, ``look_alikes`` the run's ids its message marks (``subject_mark``)."""
     entry = REGISTRY[finding.error_code]
     uri = artifact_uri(run, finding.path or LAYER_FILE[finding.layer])
     base = fingerprint(finding.error_code, uri, finding.subject_id)
@@ -183,7 +187,7 @@ def build_result(
         "ruleId": finding.error_code,
         "ruleIndex": rule_index[finding.error_code],
         "level": EXPECTED_LEVEL if expected else LEVEL[entry.severity],
-        "message": {"text": plain_message(_message(finding))},
+        "message": {"text": plain_message(_message(finding, look_alikes))},
         "locations": _locations(uri, finding.line),
         "partialFingerprints": {
             FINGERPRINT_KEY: f"{base}:{seen[base]}",
@@ -260,8 +264,9 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
     identities = fingerprints(
         (f.error_code, f.layer.value, f.path, f.subject_id) for f in facts.findings
     )
+    look_alikes = subject_look_alikes(facts.findings)
     results = [
-        build_result(run, f, rule_index, seen, identity)
+        build_result(run, f, rule_index, seen, identity, look_alikes)
         for f, identity in zip(facts.findings, identities, strict=True)
     ]
     kept = most_severe(results, rules, MAX_RESULTS_PER_RUN)

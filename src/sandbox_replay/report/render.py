@@ -68,6 +68,11 @@ def _printed(value: Any) -> str:
     )
 
 
+def print_id_mark(mark: str) -> Markup:
+    """Print an id's mark (``exports.text.id_mark``) as a badge beside it; "" prints nothing."""
+    return Markup(f'<span class="id-mark">{_printed(mark)}</span>' if mark else "")
+
+
 _NO_LINKS = '<span class="muted">none</span>'
 _SEVERITY_BADGES = {s.value: f'<span class="sev sev-{s.value}">{s.value}</span>' for s in Severity}
 
@@ -92,6 +97,7 @@ def print_join_rows(rows: Iterable[Any]) -> Markup:
             request = f'<a href="{p(row.request_href)}">{rid}</a>'
         else:
             request = p(row.request_id)
+        request = f"{request}{print_id_mark(row.id_mark)}"
         links = row.finding_links and "".join(
             [f'<a href="{p(link.href)}">{_wbr(link.label)}</a>' for link in row.finding_links]
         )
@@ -120,6 +126,7 @@ def print_span_rows(spans: Iterable[Any]) -> Markup:
         span = p(s.span_id)
         if s.request_href:
             span = f'<a href="{p(s.request_href)}">{span}</a>'
+        span = f"{span}{print_id_mark(s.id_mark)}"
         printed.append(
             f'<tr>\n<td class="num">{p(s.sequence)}</td>\n<td>{span}</td>\n'
             f"<td>{p(s.episode)}</td>\n<td>{p(s.action_kind)}</td>\n"
@@ -162,6 +169,7 @@ class Renderer:
         self.env.filters["wbr"] = _wbr
         self.env.filters["join_rows"] = print_join_rows
         self.env.filters["span_rows"] = print_span_rows
+        self.env.filters["id_mark"] = print_id_mark
 
     def render(self, template: str, **context: Any) -> bytes:
         """Render one page to UTF-8 bytes."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from sandbox_replay.exports.text import subject_mark
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.report.views.common import MAIN_PAGE, code_href, expected_alarm, plural, text
 from sandbox_replay.report.views.index import RunIndex, from_run_folder, location
@@ -73,6 +74,7 @@ def _finding_view(ix: RunIndex, index: int, from_page: str) -> FindingView:
         severity=REGISTRY[f.error_code].severity.value,
         subject=text(f.subject_id),
         subject_kind=text(f.subject_kind).replace("_", " "),
+        subject_mark=subject_mark(f.subject_id, ix.look_alikes),
         message=text(f.message),
         location=location(f.path, f.line),
         location_href=ix.line_href(f.path, f.line, from_page),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sandbox_replay.checks.pipeline import InputFileInfo, Replay
+from sandbox_replay.exports.text import look_alike_ids
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
@@ -64,6 +65,8 @@ class RunIndex:
     # The position of each request id's first row; the first rollback row of each id.
     request_index: Mapping[str, int]
     rollback_index: Mapping[str, Any]
+    # The request and rollback ids another id of their kind looks like (``id_mark``).
+    look_alikes: frozenset[str]
     # Each input file's fragment-id stem, its view, and which are shown whole or withheld.
     slugs: Mapping[str, str]
     inputs: tuple[InputView, ...]
@@ -200,6 +203,8 @@ def index_run(
     )
     order = tuple(i for _, members in layer_groups for i in members)
     join_pager, findings_pager, trace_pager = pagers(records)
+    request_index = first_of_each(column_of(requests, "request_id"), range(len(requests)))
+    rollback_index = first_of_each(column_of(rollbacks, "rollback_id"), rollbacks)
     return RunIndex(
         run=run,
         replay=replay,
@@ -217,8 +222,9 @@ def index_run(
         effects=result["side_effect_rows"],
         replays=result["cold_replay_rows"],
         spans=trace["spans"],
-        request_index=first_of_each(column_of(requests, "request_id"), range(len(requests))),
-        rollback_index=first_of_each(column_of(rollbacks, "rollback_id"), rollbacks),
+        request_index=request_index,
+        rollback_index=rollback_index,
+        look_alikes=_look_alikes(request_index, rollback_index),
         slugs=slugs,
         inputs=views,
         highlighted=highlighted,
@@ -239,6 +245,11 @@ def index_run(
         findings_pager=findings_pager,
         trace_pager=trace_pager,
     )
+
+
+def _look_alikes(*indexes: Mapping[Any, Any]) -> frozenset[str]:
+    """Return the ids ``id_mark`` marks as look-alikes, each index's ids compared apart."""
+    return look_alike_ids(*([i for i in index if isinstance(i, str)] for index in indexes))
 
 
 def _excerpted(

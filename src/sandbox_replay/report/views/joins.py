@@ -8,6 +8,7 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from sandbox_replay.exports.text import id_mark
 from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model.codes import REGISTRY, Severity
 from sandbox_replay.model.policy import VERDICTS
@@ -89,7 +90,10 @@ def _join_row(
         # No id of its own to name it by: its position in the request file.
         anchor, shown = f"request-row-{index + 1}", text(rid) or "(no id)"
         cells = (unjoined,) * 6
-        return JoinRow(anchor, shown, file_href, risk, shape, *cells, links, "row-gap", severity)
+        mark = id_mark(text(rid), ix.look_alikes)
+        return JoinRow(
+            anchor, shown, file_href, risk, shape, *cells, links, "row-gap", severity, mark
+        )
     assert isinstance(rid, str)
     derived, verdict, effect, rollback, replay_row, span = partners
     derived_verdict = text(derived.get("derived_verdict")) if derived else ""
@@ -110,6 +114,7 @@ def _join_row(
         links,
         "row-gap" if links else "",
         severity,
+        id_mark(rid, ix.look_alikes),
     )
 
 

@@ -47,6 +47,8 @@ class JoinRow(NamedTuple):
     css: str
     # The worst severity of its findings ("" when it has none).
     severity: str = ""
+    # The mark beside its id (``exports.text.id_mark``; "" for most).
+    id_mark: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class FindingView:
     severity: str
     subject: str
     subject_kind: str
+    # The mark beside the subject id (``exports.text.id_mark``; "" for most).
+    subject_mark: str
     message: str
     location: str
     location_href: str
@@ -176,6 +180,8 @@ class SpanRow(NamedTuple):
     recovery_ref: str
     input_digest: str
     input_digest_short: str
+    # The mark beside its request's id (``exports.text.subject_mark``; "" for most).
+    id_mark: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sandbox_replay.exports.text import subject_mark
 from sandbox_replay.report.views.common import GAP, MAIN_PAGE, badge, text
 from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.joins import trace_cell
@@ -31,6 +32,7 @@ def span_rows(ix: RunIndex, start: int, end: int, from_page: str) -> tuple[SpanR
                 text(span.get("recovery_ref")) or "—",
                 digest,
                 digest.removeprefix("sha256:")[:12],
+                subject_mark(span_id, ix.look_alikes),
             )
         )
     return tuple(rows)
