@@ -136,7 +136,7 @@ def test_a_module_body_is_read_once_for_its_digest_and_its_scan(
     def second_read(*args: object) -> None:
         raise AssertionError("a body was read again for the scan")
 
-    monkeypatch.setattr(scan.ForbiddenScanner, "scan_file", second_read)
+    monkeypatch.setattr(scan.ForbiddenScanner, "scan_files", second_read)
     outcome = replay(ReplayConfig(bundle, InputMode.BUNDLE))
     assert outcome.modules is not None and outcome.modules.bodies
     assert outcome.scan.files_scanned == 9 + len(outcome.modules.bodies)
