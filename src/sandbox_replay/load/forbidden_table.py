@@ -36,6 +36,8 @@ from typing import Any
 
 import re2
 
+from sandbox_replay.small_inputs import unique_keys
+
 _TABLE_KEYS = frozenset({"table_id", "classes"})
 # The original implementation's table names itself by schema version, not table id.
 _ORIGINAL_TABLE_KEYS = frozenset({"schema_version", "classes"})
@@ -103,7 +105,7 @@ def load_forbidden_classes(
 
 def _classes_of(raw: bytes, source: str, check_patterns: bool) -> tuple[ForbiddenClass, ...]:
     try:
-        document = json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
+        document = json.loads(raw, object_pairs_hook=unique_keys)
     except ValueError as error:
         raise ForbiddenClassesError(f"{source}: not valid JSON: {error}") from None
     try:
@@ -290,12 +292,3 @@ def re2_options() -> Any:
     # Room for the DFA over the whole alternation, so RE2 never falls back to its NFA.
     options.max_mem = 64 * 1024 * 1024
     return options
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ForbiddenClassesError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
