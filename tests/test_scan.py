@@ -11,6 +11,7 @@ import json
 import random
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, REPO
-from sandbox_replay.checks.pipeline import _chunk_ends
+from sandbox_replay.checks.pipeline import _chunk_ends, _ScanCollector
 from sandbox_replay.cli import app
 from sandbox_replay.load.scan import (
     ForbiddenClass,
@@ -250,6 +251,14 @@ def test_glued_example_hits_once_and_its_matched_text_redacts_it(
         assert _scan(json.dumps({"request_id": glued, "body_redacted": True})) == {class_id: 1}
 
 
+def _scan_files(files: Iterable[tuple[str, Path]]) -> ScanReport:
+    """Scan files as a replay does, each under its relative path."""
+    collector = _ScanCollector(ForbiddenScanner.default())
+    for relative, path in files:
+        collector(relative, path.read_bytes())
+    return collector.report()
+
+
 def _project_texts() -> list[Path]:
     patterns = ("fixtures/**/*", "tests/data/**/*", "src/sandbox_replay/data/codes/*.md")
     return sorted(
@@ -264,9 +273,7 @@ def test_project_fixtures_and_code_docs_scan_clean() -> None:
     files = _project_texts()
     assert len(files) > 50
     assert any(path.suffix == ".md" for path in files)
-    report = ForbiddenScanner.default().scan_files(
-        (str(path.relative_to(REPO)), path) for path in files
-    )
+    report = _scan_files((str(path.relative_to(REPO)), path) for path in files)
     assert report.hits == ()
 
 
@@ -337,10 +344,10 @@ def _planted_files(tmp_path: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     return files[::-1], secrets
 
 
-def test_scan_files_report_is_sorted_and_deterministic(tmp_path: Path) -> None:
+def test_scan_report_is_sorted_and_deterministic(tmp_path: Path) -> None:
     files, _ = _planted_files(tmp_path)
-    first = ForbiddenScanner.default().scan_files(files)
-    second = ForbiddenScanner.default().scan_files(files[::-1])
+    first = _scan_files(files)
+    second = _scan_files(files[::-1])
     assert first == second
     assert json.dumps(first.to_record()) == json.dumps(second.to_record())
     assert [(h.path, h.class_id, h.count) for h in first.hits] == [
@@ -356,7 +363,7 @@ def test_scan_files_report_is_sorted_and_deterministic(tmp_path: Path) -> None:
 
 def test_record_and_repr_never_carry_the_matched_text(tmp_path: Path) -> None:
     files, secrets = _planted_files(tmp_path)
-    report = ForbiddenScanner.default().scan_files(files)
+    report = _scan_files(files)
     record = report.to_record()
     shown = [json.dumps(record), repr(report), str(report), repr(report.hits)]
     shown += [repr(c) for c in report.classes]
@@ -383,7 +390,7 @@ def test_clean_files_pass(tmp_path: Path) -> None:
     path.write_text(
         json.dumps({"secret_like_data_synthetic": True, "digest": "sha256:" + _HEX * 4})
     )
-    record = ForbiddenScanner.default().scan_files([("sandbox_policy.json", path)]).to_record()
+    record = _scan_files([("sandbox_policy.json", path)]).to_record()
     assert record == {
         "status": "pass",
         "files_scanned": 1,

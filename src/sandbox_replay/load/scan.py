@@ -8,10 +8,9 @@ to redact with and are never formatted into a record, an exception or a repr.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
 import re2
 
@@ -136,23 +135,6 @@ class ForbiddenScanner:
             matched.add(data[start:end])
             pos = end
         return counts, matched
-
-    def scan_files(self, files: Iterable[tuple[str, Path]]) -> ScanReport:
-        """Scan ``(relative_path, absolute_path)`` pairs; a path given twice has its counts summed."""
-        counts: dict[tuple[str, str], int] = {}
-        matched: set[bytes] = set()
-        files_scanned = 0
-        bytes_scanned = 0
-        for relative, absolute in files:
-            data = absolute.read_bytes()
-            file_counts, file_matched = self.scan_bytes(data)
-            files_scanned += 1
-            bytes_scanned += len(data)
-            matched |= file_matched
-            for class_id, count in file_counts.items():
-                counts[relative, class_id] = counts.get((relative, class_id), 0) + count
-        hits = tuple(ScanHit(path, class_id, n) for (path, class_id), n in sorted(counts.items()))
-        return ScanReport(files_scanned, bytes_scanned, hits, self.classes, frozenset(matched))
 
 
 @cache
