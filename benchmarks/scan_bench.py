@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from sandbox_replay.load.scan import ForbiddenScanner
 
@@ -107,7 +105,7 @@ def _best(run: Callable[[], int], repeat: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    """Print scan throughput for in-memory bytes and for a chunked file read."""
+    """Print scan throughput for in-memory bytes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[40, 120])
     parser.add_argument("--repeat", type=int, default=3)
@@ -128,15 +126,6 @@ def main() -> None:
 
             seconds, hits = _best(in_memory, args.repeat)
             print(f"{label} scan_bytes: {len(data) / _MB / seconds:7.0f} MB/s  hits={hits}")
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / "action_requests.json"
-                path.write_bytes(data)
-
-                def from_file(path: Path = path) -> int:
-                    return sum(scanner.scan_file(path)[0].values())
-
-                seconds, hits = _best(from_file, args.repeat)
-            print(f"{label} scan_file:  {len(data) / _MB / seconds:7.0f} MB/s  hits={hits}")
 
 
 if __name__ == "__main__":

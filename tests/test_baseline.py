@@ -16,7 +16,7 @@ import pytest
 
 from conftest import read_json
 from history_support import History, cli, make_history
-from sandbox_replay.records.changes import compare
+from sandbox_replay.records.changes import RunSnapshot, compare, history_entry
 from sandbox_replay.report.baseline import BaselineError, read_baseline
 
 SCHEMA_SHA256 = "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"
@@ -284,3 +284,13 @@ def test_build_gates_on_new_findings_and_refuses_bad_baselines(
         root, "build", "fixtures", "--out", str(tmp_path / "e"), "--baseline", str(broken)
     )
     assert code == 2 and "not a readable pack archive" in err
+
+
+def test_a_history_entry_counts_as_blocked_only_the_blocked_runs() -> None:
+    runs = [
+        RunSnapshot(name, name, status, {}, ())
+        for name, status in [("a", "pass"), ("b", "blocked"), ("c", "not_run"), ("d", "blocked")]
+    ]
+    entry = history_entry("v1", runs)
+    assert (entry["runs"], entry["passed"], entry["blocked"]) == (4, 1, 2)
+    assert entry["findings"] == 0 and entry["findings_by_layer"] == {}

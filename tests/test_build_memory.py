@@ -99,7 +99,7 @@ def test_a_build_short_of_memory_uses_fewer_processes(
         shutil.copytree(BUNDLE, runs / name)
     each = run_need(input_bytes(runs / "one"))
     monkeypatch.setattr(build_module, "available_bytes", lambda: 2 * each + 1)
-    monkeypatch.setattr(build_module, "default_jobs", lambda: 3)
+    monkeypatch.setattr(build_module, "usable_cpus", lambda: 3)
     said: list[str] = []
     build_site(BuildConfig((runs,), tmp_path / "site", progress=said.append))
     assert any(line.startswith("using --jobs 2: --jobs 3 may need") for line in said), said

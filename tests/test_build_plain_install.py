@@ -46,6 +46,8 @@ def test_the_log_is_a_run_that_could_not_be_read(tmp_path: Path) -> None:
     manifest = json.loads((site / "manifest.json").read_bytes())
     names = [run["name"] for run in manifest["runs"]]
     assert "example" not in names and len(names) == 10
+    (build,) = json.loads((site / "history.json").read_bytes())["builds"]
+    assert build["runs"] == 10 and build["passed"] + build["blocked"] == 10  # nor the log here
     for name in names:
         assert (site / "runs" / name / "result.json").is_file()
 

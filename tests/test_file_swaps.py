@@ -14,12 +14,13 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sandbox_replay.checks import source_modules
 from sandbox_replay.checks.pipeline import Replay, ReplayConfig, replay
 from sandbox_replay.load import files as loader
-from sandbox_replay.load import scan
 from sandbox_replay.load.files import FileChangedError, read_same_file
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.model import codes
@@ -132,13 +133,16 @@ def test_a_module_body_is_read_once_for_its_digest_and_its_scan(
     bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scan sees the very bytes whose digest was checked: no second read to swap."""
+    read: list[Path] = []
 
-    def second_read(*args: object) -> None:
-        raise AssertionError("a body was read again for the scan")
+    def read_once(path: Path, *args: Any) -> bytes:
+        read.append(path)
+        return read_same_file(path, *args)
 
-    monkeypatch.setattr(scan.ForbiddenScanner, "scan_file", second_read)
+    monkeypatch.setattr(source_modules, "read_same_file", read_once)
     outcome = replay(ReplayConfig(bundle, InputMode.BUNDLE))
     assert outcome.modules is not None and outcome.modules.bodies
+    assert len(read) == len(set(read)) == len(outcome.modules.bodies)
     assert outcome.scan.files_scanned == 9 + len(outcome.modules.bodies)
 
 

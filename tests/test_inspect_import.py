@@ -487,6 +487,22 @@ def test_a_folder_without_logs_is_a_usage_error(tmp_path: Path) -> None:
         find_logs([tmp_path / "missing"])
 
 
+def test_find_logs_finds_logs_in_subfolders_past_hidden_folders_and_links(
+    tmp_path: Path,
+) -> None:
+    for relative in ["b/two.eval", "a/c/one.eval", "a/zero.eval", ".hidden/x.eval", "a/x.json"]:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text("{}")
+    (tmp_path / "linked").symlink_to(tmp_path / "b")
+    (tmp_path / "a" / "link.eval").symlink_to(tmp_path / "b" / "two.eval")
+    found = find_logs([tmp_path, tmp_path / "b" / "two.eval"])
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == [
+        "a/c/one.eval",
+        "a/zero.eval",
+        "b/two.eval",
+    ]
+
+
 def test_verify_imports_the_logs_again_and_sees_a_changed_map(
     logs: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""Forbidden-material scan: every class hits, near-misses don't, counts and chunking are exact.
+"""Forbidden-material scan: every class hits, near-misses don't, counts are exact.
 
 A credential glued into an id (``req_<token>_tail``) is found too, and the project's own
 fixtures and code docs scan clean. Credential-shaped strings are assembled at run time so
@@ -11,7 +11,7 @@ import json
 import random
 import re
 import shutil
-import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conftest import EXPORTED_BUNDLE, REPO
-from sandbox_replay.checks.pipeline import _chunk_ends
+from sandbox_replay.checks.pipeline import _chunk_ends, _ScanCollector
 from sandbox_replay.cli import app
 from sandbox_replay.load.scan import (
     ForbiddenClass,
@@ -251,22 +251,12 @@ def test_glued_example_hits_once_and_its_matched_text_redacts_it(
         assert _scan(json.dumps({"request_id": glued, "body_redacted": True})) == {class_id: 1}
 
 
-def test_glued_examples_hit_in_a_chunked_file_scan(tmp_path: Path) -> None:
-    # An example with a backslash is already in its escaped form; JSON would escape it twice.
-    cases = [case for case in _glued_cases() if "\\" not in case[2]]
-    rows = [
-        json.dumps({"request_id": before + example + after, "i": index})
-        for index, (_, before, example, after) in enumerate(cases)
-    ]
-    data = ("[" + ",\n".join(rows) + "]").encode()
-    path = tmp_path / "rows.json"
-    path.write_bytes(data)
-    scanner = ForbiddenScanner.default()
-    whole = scanner.scan_bytes(data)
-    found, expected = sum(whole[0].values()), len(cases)
-    assert found == expected
-    for chunk_size in (1, 65_537):
-        assert ForbiddenScanner(scanner.classes, chunk_size=chunk_size).scan_file(path) == whole
+def _scan_files(files: Iterable[tuple[str, Path]]) -> ScanReport:
+    """Scan files as a replay does, each under its relative path."""
+    collector = _ScanCollector(ForbiddenScanner.default())
+    for relative, path in files:
+        collector(relative, path.read_bytes())
+    return collector.report()
 
 
 def _project_texts() -> list[Path]:
@@ -283,9 +273,7 @@ def test_project_fixtures_and_code_docs_scan_clean() -> None:
     files = _project_texts()
     assert len(files) > 50
     assert any(path.suffix == ".md" for path in files)
-    report = ForbiddenScanner.default().scan_files(
-        (str(path.relative_to(REPO)), path) for path in files
-    )
+    report = _scan_files((str(path.relative_to(REPO)), path) for path in files)
     assert report.hits == ()
 
 
@@ -337,72 +325,6 @@ def test_overlapping_shapes_count_once_for_the_first_listed_class() -> None:
     assert _scan(url) == {"url_embedded_credentials": 1}
 
 
-def _small_scanner(chunk_size: int) -> ForbiddenScanner:
-    classes = [
-        ForbiddenClass("token_class", "Token", "Remove it.", ("TOKEN",), ()),
-        ForbiddenClass("key_class", "Key", "Remove it.", (), (r"\bKEY[0-9]{4}\b", r"AB[0-9]{1,8}")),
-    ]
-    return ForbiddenScanner(classes, chunk_size=chunk_size)
-
-
-@pytest.mark.parametrize("chunk_size", [1, 64, 97])
-@pytest.mark.parametrize("planted", ["TOKEN", "KEY1234", "AB12345678", "TOKENTOKEN"])
-def test_match_across_chunk_boundary_counts_once(
-    tmp_path: Path, chunk_size: int, planted: str
-) -> None:
-    scanner = _small_scanner(chunk_size)
-    expected = scanner.scan_bytes(planted.encode())
-    for offset in range(0, 260):
-        data = (b"." * offset) + planted.encode() + (b"." * 50)
-        path = tmp_path / "input.json"
-        path.write_bytes(data)
-        assert scanner.scan_file(path) == expected, offset
-
-
-@pytest.mark.parametrize("chunk_size", [1, 64, 97])
-def test_word_boundary_holds_across_chunk_boundary(tmp_path: Path, chunk_size: int) -> None:
-    scanner = _small_scanner(chunk_size)
-    for offset in range(1, 260):
-        path = tmp_path / "input.json"
-        path.write_bytes((b"x" * offset) + b"KEY1234" + (b"." * 50))
-        assert scanner.scan_file(path) == ({}, set()), offset
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    pieces=st.lists(
-        st.sampled_from(["TOKEN", "TOK", "EN", "KEY1234", "KEY12", "AB1234", "AB", "x", ".", "9"]),
-        max_size=150,
-    ),
-    chunk_size=st.integers(1, 300),
-)
-def test_chunked_scan_equals_whole_scan(pieces: list[str], chunk_size: int) -> None:
-    data = "".join(pieces).encode()
-    scanner = _small_scanner(chunk_size)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "input.json"
-        path.write_bytes(data)
-        assert scanner.scan_file(path) == scanner.scan_bytes(data)
-
-
-def test_default_table_chunked_file_scan_matches_whole_scan(tmp_path: Path) -> None:
-    scanner = ForbiddenScanner.default()
-    # An example with a backslash is in its escaped form already: json.dumps would escape
-    # it again into text the class does not match.
-    planted = [example for _, example in _all_examples() if "\\" not in example]
-    rows = []
-    for index in range(4000):
-        example = planted[index % len(planted)] if index % 7 == 0 else "clean"
-        rows.append(json.dumps({"request_id": f"req_{index}", "note": example}))
-    data = ("[" + ",\n".join(rows) + "]").encode()
-    path = tmp_path / "rows.json"
-    path.write_bytes(data)
-    whole = scanner.scan_bytes(data)
-    assert sum(whole[0].values()) == len([i for i in range(4000) if i % 7 == 0])
-    for chunk_size in (1, 40_000, 65_537):
-        assert ForbiddenScanner(scanner.classes, chunk_size=chunk_size).scan_file(path) == whole
-
-
 def _planted_files(tmp_path: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     secrets = [
         "AK" + "IA" + "IOSFODNN7EXAMPLE",
@@ -422,10 +344,10 @@ def _planted_files(tmp_path: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     return files[::-1], secrets
 
 
-def test_scan_files_report_is_sorted_and_deterministic(tmp_path: Path) -> None:
+def test_scan_report_is_sorted_and_deterministic(tmp_path: Path) -> None:
     files, _ = _planted_files(tmp_path)
-    first = ForbiddenScanner.default().scan_files(files)
-    second = ForbiddenScanner.default().scan_files(files[::-1])
+    first = _scan_files(files)
+    second = _scan_files(files[::-1])
     assert first == second
     assert json.dumps(first.to_record()) == json.dumps(second.to_record())
     assert [(h.path, h.class_id, h.count) for h in first.hits] == [
@@ -441,7 +363,7 @@ def test_scan_files_report_is_sorted_and_deterministic(tmp_path: Path) -> None:
 
 def test_record_and_repr_never_carry_the_matched_text(tmp_path: Path) -> None:
     files, secrets = _planted_files(tmp_path)
-    report = ForbiddenScanner.default().scan_files(files)
+    report = _scan_files(files)
     record = report.to_record()
     shown = [json.dumps(record), repr(report), str(report), repr(report.hits)]
     shown += [repr(c) for c in report.classes]
@@ -468,7 +390,7 @@ def test_clean_files_pass(tmp_path: Path) -> None:
     path.write_text(
         json.dumps({"secret_like_data_synthetic": True, "digest": "sha256:" + _HEX * 4})
     )
-    record = ForbiddenScanner.default().scan_files([("sandbox_policy.json", path)]).to_record()
+    record = _scan_files([("sandbox_policy.json", path)]).to_record()
     assert record == {
         "status": "pass",
         "files_scanned": 1,
@@ -496,8 +418,6 @@ def test_the_packaged_table_passes_the_checks_its_scanner_skips() -> None:
     checked = ForbiddenScanner(load_forbidden_classes())  # each pattern compiled and probed
     default = ForbiddenScanner.default()
     assert default.classes == checked.classes == load_forbidden_classes(check_patterns=False)
-    # It bounds a match by its whole program instead: an overlap as long or longer.
-    assert default._overlap >= checked._overlap
     text = "\n".join(example for _, example in _all_examples()).encode()
     found = default.scan_bytes(text)
     assert found == checked.scan_bytes(text)

@@ -549,7 +549,7 @@ def _findings(loaded: LoadedFile) -> list[tuple[str, str, int | None]]:
 @pytest.mark.parametrize("case", sorted(PLAIN))
 def test_plain_files_load_as_the_strict_reading(case: str) -> None:
     loaded = _parse(PLAIN[case], LoadLimits())
-    assert loaded.ok and loaded.rows_are_flat and not loaded.findings
+    assert loaded.ok and loaded.row_keys is not None and not loaded.findings
     assert loaded.data == strict_reading(PLAIN[case], KEY, LoadLimits())
     assert loaded.row_lines == ROW_LINES.get(case, [3, 4, 5, 6])
     assert loaded.key_line(KEY) == (1 if loaded.row_lines[:1] in ([], [1]) else 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from sandbox_replay.cli.app import app, argument, usage_error
-from sandbox_replay.model.codes import REGISTRY, Layer, lookup
+from sandbox_replay.model.codes import REGISTRY, Layer
 
 
 @app.command("codes")
@@ -30,7 +30,7 @@ def explain_codes(
             for entry in entries:
                 print(f"  {entry.code}  [{entry.severity.value}]  {entry.summary}")
         return
-    found = lookup(code.strip().upper())
+    found = REGISTRY.get(code.strip().upper())
     if found is None:
         raise usage_error(f"unknown finding code {code!r}; run 'sandbox-replay codes' to list them")
     print(found.code)

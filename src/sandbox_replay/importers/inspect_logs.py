@@ -20,6 +20,7 @@ from typing import Any
 from sandbox_replay.importers.inspect_bundle import Bundle, build_bundle, safe_name
 from sandbox_replay.importers.inspect_events import tool_calls
 from sandbox_replay.importers.tool_map import ToolMap, empty_map
+from sandbox_replay.load.files import MAX_DEPTH, sorted_walk
 from sandbox_replay.load.scan import ForbiddenScanner
 
 __all__ = [
@@ -35,8 +36,6 @@ __all__ = [
 
 EXTRA_HINT = "pip install 'sandbox-replay[inspect]'"
 LOG_SUFFIX = ".eval"
-# Levels of folders below a PATH searched for logs (as ``report.discover`` searches for runs).
-MAX_DEPTH = 64
 
 
 class InspectImportError(ValueError):
@@ -71,24 +70,15 @@ def find_logs(paths: Sequence[Path]) -> list[Path]:
 
 
 def _logs_under(root: Path) -> Iterator[Path]:
-    stack = [(root, 0)]
-    while stack:
-        folder, depth = stack.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-        except OSError:
-            continue
-        children = []
-        for entry in entries:
+    for listing in sorted_walk(root):
+        for entry in listing.entries:
             if entry.name.startswith(".") or entry.is_symlink():
                 continue
             if entry.is_dir(follow_symlinks=False):
-                if depth < MAX_DEPTH:
-                    children.append((folder / entry.name, depth + 1))
+                if listing.depth < MAX_DEPTH:
+                    listing.enter.append(listing.folder / entry.name)
             elif entry.name.endswith(LOG_SUFFIX) and entry.is_file(follow_symlinks=False):
-                yield folder / entry.name
-        stack.extend(reversed(children))
+                yield listing.folder / entry.name
 
 
 def import_logs(logs: Sequence[Path], options: ImportOptions) -> list[Bundle]:

@@ -32,6 +32,8 @@ from typing import Any
 
 import re2
 
+from sandbox_replay.small_inputs import DuplicateKeyError, read_small, unique_keys
+
 UNCLASSIFIED = "unclassified"
 MODEL_GENERATED = "model_generated"
 UNTRUSTED_TOOL_OUTPUT = "untrusted_tool_output"
@@ -137,44 +139,32 @@ def empty_map() -> ToolMap:
 
 def read_tool_map(path: Path) -> ToolMap:
     """Read and check a map file; refuse a bad one with ``MapFileError``."""
+    body = read_small(
+        path,
+        MAX_MAP_BYTES,
+        MapFileError,
+        too_large="map file {path} is {size} bytes; at most {limit}",
+        unreadable="map file {path} cannot be read: {reason}",
+    )
     try:
-        size = path.stat().st_size
-        if size > MAX_MAP_BYTES:
-            raise MapFileError(f"map file {path} is {size} bytes; at most {MAX_MAP_BYTES}")
-        body = path.read_bytes()
-    except OSError as error:
-        raise MapFileError(f"map file {path} cannot be read: {error.strerror}") from None
-    try:
-        document = json.loads(body.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
+        document = json.loads(body.decode("utf-8"), object_pairs_hook=unique_keys)
     except UnicodeDecodeError:
         raise MapFileError(f"map file {path} is not UTF-8") from None
     except json.JSONDecodeError as error:
         raise MapFileError(
             f"map file {path}:{error.lineno}: not valid JSON ({error.msg})"
         ) from None
-    except _DuplicateKey as error:
-        raise MapFileError(f"map file {path}: key {error} appears twice in one object") from None
+    except DuplicateKeyError as error:
+        key = json.dumps(error.key)
+        raise MapFileError(f"map file {path}: key {key} appears twice in one object") from None
     try:
         return replace(_parse(document, body), path=path)
     except _Invalid as error:
         raise MapFileError(f"map file {path}: {error}") from None
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
 class _Invalid(ValueError):
     pass
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise _DuplicateKey(json.dumps(key))
-        found[key] = value
-    return found
 
 
 def _parse(document: Any, body: bytes) -> ToolMap:

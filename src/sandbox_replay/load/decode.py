@@ -68,11 +68,6 @@ class LoadedFile:
     def ok(self) -> bool:
         return self.data is not None
 
-    @property
-    def rows_are_flat(self) -> bool:
-        """Whether parsing proved that no row nests an object (``row_keys`` are then known)."""
-        return self.row_keys is not None
-
     def line_of(self, index: int) -> int | None:
         return self.row_lines[index] if 0 <= index < len(self.row_lines) else None
 

@@ -11,7 +11,8 @@ import errno
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from io import BufferedReader
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -152,6 +153,40 @@ def read_same_file(path: Path, inspected: os.stat_result | None, limit: int) -> 
 
 
 # Deeper than any site this tool builds (``runs/<run>/join/page-NNNN.html``: 3 folders).
+# Levels of folders below a path given that are searched (for runs, for Inspect logs).
+MAX_DEPTH = 64
+
+
+@dataclass
+class Listing:
+    """One folder met by ``sorted_walk``: its entries by name, or why it cannot be listed.
+
+    The caller appends to ``enter`` the subfolders to search, in name order.
+    """
+
+    folder: Path
+    depth: int
+    entries: list[os.DirEntry[str]]
+    error: OSError | None = None
+    enter: list[Path] = field(default_factory=list)
+
+
+def sorted_walk(root: Path) -> Iterator[Listing]:
+    """Search ``root`` depth first in name order, entering only the folders callers ask for."""
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            yield Listing(folder, depth, [], error)
+            continue
+        found = Listing(folder, depth, entries)
+        yield found
+        stack.extend((child, depth + 1) for child in reversed(found.enter))
+
+
 SITE_DEPTH = 32
 
 

@@ -12,8 +12,7 @@ implementation's shape is read too (FORMAT 7.2): ``schema_version`` for ``table_
 per class ``terms: [{"term_id", "token"}]``, each ``token`` a literal. Tokens match byte
 for byte (as UTF-8). Patterns are ASCII RE2 run over raw bytes (Latin-1 semantics). They
 may not capture (use ``(?:...)``), anchor (``^``, ``$``, ``\\A``, ``\\z``), match the empty
-string, or repeat without bound (``*``, ``+``, ``{n,}``): bounded matches let a file be
-scanned in chunks and still find every match once, where a whole-file scan would.
+string, or repeat without bound (``*``, ``+``, ``{n,}``).
 
 A credential pattern starts at its token's distinctive prefix and does not end in ``\\b``
 (``_`` is a word character, so ``\\b`` misses a token glued into ``req_<token>_2``). A
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import re2
+
+from sandbox_replay.small_inputs import unique_keys
 
 _TABLE_KEYS = frozenset({"table_id", "classes"})
 # The original implementation's table names itself by schema version, not table id.
@@ -104,7 +105,7 @@ def load_forbidden_classes(
 
 def _classes_of(raw: bytes, source: str, check_patterns: bool) -> tuple[ForbiddenClass, ...]:
     try:
-        document = json.loads(raw, object_pairs_hook=_reject_duplicate_keys)
+        document = json.loads(raw, object_pairs_hook=unique_keys)
     except ValueError as error:
         raise ForbiddenClassesError(f"{source}: not valid JSON: {error}") from None
     try:
@@ -221,21 +222,19 @@ def _check_keys(
         raise ForbiddenClassesError(f"{where}: missing key(s) {', '.join(missing)}")
 
 
-def check_class(forbidden: ForbiddenClass, where: str) -> int:
-    """Raise on a class the scanner cannot run exactly; return its longest possible match."""
+def check_class(forbidden: ForbiddenClass, where: str) -> None:
+    """Raise on a class the scanner cannot run exactly."""
     if not forbidden.tokens and not forbidden.patterns:
         raise ForbiddenClassesError(f"{where}: needs at least one token or pattern")
-    longest = max((len(token.encode("utf-8")) for token in forbidden.tokens), default=1)
     for index, pattern in enumerate(forbidden.patterns):
         try:
-            longest = max(longest, _check_pattern(pattern))
+            _check_pattern(pattern)
         except ForbiddenClassesError as error:
             raise ForbiddenClassesError(f"{where}: patterns[{index}]: {error}") from None
-    return longest
 
 
-def _check_pattern(pattern: str) -> int:
-    """Raise on a pattern that breaks the table's rules; return a bound on its match length."""
+def _check_pattern(pattern: str) -> None:
+    """Raise on a pattern that breaks the table's rules."""
     if not pattern.isascii():
         raise ForbiddenClassesError("must be ASCII (write other bytes as \\xNN)")
     problem = _unbounded_or_anchored(pattern)
@@ -254,9 +253,6 @@ def _check_pattern(pattern: str) -> int:
         match = regex.search(probe)
         if match is not None and match.start() == match.end():
             raise ForbiddenClassesError("must not match the empty string")
-    # Without loops the program is acyclic and every byte matched runs a distinct
-    # instruction, so the instruction count bounds the match length.
-    return int(regex.programsize)
 
 
 def _unbounded_or_anchored(pattern: str) -> str | None:
@@ -296,12 +292,3 @@ def re2_options() -> Any:
     # Room for the DFA over the whole alternation, so RE2 never falls back to its NFA.
     options.max_mem = 64 * 1024 * 1024
     return options
-
-
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ForbiddenClassesError(f"duplicate key {key!r}")
-        result[key] = value
-    return result

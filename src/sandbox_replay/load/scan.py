@@ -8,11 +8,9 @@ to redact with and are never formatted into a record, an exception or a repr.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
 import re2
 
@@ -40,11 +38,6 @@ __all__ = [
     "scanner_with",
     "with_extra_classes",
 ]
-
-# Bytes kept before the resume point so that `\b` sees the byte it looks back at.
-_LOOKBEHIND = 1
-DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
-_MIN_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -103,39 +96,22 @@ class ScanReport:
 
 
 class ForbiddenScanner:
-    """Count forbidden material in bytes and files with one compiled matcher.
+    """Count forbidden material in bytes with one compiled matcher.
 
-    ``chunk_size`` (bytes of a file read at a time) is raised to twice the longest match
-    the table allows. Each class is checked (``check_class``) unless ``checked`` says it
-    was, as the test suite checks the packaged table's.
+    Each class is checked (``check_class``) unless ``checked`` says it was, as the test
+    suite checks the packaged table's.
     """
 
-    def __init__(
-        self,
-        classes: Sequence[ForbiddenClass],
-        *,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        checked: bool = False,
-    ) -> None:
+    def __init__(self, classes: Sequence[ForbiddenClass], *, checked: bool = False) -> None:
         if not classes:
             raise ForbiddenClassesError("the forbidden-classes table has no classes")
-        longest = 1
         alternatives = []
         for index, forbidden in enumerate(classes):
             if not checked:
-                where = f"classes[{index}] ({forbidden.class_id})"
-                longest = max(longest, check_class(forbidden, where))
+                check_class(forbidden, f"classes[{index}] ({forbidden.class_id})")
             alternatives.append("(" + "|".join(_class_alternatives(forbidden)) + ")")
         self.classes = tuple(classes)
         self._regex = re2.compile("|".join(alternatives).encode("ascii"), re2_options())
-        if checked:
-            # Checked patterns have no loop, so the whole program is acyclic too, and its
-            # size bounds every match as each pattern's own size bounds that pattern's.
-            longest = int(self._regex.programsize)
-        # A match ending within `_overlap` of a chunk's end may still grow or move once
-        # the next chunk arrives, so it is left for the next window to find.
-        self._overlap = longest
-        self._chunk_size = max(chunk_size, 2 * longest)
 
     @classmethod
     def default(cls) -> ForbiddenScanner:
@@ -146,88 +122,19 @@ class ForbiddenScanner:
         """Return match counts by class id and the distinct matched texts."""
         counts: dict[str, int] = {}
         matched: set[bytes] = set()
-        self._scan_window(data, 0, True, counts, matched)
-        return counts, matched
-
-    def scan_file(self, path: Path) -> tuple[dict[str, int], set[bytes]]:
-        """Return match counts by class id and the distinct matched texts, reading in chunks."""
-        counts, matched, _ = self._scan_path(path)
-        return counts, matched
-
-    def scan_files(self, files: Iterable[tuple[str, Path]]) -> ScanReport:
-        """Scan ``(relative_path, absolute_path)`` pairs; a path given twice has its counts summed."""
-        counts: dict[tuple[str, str], int] = {}
-        matched: set[bytes] = set()
-        files_scanned = 0
-        bytes_scanned = 0
-        for relative, absolute in files:
-            file_counts, file_matched, size = self._scan_path(absolute)
-            files_scanned += 1
-            bytes_scanned += size
-            matched |= file_matched
-            for class_id, count in file_counts.items():
-                counts[relative, class_id] = counts.get((relative, class_id), 0) + count
-        hits = tuple(ScanHit(path, class_id, n) for (path, class_id), n in sorted(counts.items()))
-        return ScanReport(files_scanned, bytes_scanned, hits, self.classes, frozenset(matched))
-
-    def _scan_path(self, path: Path) -> tuple[dict[str, int], set[bytes], int]:
-        counts: dict[str, int] = {}
-        matched: set[bytes] = set()
-        with path.open("rb") as stream:
-            # A small file gets a small buffer; one read past its size confirms the end.
-            size_hint = os.fstat(stream.fileno()).st_size
-            chunk = min(self._chunk_size, max(size_hint + 1, _MIN_CHUNK))
-            buffer = bytearray(chunk + 2 * self._overlap + _LOOKBEHIND)
-            view = memoryview(buffer)
-            kept = 0  # bytes carried over at the front of the buffer
-            pos = 0  # where the next search starts; bytes before it are look-behind only
-            total = 0
-            while True:
-                end = kept
-                at_eof = False
-                while end < kept + chunk and not at_eof:
-                    read = stream.readinto(view[end : kept + chunk])
-                    at_eof = not read
-                    end += read
-                total += end - kept
-                resume = self._scan_window(view[:end], pos, at_eof, counts, matched)
-                if at_eof:
-                    return counts, matched, total
-                pos = min(_LOOKBEHIND, resume)
-                kept = end - resume + pos
-                buffer[:kept] = buffer[resume - pos : end]
-
-    def _scan_window(
-        self,
-        text: bytes | memoryview,
-        pos: int,
-        final: bool,
-        counts: dict[str, int],
-        matched: set[bytes],
-    ) -> int:
-        """Count the matches in ``text[pos:]``; return where the next window must resume.
-
-        Unless ``final``, only matches ending at least ``_overlap`` before the end count:
-        a longer or earlier-starting match may need bytes that have not arrived yet.
-        """
-        limit = len(text) if final else max(pos, len(text) - self._overlap)
-        while True:
-            match = self._regex.search(text, pos)
-            if match is None:
-                return max(pos, limit)
-            span: tuple[int, int] = match.span()
-            start, end = span
-            if end > limit:
-                return min(start, limit)
+        pos = 0
+        while (match := self._regex.search(data, pos)) is not None:
+            start, end = match.span()
             if start == end:  # validation rules these out; never count or loop on one
-                if end == len(text):
-                    return end
+                if end == len(data):
+                    break
                 pos = end + 1
                 continue
             class_id = self.classes[match.lastindex - 1].class_id
             counts[class_id] = counts.get(class_id, 0) + 1
-            matched.add(bytes(text[start:end]))
+            matched.add(data[start:end])
             pos = end
+        return counts, matched
 
 
 @cache

@@ -391,8 +391,3 @@ BUNDLE_MANIFEST_INVALID = _r(
 )
 
 del _r, CRITICAL, HIGH, MEDIUM, LOW
-
-
-def lookup(code: str) -> FindingCode | None:
-    """Return the registered code, or None for an unknown one."""
-    return REGISTRY.get(code)

@@ -23,6 +23,7 @@ from sandbox_replay.model.derivation import Policy as Policy
 from sandbox_replay.model.derivation import PolicySource, PolicyTable, parse_table, sha256_text
 from sandbox_replay.model.derivation import coverage as coverage
 from sandbox_replay.model.derivation import default_table as default_table
+from sandbox_replay.small_inputs import DuplicateKeyError, read_small, unique_keys
 
 # Policy files are small; a larger one is refused before it is read.
 MAX_POLICY_BYTES = 4 * 1024 * 1024
@@ -57,38 +58,25 @@ def read_policy(path: Path, cedar_schema: Path | None = None) -> Policy:
 
 
 def _read_small(path: Path, what: str) -> bytes:
-    try:
-        if not path.is_file():
-            raise PolicyFileError(f"{what} {path} is not a file")
-        if path.stat().st_size > MAX_POLICY_BYTES:
-            raise PolicyFileError(
-                f"{what} {path} is over {MAX_POLICY_BYTES // (1024 * 1024)} MiB; it was not read"
-            )
-        return path.read_bytes()
-    except OSError as error:
-        raise PolicyFileError(f"cannot read {what} {path}: {error.strerror or error}") from None
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise ValueError(f"duplicate key {key[:48]!r}")
-            seen.add(key)
-    return obj
+    return read_small(
+        path,
+        MAX_POLICY_BYTES,
+        PolicyFileError,
+        not_file=f"{what} {{path}} is not a file",
+        too_large=f"{what} {{path}} is over {MAX_POLICY_BYTES // (1024 * 1024)} MiB; it was not read",
+        unreadable=f"cannot read {what} {{path}}: {{reason}}",
+    )
 
 
 def _read_table(data: bytes, shown: str) -> PolicyTable:
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        document = json.loads(data.decode("utf-8"), object_pairs_hook=unique_keys)
     except UnicodeDecodeError as error:
         raise PolicyFileError(f"policy {shown}: invalid UTF-8 at byte {error.start}") from None
     except json.JSONDecodeError as error:
         raise PolicyFileError(f"policy {shown}:{error.lineno}: {error.msg}") from None
-    except ValueError as error:
-        raise PolicyFileError(f"policy {shown}: {error}") from None
+    except DuplicateKeyError as error:
+        raise PolicyFileError(f"policy {shown}: duplicate key {error.key[:48]!r}") from None
     from sandbox_replay.model.policy_schema import check_policy_table  # pydantic: only for a table
 
     problem = check_policy_table(document)

@@ -128,7 +128,8 @@ class RunRecords:
         return b"".join(self.result_chunks())
 
 
-def _counts(replay: Replay) -> dict[str, int]:
+def merged_counts(replay: Replay) -> dict[str, int]:
+    """Return the layers' counts merged, each of ``COUNT_KEYS`` (0 where no layer counts it)."""
     merged: dict[str, int] = {}
     for layer in replay.layers:
         merged.update(layer.counts)
@@ -162,7 +163,7 @@ def build_result(replay: Replay) -> dict[str, Any]:
         "risk_classes": risk_classes,
         "policy_source": run.policy.source.record(),
         "policy_coverage": coverage(run.policy, run.derivations),
-        **_counts(replay),
+        **merged_counts(replay),
         "source_module_manifest_status": modules.status if modules else "not_applicable",
         "source_modules": [_module_record(body) for body in (modules.bodies if modules else [])],
         "input_files": [_input_file_record(replay, info) for info in replay.inputs],

@@ -300,7 +300,8 @@ def compare(
 
 
 def history_entry(label: str | None, runs: Sequence[RunSnapshot]) -> dict[str, Any]:
-    """Return one build's entry of ``history.json`` (expected alarms are not counted)."""
+    """Return one build's entry of ``history.json`` (expected alarms are not counted); a run
+    neither passed nor blocked counts in ``runs`` alone."""
     severity = {s.value: 0 for s in Severity}
     by_layer: dict[str, int] = {}
     for run in runs:
@@ -312,12 +313,11 @@ def history_entry(label: str | None, runs: Sequence[RunSnapshot]) -> dict[str, A
         layer: by_layer[layer]
         for layer in sorted(by_layer, key=lambda v: (order.index(v) if v in order else 99, v))
     }
-    passed = sum(1 for run in runs if run.status == "pass")
     return {
         "label": label,
         "runs": len(runs),
-        "passed": passed,
-        "blocked": len(runs) - passed,
+        "passed": sum(1 for run in runs if run.status == "pass"),
+        "blocked": sum(1 for run in runs if run.status == "blocked"),
         "findings": sum(severity.values()),
         "findings_by_severity": severity,
         "findings_by_layer": layers,

@@ -172,11 +172,6 @@ def epoch_from_env(environ: Mapping[str, str] | None = None) -> int | None:
     return epoch
 
 
-def default_jobs() -> int:
-    """Return the default number of build processes: the number of usable cores."""
-    return usable_cpus()
-
-
 def _stderr(message: str) -> None:
     print(f"sandbox-replay: {message}", file=sys.stderr, flush=True)
 
@@ -385,7 +380,7 @@ def _replay(
     tasks = [
         _task(run, config, plan, staging) for run in plan.runs if run.name not in plan.reusable
     ]
-    jobs = config.jobs if config.jobs is not None else default_jobs()
+    jobs = config.jobs if config.jobs is not None else usable_cpus()
     if config.scheduler is None:  # a cluster's workers have memory of their own
         sizes = [input_bytes(task.run.path) for task in tasks]
         fit = fit_jobs(sizes, jobs, available_bytes(), explicit=config.jobs is not None)

@@ -21,12 +21,10 @@ from pathlib import Path
 
 from sandbox_replay.exports import ExportFacts, ExportRun, located_at, outside_root, source_root_of
 from sandbox_replay.exports.text import one_line
+from sandbox_replay.load.files import MAX_DEPTH, sorted_walk
 from sandbox_replay.load.run import BUNDLE_MANIFEST, CORE_FILES, InputMode
 
 _UNSAFE = re.compile(r"[^a-z0-9_-]+")
-
-# Levels of folders below a PATH that are searched; run trees are a few levels deep.
-MAX_DEPTH = 64
 
 
 class DiscoveryError(ValueError):
@@ -134,24 +132,19 @@ def _kind(entry: os.DirEntry[str]) -> str:
 
 
 def _walk(root: Path, found: _Walked) -> None:
-    # Each entry: a folder, its depth below root, and whether it is (inside) a hidden folder.
-    stack: list[tuple[Path, int, bool]] = [(root, 0, False)]
-    while stack:
-        folder, depth, hidden = stack.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-        except OSError as error:
+    for listing in sorted_walk(root):
+        folder = listing.folder
+        if listing.error is not None:
+            error = listing.error
             found.skipped.append((folder, f"cannot be read: {error.strerror or error}"))
             continue
-        if any(_is_core_file(entry) for entry in entries):
-            if hidden:
+        if any(_is_core_file(entry) for entry in listing.entries):
+            if any(part.startswith(".") for part in folder.relative_to(root).parts):
                 found.skipped.append((folder, "a run in a hidden folder"))
             else:
                 found.runs.append(folder)
             continue
-        children: list[tuple[Path, int, bool]] = []
-        for entry in entries:
+        for entry in listing.entries:
             child = folder / entry.name
             kind = _kind(entry)
             if kind == "link":
@@ -159,11 +152,10 @@ def _walk(root: Path, found: _Walked) -> None:
             elif kind == "unreadable":
                 found.skipped.append((child, "cannot be read"))
             elif kind == "folder":
-                if depth + 1 > MAX_DEPTH:
+                if listing.depth + 1 > MAX_DEPTH:
                     found.skipped.append((child, f"more than {MAX_DEPTH} levels deep"))
                 else:
-                    children.append((child, depth + 1, hidden or entry.name.startswith(".")))
-        stack.extend(reversed(children))  # popped in sorted order
+                    listing.enter.append(child)
 
 
 def _excluded_by(shown: str, patterns: Sequence[str]) -> str | None:

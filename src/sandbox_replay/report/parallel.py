@@ -170,7 +170,7 @@ def build_run(task: RunTask) -> RunBuilt:
     if say is not None:
         shared = f" ({helpers + 1} processes)" if helpers else ""
         say(f"rendered the run page and {len(paths)} listing pages{shared}")
-    summary = summarize_run(view, records, digest)
+    summary = summarize_run(view, digest)
     return RunBuilt(
         summary,
         out.files,

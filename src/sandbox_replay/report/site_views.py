@@ -19,7 +19,6 @@ from markupsafe import Markup
 from sandbox_replay.figures import count
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
-from sandbox_replay.records.build import RunRecords
 from sandbox_replay.records.changes import Changes
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
@@ -151,9 +150,8 @@ class RunSummary:
         return msgspec.convert({**data, "policy": policy}, cls)
 
 
-def summarize_run(view: RunView, records: RunRecords, result_sha256: str) -> RunSummary:
-    """Return the summary of a run page's view-model and its result record's digest
-    (``records`` is no longer read: the view holds all the summary needs)."""
+def summarize_run(view: RunView, result_sha256: str) -> RunSummary:
+    """Return the summary of a run page's view-model and its result record's digest."""
     return RunSummary(
         name=view.name,
         mode=view.mode,

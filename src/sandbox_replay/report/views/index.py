@@ -18,7 +18,7 @@ from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.model.rows import first_of_each
-from sandbox_replay.records.build import COUNT_KEYS, RunRecords, column_of, redact
+from sandbox_replay.records.build import RunRecords, column_of, merged_counts, redact
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.highlight import file_slug, line_id
 from sandbox_replay.report.views.common import (
@@ -48,7 +48,7 @@ class RunIndex:
     build_time: str
     version: str
     status: str
-    # The layers' counts, merged (``records.build.COUNT_KEYS``, 0 where none counts it).
+    # The layers' counts, merged (``records.build.merged_counts``).
     counts: Mapping[str, int]
     # The findings in record order, redacted.
     findings: tuple[Finding, ...]
@@ -212,7 +212,7 @@ def index_run(
         build_time=build_time,
         version=version,
         status=replay.status,
-        counts=_merged_counts(replay),
+        counts=merged_counts(replay),
         findings=findings,
         layer_status=_layer_status(replay),
         policy=PolicyCoverage.of_record(result),
@@ -294,13 +294,6 @@ def _finding_lookups(
             by_subject.setdefault(f.subject_id, []).append(i)
             by_line.setdefault((f.path, f.line), []).append(i)
     return by_subject, by_line
-
-
-def _merged_counts(replay: Replay) -> dict[str, int]:
-    merged: dict[str, int] = {}
-    for layer in replay.layers:
-        merged.update(layer.counts)
-    return {key: merged.get(key, 0) for key in COUNT_KEYS}
 
 
 def _layer_status(replay: Replay) -> dict[str, str]:
