@@ -14,23 +14,52 @@ from typing import Any
 import inspect_ai
 from inspect_ai.log import read_eval_log
 
-TRANSPORT = ("inspect-tool-support", "inspect_tool_support", "web_client.py")
+# Marks of Inspect's own sandbox work for tool support: finding, installing and probing
+# its programs. Such events are set-up, not the tool's work.
+SETUP = (
+    "inspect-tool-support",
+    "inspect-sandbox-tools",
+    "web_client.py",
+    "computer_tool.py",
+    "/proc/self/status",
+    "command -v uname",
+    "/etc/os-release",
+    "INSPECT_FRAMEWORK_DIRECTORY",
+    "inspect_image_path=",
+)
+# Newer releases wrap their probes in a shell script that resets PATH; the probe's own
+# words follow the script.
+WRAPPER = "/bin/sh -c 'inspect_image_path="
+
+
+def _target(event: Any) -> str:
+    target = (event.cmd if event.action == "exec" else event.file) or ""
+    if target.startswith(WRAPPER):
+        words = target.rsplit("' sh", 1)[-1].strip()
+        return f"sh-wrapped: {words or 'probe'}"
+    return " ".join(target.split())
+
+
+def _kind(event: Any) -> str:
+    """Return rpc (a JSON-RPC request to tool support: the tool's work), setup or work."""
+    target = (event.cmd if event.action == "exec" else event.file) or ""
+    if event.action == "exec" and "jsonrpc" in (event.input or ""):
+        return "rpc"
+    return "setup" if any(mark in target for mark in SETUP) else "work"
 
 
 def _event_label(event: Any) -> str:
-    kind = event.event
-    if kind == "sandbox":
-        label = f"sandbox {event.action}"
-        if event.action == "exec" and any(t in (event.cmd or "") for t in TRANSPORT):
-            label += " (transport)"
-        return label
-    if kind == "approval":
+    if event.event == "sandbox":
+        kind = _kind(event)
+        label = f"sandbox {event.action} `{_target(event)[:44]}`"
+        return label if kind == "work" else f"{label} ({kind})"
+    if event.event == "approval":
         return f"approval {event.decision}"
-    return kind
+    return str(event.event)
 
 
 def _flat(events: list[Any]) -> list[Any]:
-    """Return the events in order, with the events of each span or subtask inside it."""
+    """Return the events in order, with the events nested in any event inside it."""
     flat: list[Any] = []
     for event in events:
         flat.append(event)
@@ -38,35 +67,43 @@ def _flat(events: list[Any]) -> list[Any]:
     return flat
 
 
+def _within(flat: list[Any], span: str | None) -> list[Any]:
+    """Return the events of the span ``span`` and of the spans inside it."""
+    parents = {e.id: e.parent_id for e in flat if e.event == "span_begin"}
+    spans = {span}
+    for child in parents:
+        ancestor = child
+        while ancestor is not None and ancestor not in spans:
+            ancestor = parents.get(ancestor)
+        if ancestor is not None:
+            spans.add(child)
+    return [e for e in flat if e.span_id in spans and e.event not in ("span_begin", "span_end")]
+
+
 def _tool_rows(events: list[Any]) -> list[str]:
-    """Return one table row per tool event: its own events, its transport, its error."""
+    """Return one table row per tool event: the events of its span, transport, error."""
     rows = []
     flat = _flat(events)
     for index, event in enumerate(flat):
         if event.event != "tool":
             continue
-        inner = getattr(event, "events", None) or []
-        if not inner:
-            # Releases that record the tool's events after it, not inside it: take the
-            # events up to the next model or tool event.
-            for later in flat[index + 1 :]:
-                if later.event in ("model", "tool"):
-                    break
-                inner.append(later)
-        approvals = [
-            e
-            for e in flat[:index]
-            if e.event == "approval" and getattr(e.call, "id", None) == event.id
-        ]
-        labels = [_event_label(e) for e in [*approvals, *_flat(inner)]]
-        transport = sum(1 for label in labels if label.endswith("(transport)"))
-        work = sum(
-            1 for label in labels if label.startswith("sandbox") and "(transport)" not in label
+        # The tool's span is the tool span opened just before its event (the tool event
+        # itself belongs to the span around the call).
+        span = next(
+            (e.id for e in reversed(flat[:index]) if e.event == "span_begin" and e.type == "tool"),
+            None,
         )
-        error = f"{event.error.type}: {event.error.message[:70]!r}" if event.error else "-"
+        approvals = [
+            e for e in flat if e.event == "approval" and getattr(e.call, "id", None) == event.id
+        ]
+        inner = [e for e in _within(flat, span) if e is not event] if span else []
+        labels = [_event_label(e) for e in [*approvals, *inner]]
+        kinds = [_kind(e) for e in inner if e.event == "sandbox"]
+        counts = " | ".join(str(kinds.count(kind)) for kind in ("setup", "rpc", "work"))
+        error = f"{event.error.type}: {event.error.message[:60]!r}" if event.error else "-"
         rows.append(
             f"| {event.function} | {', '.join(event.arguments)} | {', '.join(labels) or '-'} "
-            f"| {transport} | {work} | {error} |"
+            f"| {counts} | {error} |"
         )
     return rows
 
@@ -81,9 +118,8 @@ def describe(path: str) -> str:
         f"- status: {log.status}; eval.packages: {packages}; "
         f"eval.inspect_version? {getattr(log.eval, 'inspect_version', 'absent')}",
         "",
-        "| tool | argument names | events between call and result | transport execs "
-        "| other sandbox events | error |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| tool | argument names | events between call and result | setup | rpc | work | error |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for sample in log.samples or []:
         lines.extend(_tool_rows(sample.events))
