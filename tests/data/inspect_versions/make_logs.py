@@ -204,7 +204,7 @@ def standard_tools_task(tools: dict[str, Tool]) -> Task:
     )
 
 
-def make_log(out_dir: Path, display: str = "none") -> Path:
+def make_log(out_dir: Path, display: Any = "none") -> Path:
     """Run the task offline and write ``<inspect version>.eval`` in ``out_dir``."""
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
