@@ -205,7 +205,7 @@ def read_recorded(
 def refusals(manifest: Mapping[str, Any], runs: list[RecordedRun], root: Path) -> list[str]:
     """Return a line for each recorded path ``verify`` must not open (``confine.refusal``).
 
-    Nothing is opened to find them; ``root`` is resolved.
+    Nothing is opened to find them; ``root`` must be resolved.
     """
     lines: list[str] = []
 
