@@ -10,6 +10,7 @@ import typer
 from sandbox_replay.cli.app import (
     EXIT_BLOCKED,
     EXIT_PASS,
+    EXIT_USAGE,
     app,
     argument,
     option,
@@ -44,7 +45,10 @@ def verify(
 
     Prints each difference on stdout, one line each. Exit 0 when every input, result
     record and page re-derives byte for byte; 1 on any difference or anything that
-    cannot be checked; 2 on a usage error.
+    cannot be checked; 2 on a usage error, or when the site's manifest names a path
+    that is absolute, climbs with .., leaves --inputs through a symbolic link or is
+    not a regular file or folder: then nothing is read and each such path is printed
+    after "refused:".
     """
     from sandbox_replay.report.verify import VerifyConfig, VerifyError, verify_site
 
@@ -58,6 +62,14 @@ def verify(
     except VerifyError as error:
         progress(f"cannot verify: {terminal_safe(error, 400)}")
         raise typer.Exit(EXIT_BLOCKED) from None
+    if report.refused:
+        for line in report.refused:
+            print(f"refused: {terminal_safe(line, 400)}")
+        progress(
+            f"NOT verified: the site's manifest names {len(report.refused)} path(s) "
+            "verify does not read; nothing was checked"
+        )
+        raise typer.Exit(EXIT_USAGE)
     for line in report.differences:
         print(terminal_safe(line, 400))
     if report.ok:

@@ -1,10 +1,10 @@
 """Read what a built site's manifest records of its inputs, as ``verify`` rebuilds from them.
 
 The site may be hostile: its manifest is read only as a regular file within the input
-size limit, and a recorded path (a run's source, a policy, a map file, a forbidden-classes
-table) is opened only through ``under``, which refuses one that is absolute, climbs with
-``..`` or resolves out of the inputs root. A recorded file that cannot be read again, or
-no longer has its recorded digest, is a difference, never an error.
+size limit, and ``refusals`` names every recorded path (a run's source and its input
+files, a policy, a map file, a forbidden-classes table) that ``confine`` refuses, before
+any of them is opened. A recorded file that cannot be read again, or no longer has its
+recorded digest, is a difference, never an error.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import attrgetter
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sandbox_replay.exports.text import one_line
@@ -26,6 +26,7 @@ from sandbox_replay.load.scan import ForbiddenClassesError, ForbiddenTable, read
 from sandbox_replay.model.policy import Policy, PolicyChoice, PolicyFileError, read_policy
 from sandbox_replay.report.baseline import Baseline, BaselineError, read_baseline
 from sandbox_replay.report.build import MANIFEST, SITE_SCHEMA
+from sandbox_replay.report.confine import inside, refusal, under
 from sandbox_replay.version import TOOL_NAME, __version__
 
 _CHUNK = 1 << 20
@@ -73,24 +74,6 @@ def sha256_of(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def inside(relative: str) -> bool:
-    """Say whether a recorded relative path stays inside the folder it is relative to."""
-    path = PurePosixPath(relative)
-    return not path.is_absolute() and ".." not in path.parts and "\\" not in relative
-
-
-def under(root: Path, relative: str) -> Path | None:
-    """Return ``root / relative`` if it lies inside ``root``, symlinks resolved; else None."""
-    if not inside(relative):
-        return None
-    path = root / relative
-    try:
-        within = path.resolve().is_relative_to(root.resolve())
-    except (OSError, RuntimeError):
-        return None
-    return path if within else None
-
-
 def _reread(
     root: Path,
     recorded: tuple[str, str],
@@ -117,7 +100,7 @@ def _file_record(recorded: object, problem: str) -> tuple[str, str]:
     """Return a recorded ``{"path", "sha256"}`` pair; raise VerifyError(problem) if malformed."""
     path = recorded.get("path") if isinstance(recorded, dict) else None
     digest = recorded.get("sha256") if isinstance(recorded, dict) else None
-    if not isinstance(path, str) or not inside(path) or not isinstance(digest, str):
+    if not isinstance(path, str) or not path or not isinstance(digest, str):
         raise VerifyError(f"{MANIFEST}: {problem}")
     return path, digest
 
@@ -219,21 +202,72 @@ def read_recorded(
     return recorded, differences
 
 
+def refusals(manifest: Mapping[str, Any], runs: list[RecordedRun], root: Path) -> list[str]:
+    """Return a line for each recorded path ``verify`` must not open (``confine.refusal``).
+
+    Nothing is opened to find them; ``root`` must be resolved.
+    """
+    lines: list[str] = []
+
+    def refuse(path: str, owner: str) -> bool:
+        why = refusal(root, path)
+        if why is not None:
+            lines.append(f"manifest names {why}: {path} ({owner})")
+        return why is not None
+
+    for run in sorted(runs, key=attrgetter("name")):
+        owner = f"run {run.name}"
+        if refuse(run.source_path, owner):
+            continue
+        for relative in sorted(run.input_digests):
+            shown = f"{run.source_path}/{relative}"
+            if not inside(relative):
+                lines.append(f"manifest names an input outside its run folder: {shown} ({owner})")
+            else:
+                refuse(shown, owner)
+        if run.policy is not None:
+            refuse(run.policy[0], f"policy of run {run.name}")
+    table, tool_map = _table_record(manifest), _map_record(_import_record(manifest))
+    if table is not None:
+        refuse(table[0], "forbidden-classes table")
+    if tool_map is not None:
+        refuse(tool_map[0], "Inspect AI map file")
+    return lines
+
+
+def _import_record(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    recorded = manifest.get("inspect_import")
+    if recorded is not None and not isinstance(recorded, dict):
+        raise VerifyError(f"{MANIFEST}: inspect_import is not an object")
+    return recorded
+
+
+def _map_record(recorded: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    if recorded is None or recorded.get("map") is None:
+        return None
+    return _file_record(recorded["map"], "inspect_import has a map without a valid path and sha256")
+
+
+def _table_record(manifest: Mapping[str, Any]) -> tuple[str, str] | None:
+    recorded = manifest.get("forbidden_classes")
+    if recorded is None:
+        return None
+    if not isinstance(recorded, dict):
+        raise VerifyError(f"{MANIFEST}: forbidden_classes is not an object")
+    return _file_record(recorded, "forbidden_classes has no valid path and sha256")
+
+
 def _inspect_options(
     manifest: Mapping[str, Any], root: Path
 ) -> tuple[ImportOptions | None, list[str]]:
     """Return how the build imported its Inspect AI logs, with the map file it recorded."""
-    recorded = manifest.get("inspect_import")
+    recorded = _import_record(manifest)
     if recorded is None:
         return None, []
-    if not isinstance(recorded, dict):
-        raise VerifyError(f"{MANIFEST}: inspect_import is not an object")
     teardown = recorded.get("rollback_from_teardown") is True
-    if recorded.get("map") is None:
+    shown = _map_record(recorded)
+    if shown is None:
         return ImportOptions(rollback_from_teardown=teardown), []
-    shown = _file_record(
-        recorded["map"], "inspect_import has a map without a valid path and sha256"
-    )
     tool_map, problem = _reread(
         root, shown, "map file", read_tool_map, attrgetter("sha256"), (MapFileError,)
     )
@@ -290,14 +324,10 @@ def _forbidden_table(
 
     A table that cannot be read again unchanged is a difference; the rebuild goes without.
     """
-    recorded = manifest.get("forbidden_classes")
+    recorded = _table_record(manifest)
     if recorded is None:
         return None, []
-    if not isinstance(recorded, dict):
-        raise VerifyError(f"{MANIFEST}: forbidden_classes is not an object")
-    path, digest = _file_record(recorded, "forbidden_classes has no valid path and sha256")
-    if under(root, path) is None:
-        return None, [f"forbidden-classes table outside the inputs root, not read: {path}"]
+    path, digest = recorded
     table, problem = _reread(
         root,
         (path, digest),

@@ -1,7 +1,9 @@
 """Check that a published report site still follows from the inputs it records.
 
 ``verify_site`` finds each run's inputs at its recorded ``source_path`` under the inputs
-root (``recorded_inputs`` reads what the manifest records), then:
+root (``recorded_inputs`` reads what the manifest records). A site whose manifest names a
+path that leaves the root or is not a regular file or folder is refused before anything
+under the root is opened (``VerifyReport.refused``); otherwise:
 
 1. every input file the manifest lists must hash to its recorded sha256 (an Inspect AI
    log, to its ``source_sha256``: the rebuild imports it again);
@@ -34,11 +36,10 @@ from sandbox_replay.report.recorded_inputs import (
     Recorded,
     RecordedRun,
     VerifyError,
-    inside,
     read_manifest,
     read_recorded,
+    refusals,
     sha256_of,
-    under,
 )
 
 __all__ = ["VerifyConfig", "VerifyError", "VerifyReport", "verify_site"]
@@ -60,11 +61,15 @@ class VerifyConfig:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """What verification found: the runs it checked and each difference, one line each."""
+    """What verification found: the runs it checked and each difference, one line each.
+
+    When ``refused`` is not empty nothing was checked, and it is the differences.
+    """
 
     runs: tuple[str, ...]
     files_checked: int
     differences: tuple[str, ...]
+    refused: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -105,9 +110,6 @@ def _check_inputs(run: RecordedRun, folder: Path) -> list[str]:
     found = []
     for relative, recorded in sorted(run.input_digests.items()):
         shown = f"{run.source_path}/{relative}"
-        if not inside(relative):
-            found.append(f"manifest names an input outside its run folder: {shown}")
-            continue
         path = folder / relative
         if not path.is_file():
             found.append(f"input missing since the site was built: {shown}")
@@ -136,11 +138,7 @@ def _find_inputs(
     missing: list[str] = []
     for run in sorted(runs, key=lambda r: r.name):
         where = f"{run.source_path} (run {run.name})"
-        folder = under(root, run.source_path)
-        if folder is None:
-            missing.append(run.name)
-            differences.append(f"inputs outside the inputs root, not read: {where}")
-            continue
+        folder = root / run.source_path
         log = run.source_sha256 is not None  # an Inspect AI log, imported again by the rebuild
         if not (folder.is_file() if log else folder.is_dir()):
             missing.append(run.name)
@@ -171,7 +169,12 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
     if not site.is_dir():
         raise VerifyError(f"site folder {site} does not exist")
     manifest, runs = read_manifest(site)
-    root = config.inputs_root or Path.cwd()
+    root = (config.inputs_root or Path.cwd()).resolve()
+    if not root.is_dir():
+        raise VerifyError(f"inputs folder {root} is not a folder")
+    refused = refusals(manifest, runs, root)
+    if refused:
+        return _report(runs, 0, refused, refused=True)
     recorded, differences = read_recorded(manifest, runs, root, config.baseline)
     folders, missing = _find_inputs(runs, root, recorded, differences, progress)
     published, odd = _site_files(site)
@@ -250,7 +253,8 @@ def _compare(
     return differences
 
 
-def _report(runs: list[RecordedRun], files: int, differences: list[str]) -> VerifyReport:
-    return VerifyReport(
-        tuple(r.name for r in runs), files, tuple(one_line(line) for line in differences)
-    )
+def _report(
+    runs: list[RecordedRun], files: int, differences: list[str], *, refused: bool = False
+) -> VerifyReport:
+    lines = tuple(one_line(line) for line in differences)
+    return VerifyReport(tuple(r.name for r in runs), files, lines, lines if refused else ())
