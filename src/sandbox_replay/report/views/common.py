@@ -80,7 +80,8 @@ def chrome(title: str, root: str, active: str, build_time: str, version: str) ->
     )
 
 
-_BREAK_AFTER = re.compile(r"(?<=[_:/.·])")
+BREAK_AFTER = "_:/.·"
+_BREAK_AFTER = re.compile(f"(?<=[{re.escape(BREAK_AFTER)}])")
 
 
 def breakable(value: str) -> tuple[str, ...]:

@@ -26,8 +26,10 @@ def search_entries(ix: RunIndex, gaps: Gaps) -> Iterator[SearchEntry]:
         # Only a row with a gap gets a note: the index of a large run stays small.
         note = f"gap: {gaps.severity[index]}" if index in gaps.severity else ""
         mark = id_mark(rid, ix.look_alikes)
-        if mark:
-            note = f"{mark} · {note}" if note else mark
+        if not mark:  # a printable ASCII id that looks like no other
+            yield SearchEntry(rid, "request", href, note)
+            continue
+        note = f"{mark} · {note}" if note else mark
         shown = visible(rid)
         yield SearchEntry(shown, "request", href, note)
         if shown != rid:
