@@ -91,6 +91,30 @@ def edit_json(path: Path) -> Iterator[Any]:
     write_json(path, data)
 
 
+def twin_rows(folder: Path, original: str, twin: str) -> None:
+    """Give ``original``'s request a twin: a copy of each of its rows under ``twin``'s name."""
+    stem = original.removeprefix("req_")
+    twin_stem = twin.removeprefix("req_")
+
+    def renamed(value: Any) -> Any:
+        return value.replace(stem, twin_stem) if isinstance(value, str) else value
+
+    for name in (
+        "action_requests",
+        "policy_verdicts",
+        "side_effect_receipts",
+        "rollback_receipts",
+        "cold_replay",
+    ):
+        with edit_json(folder / f"{name}.json") as data:
+            rows = data[name]
+            rows += [
+                {key: renamed(value) for key, value in row.items()}
+                for row in list(rows)
+                if row.get("request_id") == original
+            ]
+
+
 def find_row(rows: list[dict[str, Any]], value: str, key: str = "request_id") -> dict[str, Any]:
     """Return the first row whose ``key`` is ``value``."""
     return next(row for row in rows if row.get(key) == value)

@@ -14,12 +14,11 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIRST_WAVE, edit_json
+from conftest import FIRST_WAVE, twin_rows
 from sandbox_replay.cli import app
 from sandbox_replay.exports.markdown import md_text
 from sandbox_replay.exports.text import escaped, id_mark, look_alike_ids, subject_look_alikes
@@ -66,29 +65,6 @@ def test_an_export_marks_the_subjects_the_check_named() -> None:
     assert subject_look_alikes(findings) == {CYRILLIC, "req_0", PLAIN}
 
 
-def _twin_rows(folder: Path, twin: str) -> None:
-    """Give ``PLAIN``'s request a twin: a copy of each of its rows under ``twin``'s name."""
-    stem, twin_stem = PLAIN.removeprefix("req_"), twin.removeprefix("req_")
-
-    def renamed(value: Any) -> Any:
-        return value.replace(stem, twin_stem) if isinstance(value, str) else value
-
-    for name in (
-        "action_requests",
-        "policy_verdicts",
-        "side_effect_receipts",
-        "rollback_receipts",
-        "cold_replay",
-    ):
-        with edit_json(folder / f"{name}.json") as data:
-            rows = data[name]
-            rows += [
-                {key: renamed(value) for key, value in row.items()}
-                for row in list(rows)
-                if row.get("request_id") == PLAIN
-            ]
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Build the bundle with its twins, with every export and the single file."""
@@ -96,7 +72,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp / "twins"
     shutil.copytree(FIRST_WAVE, folder)
     for twin in (*TWINS, MIXED):
-        _twin_rows(folder, twin)
+        twin_rows(folder, PLAIN, twin)
     out = tmp / "out"
     args = ["build", str(folder), "--out", str(out / "site"), "--jobs", "1", "--single-file"]
     args += ["--sarif", str(out / "log.sarif"), "--junit", str(out / "junit.xml")]

@@ -18,13 +18,12 @@ import sys
 import unicodedata
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
 from typer.testing import CliRunner
 
-from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, replay_dir
+from conftest import EXPORTED_BUNDLE, FIRST_WAVE, codes_of, edit_json, replay_dir, twin_rows
 from sandbox_replay.checks.confusables import _HIDDEN, skeleton, skeletons, standard_skeleton
 from sandbox_replay.cli import app
 from sandbox_replay.exports import ExportFacts, ExportRun
@@ -170,37 +169,13 @@ def test_invisible_characters_in_the_console_summary_are_marked(tmp_path: Path) 
 # Ids that look alike
 
 
-def _twin_rows(folder: Path, original: str, twin: str) -> None:
-    """Give ``original``'s request a twin: a copy of each of its rows under ``twin``'s name."""
-    stem = original.removeprefix("req_")
-    twin_stem = twin.removeprefix("req_")
-
-    def renamed(value: Any) -> Any:
-        return value.replace(stem, twin_stem) if isinstance(value, str) else value
-
-    for name in (
-        "action_requests",
-        "policy_verdicts",
-        "side_effect_receipts",
-        "rollback_receipts",
-        "cold_replay",
-    ):
-        with edit_json(folder / f"{name}.json") as data:
-            rows = data[name]
-            rows += [
-                {key: renamed(value) for key, value in row.items()}
-                for row in list(rows)
-                if row.get("request_id") == original
-            ]
-
-
 def test_ids_that_render_alike_are_a_finding(tmp_path: Path) -> None:
     folder = tmp_path / "fixture"
     shutil.copytree(FIRST_WAVE, folder)
     cyrillic = SECRET_READ.replace("read", f"r{CYRILLIC_IE}ad")
     hidden = SECRET_READ + ZERO_WIDTH_SPACE
-    _twin_rows(folder, SECRET_READ, cyrillic)
-    _twin_rows(folder, SECRET_READ, hidden)
+    twin_rows(folder, SECRET_READ, cyrillic)
+    twin_rows(folder, SECRET_READ, hidden)
     outcome, _ = replay_dir(folder)
     assert codes.ACTION_ID_CONFUSABLE in codes_of(outcome)
     assert outcome.status == "blocked"
@@ -222,7 +197,7 @@ def test_ids_that_render_alike_are_a_finding(tmp_path: Path) -> None:
 def test_distinct_ids_that_do_not_look_alike_raise_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "fixture"
     shutil.copytree(FIRST_WAVE, folder)
-    _twin_rows(folder, SECRET_READ, "req_secret_env_read_again")
+    twin_rows(folder, SECRET_READ, "req_secret_env_read_again")
     outcome, _ = replay_dir(folder)
     assert codes.ACTION_ID_CONFUSABLE not in codes_of(outcome)
 
