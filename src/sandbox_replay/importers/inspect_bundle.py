@@ -184,6 +184,8 @@ def _request(
         "arguments_sha256": call.arguments_sha256,
         "output_sha256": call.output_sha256,
     }
+    if call.kept_as_recorded:
+        request["arguments_not_normalised"] = ", ".join(call.kept_as_recorded)
     if call.matches:
         request["body_forbidden_matches"] = ", ".join(
             f"{class_id}: {count}" for class_id, count in sorted(call.matches.items())

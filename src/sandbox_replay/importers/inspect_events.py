@@ -3,6 +3,8 @@
 A call's tool span (type ``tool``, named after the function) opens right before its tool
 event: Inspect records the two with no await between them, even for concurrent calls. The
 call's sandbox events are those in that span or below it; its approvals name its call id.
+The arguments of Inspect's standard tools are presented under the names of the newest
+release (``PARAMETERS``), whichever release wrote the log.
 """
 
 from __future__ import annotations
@@ -18,13 +20,68 @@ from sandbox_replay.load.scan import ForbiddenScanner
 EXECUTING_ACTIONS = ("exec", "write_file")
 
 
+@dataclass(frozen=True)
+class Former:
+    """A name a parameter had in the releases before ``renamed_in``, for calls with ``when``."""
+
+    name: str
+    renamed_in: tuple[int, ...]
+    when: tuple[str, str] | None = None  # (argument, value) the call must have
+
+
+_RENAMED = (0, 3, 285)  # the first release known to use the names below
+# Inspect's standard tools: each canonical parameter and the names it had before.
+PARAMETERS: dict[str, dict[str, tuple[Former, ...]]] = {
+    "bash": {"command": (Former("cmd", _RENAMED),)},
+    "python": {"code": ()},
+    "code_execution": {"code": ()},
+    "bash_session": {"action": (), "input": ()},
+    "text_editor": {
+        **dict.fromkeys(("command", "path", "file_text", "insert_line"), ()),
+        **dict.fromkeys(("new_str", "old_str", "view_range"), ()),
+        "insert_text": (Former("new_str", _RENAMED, ("command", "insert")),),
+    },
+    "think": {"thought": ()},
+    "web_search": {"query": ()},
+    "web_browser_go": {"url": ()},
+    "web_browser_click": {"element_id": ()},
+    "web_browser_type": {"element_id": (), "text": ()},
+    "web_browser_type_submit": {"element_id": (), "text": ()},
+    "web_browser_scroll": {"direction": ()},
+    **{f"web_browser_{name}": {} for name in ("back", "forward", "refresh")},
+    "computer": dict.fromkeys(
+        (
+            *("action", "coordinate", "duration", "region", "scroll_amount"),
+            *("scroll_direction", "start_coordinate", "text", "repeat", "press_enter", "actions"),
+        ),
+        (),
+    ),
+    "grep": dict.fromkeys(
+        ("pattern", "path", "glob", "fixed_strings", "extended_regexp", "output_mode"), ()
+    ),
+    "list_files": {"path": (), "depth": ()},
+    "read_file": {"file_path": (), "offset": (), "limit": ()},
+    "memory": dict.fromkeys(
+        (
+            *("command", "path", "file_text", "old_str", "new_str", "insert_line"),
+            *("insert_text", "view_range", "old_path", "new_path"),
+        ),
+        (),
+    ),
+    "todo_write": {"todos": (), "explanation": ()},
+    "update_plan": {"plan": (), "explanation": ()},
+    "notify_user": {"title": (), "message": ()},
+}
+
+
 @dataclass
 class ToolCall:
     """One tool call of a sample as the bundle needs it; bodies only as digests."""
 
     call_id: str
     function: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any]  # normalised (``normalise``)
+    kept_as_recorded: tuple[str, ...]
     previous_function: str | None
     previous_output_ref: str | None
     decision: str | None
@@ -45,8 +102,51 @@ class _Events:
     approvals: dict[str, list[tuple[int, Any]]] = field(default_factory=dict)
 
 
-def tool_calls(events: Sequence[Any], scanner: ForbiddenScanner) -> Iterator[ToolCall]:
-    """Yield each tool call of one sample's events, in log order."""
+def normalise(
+    function: str, arguments: Mapping[str, Any], version: str
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Return a call's arguments under their canonical names, and the names left as recorded.
+
+    A former name is renamed when the log's release (``version``) comes before the rename,
+    or cannot be read, and the call lacks the canonical name. A standard tool's argument
+    that is neither canonical nor renamed is kept under its own name and listed.
+    """
+    fields = PARAMETERS.get(function)
+    if fields is None:
+        return dict(arguments), ()
+    release = _release(version)
+    normalised: dict[str, Any] = {}
+    kept: list[str] = []
+    for name, value in arguments.items():
+        canonical = next(
+            (
+                field_name
+                for field_name, formers in fields.items()
+                for former in formers
+                if former.name == name
+                and field_name not in arguments
+                and (release is None or release < former.renamed_in)
+                and (former.when is None or arguments.get(former.when[0]) == former.when[1])
+            ),
+            name,
+        )
+        if canonical not in fields:
+            kept.append(name)
+        normalised[canonical] = value
+    return normalised, tuple(kept)
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(part) for part in version.split("."))
+    except ValueError:
+        return None
+
+
+def tool_calls(
+    events: Sequence[Any], scanner: ForbiddenScanner, version: str = "unknown"
+) -> Iterator[ToolCall]:
+    """Yield each tool call of one sample's events, in log order; ``version`` wrote the log."""
     from inspect_ai.event import ToolEvent
 
     found = _index(events)
@@ -61,10 +161,12 @@ def tool_calls(events: Sequence[Any], scanner: ForbiddenScanner) -> Iterator[Too
         decided = found.approvals.get(event.id, [])
         position, approval = decided[-1] if decided else (None, None)
         output = event.model_dump(mode="json", include={"result", "error"})
+        arguments, kept = normalise(event.function, event.arguments, version)
         yield ToolCall(
             call_id=event.id,
             function=event.function,
-            arguments=dict(event.arguments),
+            arguments=arguments,
+            kept_as_recorded=kept,
             previous_function=previous_function,
             previous_output_ref=previous_output_ref,
             decision=approval.decision if approval is not None else None,
