@@ -7,11 +7,13 @@ README.md says how); they are read here with the Inspect of the project's venv.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import FIXTURES, read_json
-from sandbox_replay.importers.inspect_events import normalise
+from sandbox_replay import InputMode, ReplayConfig, replay
+from sandbox_replay.importers.inspect_events import Effects, effects_of, normalise
 from sandbox_replay.importers.inspect_logs import ImportOptions, import_logs, write_bundles
 from sandbox_replay.importers.tool_map import read_tool_map
 
@@ -94,3 +96,113 @@ def test_text_editor_writes_are_classified_in_every_release(
         "map_rule:none_matched",
         *["text_editor_write"] * 3,
     ]
+
+
+def effects(folder: Path) -> list[tuple[object, ...]]:
+    """Each call's tool, map rule, and side effect: executed, diff count, what the ref says."""
+    rows = read_json(folder / "side_effect_receipts.json")["side_effect_receipts"]
+    return [
+        (
+            request["tool_function"],
+            str(request["map_rule_ref"]).rsplit("#", 1)[-1],
+            row["execution_attempted"],
+            row["side_effect_diff_count"],
+            str(row["filesystem_diff_ref"]).split("/", 1)[0].removeprefix("diff:"),
+        )
+        for request, row in zip(requests(folder), rows, strict=True)
+    ]
+
+
+NONE = "map_rule:none_matched"
+COMMANDS = [
+    ("bash", NONE, True, 1, "executed_change_unknown"),
+    ("bash", "bash_network_after_tool_output", True, 1, "executed_change_unknown"),
+    ("bash", NONE, True, 1, "executed_change_unknown"),
+    ("python", NONE, True, 1, "executed_change_unknown"),
+]
+# text_editor through tool support: a view reads, each edit is one diff.
+EDITS = [
+    ("text_editor", NONE, True, 0, "none_read_only"),
+    *[("text_editor", "text_editor_write", True, 1, "inspect")] * 3,
+]
+# Calls that never reach the sandbox, or fail at Inspect's set-up: no effect.
+UNEXECUTED = [
+    (function, NONE, False, 0, "none")
+    for function in ("think", "web_browser_go", "web_browser_click", "web_search", "computer")
+]
+
+
+def test_each_release_counts_the_calls_own_work_once(bundles: dict[str, Path]) -> None:
+    assert effects(bundles["0.3.95"]) == [
+        *COMMANDS,
+        # No tool support in 0.3.95's sandbox: the editor fails after only set-up.
+        *[("text_editor", r, False, 0, "none") for r in [NONE, *["text_editor_write"] * 3]],
+        *UNEXECUTED,
+        ("bash_session", NONE, False, 0, "none"),
+    ]
+    assert effects(bundles["0.3.135"]) == [*COMMANDS, *EDITS, *UNEXECUTED]
+    assert effects(bundles["0.3.285"]) == [
+        *COMMANDS,
+        *EDITS,
+        *UNEXECUTED,
+        ("bash_session", NONE, True, 1, "executed_change_unknown"),
+        *[
+            (function, NONE, True, 1, "executed_change_unknown")
+            for function in ("code_execution", "grep", "list_files", "read_file")
+        ],
+        *[
+            (function, NONE, False, 0, "none")
+            for function in ("memory", "todo_write", "update_plan", "notify_user")
+        ],
+    ]
+
+
+def findings_by_call(folder: Path) -> list[tuple[str, list[str]]]:
+    """Each call's tool and the codes of the findings about it, in call order."""
+    outcome = replay(ReplayConfig(folder, InputMode.BUNDLE))
+    ids = [str(r["request_id"]) for r in requests(folder)]
+    codes_of = {
+        rid: sorted(f.error_code for f in outcome.findings if f.subject_id in (rid, f"span:{rid}"))
+        for rid in ids
+    }
+    return [(str(r["tool_function"]), codes_of[str(r["request_id"])]) for r in requests(folder)]
+
+
+def test_the_same_calls_are_reported_the_same_way(bundles: dict[str, Path]) -> None:
+    reported = {version: findings_by_call(bundles[version]) for version in VERSIONS}
+    # The shell calls and the calls that never ran, in every release.
+    for version in VERSIONS:
+        assert reported[version][:4] == reported["0.3.95"][:4], version
+        assert reported[version][8:13] == reported["0.3.95"][8:13], version
+    # The editor, wherever tool support ran it.
+    assert reported["0.3.135"][4:8] == reported["0.3.285"][4:8]
+
+
+def sandbox(action: str, target: str, input: str | None = None) -> SimpleNamespace:
+    file = None if action == "exec" else target
+    return SimpleNamespace(
+        action=action, cmd=target if action == "exec" else None, file=file, input=input
+    )
+
+
+def test_set_up_and_transport_are_not_counts_of_change() -> None:
+    rpc = '{"jsonrpc": "2.0", "method": "%s", "params": {"command": "%s"}, "id": 1}'
+    activity = [
+        sandbox("exec", "which inspect-tool-support"),
+        sandbox("write_file", "/opt/inspect-sandbox-tools"),
+        sandbox("exec", "/opt/inspect-sandbox-tools exec", rpc % ("bash_session_new_session", "")),
+        sandbox("exec", "/opt/inspect-sandbox-tools exec", rpc % ("text_editor", "insert")),
+        sandbox("exec", "/opt/inspect-sandbox-tools exec", rpc % ("text_editor", "view")),
+        sandbox("exec", "/opt/inspect-sandbox-tools exec", rpc % ("bash_session", "None")),
+        sandbox("write_file", "note.txt"),
+        sandbox("read_file", "note.txt"),
+        sandbox("exec", "bash --login -c 'ls'"),
+    ]
+    assert effects_of(activity, "{}") == Effects(writes=2, unknown=2, reads=2)
+
+
+def test_a_set_up_mark_the_call_itself_sent_is_its_work() -> None:
+    hidden = sandbox("exec", "bash --login -c 'rm -rf x # inspect-tool-support'")
+    arguments = '{"command": "rm -rf x # inspect-tool-support"}'
+    assert effects_of([hidden], arguments) == Effects(unknown=1)
+    assert effects_of([hidden], "{}") == Effects()

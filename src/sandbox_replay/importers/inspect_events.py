@@ -17,7 +17,17 @@ from typing import Any
 
 from sandbox_replay.load.scan import ForbiddenScanner
 
-EXECUTING_ACTIONS = ("exec", "write_file")
+# Inspect's tool-support programs: an exec of one whose input is JSON-RPC is a request to
+# it, the way text_editor, bash_session and the browser work (no write_file is recorded).
+TOOL_SUPPORT = ("inspect-tool-support", "inspect-sandbox-tools")
+# Marks of Inspect finding, installing, probing and starting its tool support: set-up,
+# not the call's work (unless the call's own arguments hold the mark).
+SETUP_MARKS = (
+    *TOOL_SUPPORT,
+    *("web_client.py", "computer_tool.py", "/proc/self/status", "command -v uname"),
+    *("/etc/os-release", "INSPECT_FRAMEWORK_DIRECTORY", "inspect_image_path="),
+)
+EDITS = frozenset({"create", "str_replace", "insert", "undo_edit"})
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,15 @@ PARAMETERS: dict[str, dict[str, tuple[Former, ...]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Effects:
+    """The sandbox events of a call's own work, by what the log tells of their change."""
+
+    writes: int = 0  # write_file events, and text_editor edits through tool support
+    unknown: int = 0  # execs: they ran, what they changed the log cannot tell
+    reads: int = 0  # read_file events, and text_editor views through tool support
+
+
 @dataclass
 class ToolCall:
     """One tool call of a sample as the bundle needs it; bodies only as digests."""
@@ -87,7 +106,7 @@ class ToolCall:
     decision: str | None
     approver: str
     pre_execution: bool
-    executed_count: int
+    effects: Effects
     arguments_sha256: str
     output_sha256: str
     matches: dict[str, int]
@@ -172,13 +191,57 @@ def tool_calls(
             decision=approval.decision if approval is not None else None,
             approver=approval.approver if approval is not None else "",
             pre_execution=position is not None and position < started,
-            executed_count=sum(1 for e in activity if e.action in EXECUTING_ACTIONS),
+            effects=effects_of(activity, _json(event.arguments)),
             arguments_sha256=_digest(event.arguments),
             output_sha256=_digest(output),
             matches=_forbidden_matches(scanner, event, output, activity, decided),
         )
         previous_function = event.function
         previous_output_ref = event.id
+
+
+def effects_of(activity: Sequence[Any], arguments_text: str) -> Effects:
+    """Sort a call's sandbox events into writes, execs and reads; drop Inspect's set-up."""
+    counts = {"writes": 0, "unknown": 0, "reads": 0}
+    for event in activity:
+        kind = _effect_kind(event, arguments_text)
+        if kind is not None:
+            counts[kind] += 1
+    return Effects(**counts)
+
+
+def _effect_kind(event: Any, arguments_text: str) -> str | None:
+    target = (event.cmd if event.action == "exec" else event.file) or ""
+    if event.action == "exec" and any(
+        name in target and name not in arguments_text for name in TOOL_SUPPORT
+    ):
+        request = _rpc_request(event.input)
+        if request is not None:
+            return _rpc_kind(*request)
+    if any(mark in target and mark not in arguments_text for mark in SETUP_MARKS):
+        return None
+    return {"write_file": "writes", "exec": "unknown", "read_file": "reads"}.get(event.action)
+
+
+def _rpc_request(text: str | None) -> tuple[str, str] | None:
+    """Return the method and ``command`` parameter of a JSON-RPC request, or None."""
+    try:
+        request = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or "jsonrpc" not in request:
+        return None
+    params = request.get("params")
+    command = params.get("command") if isinstance(params, dict) else None
+    return str(request.get("method")), str(command)
+
+
+def _rpc_kind(method: str, command: str) -> str | None:
+    if method.endswith("_new_session"):
+        return None  # tool support opening a session: transport, no work yet
+    if method == "text_editor":
+        return "writes" if command in EDITS else "reads"
+    return "unknown"
 
 
 def _index(events: Sequence[Any]) -> _Events:
@@ -231,17 +294,18 @@ def _forbidden_matches(
 ) -> dict[str, int]:
     """Scan a call's argument, output, sandbox and approval bodies; return counts by class."""
 
-    def text(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, default=str)
-
     bodies = [
-        text(event.arguments),
-        text(output),
-        *(text([e.cmd, e.file, e.input, e.output]) for e in activity),
-        *(text([e.explanation, e.modified and e.modified.arguments]) for _, e in decided),
+        _json(event.arguments),
+        _json(output),
+        *(_json([e.cmd, e.file, e.input, e.output]) for e in activity),
+        *(_json([e.explanation, e.modified and e.modified.arguments]) for _, e in decided),
     ]
     counts, _matched = scanner.scan_bytes("\n".join(bodies).encode("utf-8", "surrogatepass"))
     return dict(counts)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _digest(value: Any) -> str:
