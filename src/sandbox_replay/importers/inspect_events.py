@@ -39,48 +39,43 @@ class Former:
     when: tuple[str, str] | None = None  # (argument, value) the call must have
 
 
-_RENAMED = (0, 3, 285)  # the first release known to use the names below
-# Inspect's standard tools: each canonical parameter and the names it had before.
-PARAMETERS: dict[str, dict[str, tuple[Former, ...]]] = {
+# Inspect's standard tools and their parameters, named as by the newest release known.
+_CURRENT = {
+    "bash": "command",
+    "python": "code",
+    "code_execution": "code",
+    "bash_session": "action input",
+    "text_editor": "command path file_text insert_line insert_text new_str old_str view_range",
+    "think": "thought",
+    "web_search": "query",
+    "web_browser_go": "url",
+    "web_browser_click": "element_id",
+    "web_browser_type": "element_id text",
+    "web_browser_type_submit": "element_id text",
+    "web_browser_scroll": "direction",
+    "web_browser_back": "",
+    "web_browser_forward": "",
+    "web_browser_refresh": "",
+    "computer": "action coordinate duration region scroll_amount scroll_direction "
+    "start_coordinate text repeat press_enter actions",
+    "grep": "pattern path glob fixed_strings extended_regexp output_mode",
+    "list_files": "path depth",
+    "read_file": "file_path offset limit",
+    "memory": "command path file_text old_str new_str insert_line insert_text view_range "
+    "old_path new_path",
+    "todo_write": "todos explanation",
+    "update_plan": "plan explanation",
+    "notify_user": "title message",
+}
+_RENAMED = (0, 3, 285)  # the first release known to use the current names below
+_FORMER = {
     "bash": {"command": (Former("cmd", _RENAMED),)},
-    "python": {"code": ()},
-    "code_execution": {"code": ()},
-    "bash_session": {"action": (), "input": ()},
-    "text_editor": {
-        **dict.fromkeys(("command", "path", "file_text", "insert_line"), ()),
-        **dict.fromkeys(("new_str", "old_str", "view_range"), ()),
-        "insert_text": (Former("new_str", _RENAMED, ("command", "insert")),),
-    },
-    "think": {"thought": ()},
-    "web_search": {"query": ()},
-    "web_browser_go": {"url": ()},
-    "web_browser_click": {"element_id": ()},
-    "web_browser_type": {"element_id": (), "text": ()},
-    "web_browser_type_submit": {"element_id": (), "text": ()},
-    "web_browser_scroll": {"direction": ()},
-    **{f"web_browser_{name}": {} for name in ("back", "forward", "refresh")},
-    "computer": dict.fromkeys(
-        (
-            *("action", "coordinate", "duration", "region", "scroll_amount"),
-            *("scroll_direction", "start_coordinate", "text", "repeat", "press_enter", "actions"),
-        ),
-        (),
-    ),
-    "grep": dict.fromkeys(
-        ("pattern", "path", "glob", "fixed_strings", "extended_regexp", "output_mode"), ()
-    ),
-    "list_files": {"path": (), "depth": ()},
-    "read_file": {"file_path": (), "offset": (), "limit": ()},
-    "memory": dict.fromkeys(
-        (
-            *("command", "path", "file_text", "old_str", "new_str", "insert_line"),
-            *("insert_text", "view_range", "old_path", "new_path"),
-        ),
-        (),
-    ),
-    "todo_write": {"todos": (), "explanation": ()},
-    "update_plan": {"plan": (), "explanation": ()},
-    "notify_user": {"title": (), "message": ()},
+    "text_editor": {"insert_text": (Former("new_str", _RENAMED, ("command", "insert")),)},
+}
+# The one table: tool -> canonical parameter -> the names it had.
+PARAMETERS: dict[str, dict[str, tuple[Former, ...]]] = {
+    tool: {name: _FORMER.get(tool, {}).get(name, ()) for name in names.split()}
+    for tool, names in _CURRENT.items()
 }
 
 
@@ -227,7 +222,7 @@ def _rpc_request(text: str | None) -> tuple[str, str] | None:
     """Return the method and ``command`` parameter of a JSON-RPC request, or None."""
     try:
         request = json.loads(text or "")
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to be a request
         return None
     if not isinstance(request, dict) or "jsonrpc" not in request:
         return None
