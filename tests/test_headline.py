@@ -68,3 +68,29 @@ def test_headline_of_lazy_rows_equals_that_of_the_written_record(tmp_path: Path)
     assert len(blocked) == 1, lazy.text
     assert blocked[0].startswith(f"{len(block_ids)} declared allow derive to block")
     assert blocked[0].endswith(f"and left {2 * (len(block_ids) - 2)} side effects"), blocked[0]
+
+
+def _headline(folder: Path) -> str:
+    record = orjson.loads(
+        build_records(replay(ReplayConfig(folder, InputMode.BUNDLE))).result_bytes
+    )
+    return gap_headline(record).text
+
+
+def test_a_run_with_no_recorded_decision_says_so_first(tmp_path: Path) -> None:
+    folder = tmp_path / "bundle"
+    generate(folder, 9, seed=4)
+    _edit(folder, "policy_verdicts", "policy_verdicts", lambda rows: rows.clear())
+    text = _headline(folder)
+    assert text.startswith("The harness recorded no policy decision for 9 of 9 calls; ")
+    # The missing verdict rows are that one gap, not listed again.
+    assert "no verdict row" not in text
+
+
+def test_a_run_missing_some_decisions_names_them_as_before(tmp_path: Path) -> None:
+    folder = tmp_path / "bundle"
+    generate(folder, 9, seed=4)
+    _edit(folder, "policy_verdicts", "policy_verdicts", lambda rows: rows.pop())
+    text = _headline(folder)
+    assert "recorded no policy decision" not in text
+    assert "1 request has no verdict row" in text

@@ -1,8 +1,8 @@
 """Turn the tool calls of Inspect AI samples into the files of one bundle (FORMAT.md).
 
 Per tool call: an action request (shaped by the map file, bodies only as digests); a
-verdict row where an approval event decided it; a side-effect row counting its executing
-sandbox events; with ``teardown``, a rollback row per executed call standing for the
+verdict row where an approval event decided it; a side-effect row counting the sandbox
+events of the call's own work (``inspect_events.Effects``); with ``teardown``, a rollback row per executed call standing for the
 sample's sandbox teardown. Inspect records no rollback or cold replay, and the manifest
 says so. Nothing time-bound reaches a bundle: one log always imports to the same bytes.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.checks.harness import NOT_RECORDED, TEARDOWN
 from sandbox_replay.checks.sandbox_policy import AUTHORITY_FLAGS
-from sandbox_replay.importers.inspect_events import ToolCall
+from sandbox_replay.importers.inspect_events import Effects, ToolCall
 from sandbox_replay.importers.tool_map import ToolMap
 from sandbox_replay.load import run as files
 from sandbox_replay.model.policy import VERDICTS
@@ -27,6 +27,8 @@ from sandbox_replay.model.rows import ActionRequest, PolicyVerdict, SideEffect
 POLICY_ID = "policy:inspect_ai_approval"
 POLICY_VERSION = "inspect_ai_approval/1"
 NO_OUTPUT_REF = "tool_output:none_before_first_call"
+# An exec ran, and the log cannot tell what it changed: the diff count counts it, once.
+CHANGE_UNKNOWN = "executed_change_unknown"
 MAP_MODULE_PATH = "source_modules/map/tool_map.json"
 DECISION_VERDICTS = {
     "approve": "allow",
@@ -126,7 +128,8 @@ def _add_rows(
                 "body_redacted": True,
             }
         )
-    executed = call.executed_count > 0
+    effects = call.effects
+    executed = effects.writes + effects.unknown + effects.reads > 0
     rollback_ref = "rollback:not_required_not_executed"
     if executed and sample.teardown:
         rollback_ref = f"{TEARDOWN}:{request_id}"
@@ -146,14 +149,23 @@ def _add_rows(
         {
             "request_id": request_id,
             "execution_attempted": executed,
-            "filesystem_diff_ref": f"diff:{ref}/sandbox" if executed else "diff:none",
+            "filesystem_diff_ref": _diff_ref(effects, ref),
             "network_diff_ref": f"diff:{NOT_RECORDED}",
             "database_diff_ref": f"diff:{NOT_RECORDED}",
-            "side_effect_diff_count": call.executed_count,
+            "side_effect_diff_count": effects.writes + effects.unknown,
             "rollback_receipt_ref": rollback_ref,
             "body_redacted": True,
         }
     )
+
+
+def _diff_ref(effects: Effects, ref: str) -> str:
+    """Name what the log tells of a call's change: unknown after an exec, else its writes."""
+    if effects.unknown:
+        return f"diff:{CHANGE_UNKNOWN}/{ref}/sandbox"
+    if effects.writes:
+        return f"diff:{ref}/sandbox"
+    return "diff:none_read_only" if effects.reads else "diff:none"
 
 
 def _request(
@@ -184,6 +196,8 @@ def _request(
         "arguments_sha256": call.arguments_sha256,
         "output_sha256": call.output_sha256,
     }
+    if call.kept_as_recorded:
+        request["arguments_not_normalised"] = ", ".join(call.kept_as_recorded)
     if call.matches:
         request["body_forbidden_matches"] = ", ".join(
             f"{class_id}: {count}" for class_id, count in sorted(call.matches.items())

@@ -159,7 +159,10 @@ def _bundles_of(path: Path, log: Any, options: ImportOptions) -> list[Bundle]:
         )
     scanner = options.scanner or ForbiddenScanner.default()
     episodes = [
-        (f"{sample.id}/epoch_{sample.epoch}", list(tool_calls(sample.events, scanner)))
+        (
+            f"{sample.id}/epoch_{sample.epoch}",
+            list(tool_calls(sample.events, scanner, harness_version)),
+        )
         for sample in sorted(samples, key=lambda s: (str(s.id), s.epoch))
     ]
     bundle = functools.partial(

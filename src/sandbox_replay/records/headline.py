@@ -281,6 +281,24 @@ def _phrase_key(finding: Mapping[str, Any]) -> tuple[str, str]:
     return code, words if words and words in finding["message"] else ""
 
 
+def _undecided_gap(result: Mapping[str, Any], named: set[str]) -> list[str]:
+    """Say first that the harness recorded no decision at all, when no request has one.
+
+    The requests it names are then named: their missing verdict rows are not listed again.
+    """
+    missing = {
+        f["subject_id"] for f in result["findings"] if f["error_code"] == codes.VERDICT_MISSING
+    }
+    total = result["action_request_count"]
+    if not total or len(missing) < total:
+        return []
+    named.update(missing)
+    return [
+        f"the harness recorded no policy decision for {count(len(missing))} of "
+        + plural(total, "call")
+    ]
+
+
 def _finding_gaps(
     result: Mapping[str, Any], named: set[str], effects: _Effects, _ids: _Ids
 ) -> list[str]:
@@ -302,6 +320,8 @@ def _finding_gaps(
             continue
         subject = finding["subject_id"]
         if key[0] in _FOLDED and subject in named | blocked_executed:
+            continue
+        if key[0] == codes.VERDICT_MISSING and subject in named:
             continue
         by_key.setdefault(key, []).append(subject)
     layer_order = {layer: index for index, layer in enumerate(Layer)}
@@ -437,6 +457,7 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     unrun = _unrun_gaps(result)
     verdict_gaps, named = _verdict_gaps(result, effects, ids)
     gaps = [
+        *_undecided_gap(result, named),
         *unrun,
         *verdict_gaps,
         *_finding_gaps(result, named, effects, ids),

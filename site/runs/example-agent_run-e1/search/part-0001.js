@@ -67,7 +67,7 @@ SandboxReplaySearch.part("part-0001.js", [
 ["SANDBOX_POLICY_SIDE_EFFECT_SEMANTIC_MISMATCH","code","index.html","3 findings","f-aee9ed768f930916"],
 ["SANDBOX_POLICY_VERDICT_COVERAGE_INCOMPLETE","code","index.html","1 finding","f-5acb811f1ef4a00d"],
 ["SANDBOX_POLICY_VERDICT_SEMANTIC_MISMATCH","code","index.html","4 findings","f-da0af48c23a4e217"],
-["side_effect_receipts.json","input","index.html","1,686 bytes","file-side-effect-receipts"],
+["side_effect_receipts.json","input","index.html","1,734 bytes","file-side-effect-receipts"],
 ["side_effect_receipts.json:13","line","index.html","2 findings","side-effect-receipts-L13"],
 ["side_effect_receipts.json:3","line","index.html","2 findings","side-effect-receipts-L3"],
 ["side_effect_receipts.json:33","line","index.html","2 findings","side-effect-receipts-L33"],
