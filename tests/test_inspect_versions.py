@@ -206,3 +206,15 @@ def test_a_set_up_mark_the_call_itself_sent_is_its_work() -> None:
     arguments = '{"command": "rm -rf x # inspect-tool-support"}'
     assert effects_of([hidden], arguments) == Effects(unknown=1)
     assert effects_of([hidden], "{}") == Effects()
+
+
+def test_the_run_page_says_an_exec_s_change_is_unknown() -> None:
+    """A call that ran a command whose change the log cannot tell is not shown as a plain
+    diff: the join cell says the change is unknown and what the count holds."""
+    page = (
+        Path(__file__).resolve().parent.parent / "site/runs/example-agent_run-e1/index.html"
+    ).read_text("utf-8")
+    assert page.count("change unknown, counted as 1 diff") == 2  # call_list, call_fetch
+    assert "change unknown, counted as 1 diff · fs diff:executed_change_unknown/" in page.replace(
+        "<wbr>", ""
+    )

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from sandbox_replay.exports.text import id_mark
+from sandbox_replay.importers.inspect_bundle import CHANGE_UNKNOWN
 from sandbox_replay.load.run import rollback_id_of
 from sandbox_replay.model.codes import REGISTRY, Severity
 from sandbox_replay.model.policy import VERDICTS
@@ -238,6 +239,8 @@ def _effect(derived_verdict: str, effect: _Row) -> Cell:
     executed = effect.get("execution_attempted") is True
     count = effect.get("side_effect_diff_count")
     diffs = plural(count, "diff") if is_count(count) else "diff count unusable"
+    if str(effect.get("filesystem_diff_ref")).startswith(f"diff:{CHANGE_UNKNOWN}/"):
+        diffs = f"change unknown, counted as {diffs}"
     diffs = " · ".join([diffs, *_diff_refs(effect)])
     if derived_verdict == "block":
         ok = not executed and count == 0
