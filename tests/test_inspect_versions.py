@@ -81,7 +81,7 @@ def test_bash_calls_are_classified_alike_in_every_release(
     bash = [r for r in requests(bundles[version]) if r["tool_function"] == "bash"]
     assert [r["map_rule_ref"] for r in bash] == [
         "map_rule:none_matched",
-        "map:inspect_builtin_tools#bash_network_after_tool_output",
+        "map:inspect_standard_tools#bash_network",
         "map_rule:none_matched",
     ]
     assert all("arguments_not_normalised" not in r for r in requests(bundles[version]))
@@ -116,7 +116,7 @@ def effects(folder: Path) -> list[tuple[object, ...]]:
 NONE = "map_rule:none_matched"
 COMMANDS = [
     ("bash", NONE, True, 1, "executed_change_unknown"),
-    ("bash", "bash_network_after_tool_output", True, 1, "executed_change_unknown"),
+    ("bash", "bash_network", True, 1, "executed_change_unknown"),
     ("bash", NONE, True, 1, "executed_change_unknown"),
     ("python", NONE, True, 1, "executed_change_unknown"),
 ]
@@ -127,8 +127,14 @@ EDITS = [
 ]
 # Calls that never reach the sandbox, or fail at Inspect's set-up: no effect.
 UNEXECUTED = [
-    (function, NONE, False, 0, "none")
-    for function in ("think", "web_browser_go", "web_browser_click", "web_search", "computer")
+    (function, rule, False, 0, "none")
+    for function, rule in (
+        ("think", NONE),
+        ("web_browser_go", "web_browser_go"),
+        ("web_browser_click", "web_browser_page_load"),
+        ("web_search", "web_search"),
+        ("computer", NONE),
+    )
 ]
 
 

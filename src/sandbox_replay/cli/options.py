@@ -277,10 +277,10 @@ class InspectOptions:
 
     def import_options(self, table: ForbiddenTable | None, per_log: bool = False) -> ImportOptions:
         from sandbox_replay.importers.inspect_logs import ImportOptions
-        from sandbox_replay.importers.tool_map import MapFileError, empty_map, read_tool_map
+        from sandbox_replay.importers.tool_map import MapFileError, packaged_map, read_tool_map
 
         with usage_errors(MapFileError, safe=True):
-            tool_map = read_tool_map(self.map_file) if self.map_file is not None else empty_map()
+            tool_map = read_tool_map(self.map_file) if self.map_file is not None else packaged_map()
         return ImportOptions(
             tool_map,
             per_log=per_log,

@@ -9,7 +9,6 @@ says so. Nothing time-bound reaches a bundle: one log always imports to the same
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from sandbox_replay.atomic import dump_json
 from sandbox_replay.checks.harness import NOT_RECORDED, TEARDOWN
 from sandbox_replay.checks.sandbox_policy import AUTHORITY_FLAGS
 from sandbox_replay.importers.inspect_events import Effects, ToolCall
-from sandbox_replay.importers.tool_map import ToolMap
+from sandbox_replay.importers.tool_map import ToolMap, packaged_map
 from sandbox_replay.load import run as files
 from sandbox_replay.model.policy import VERDICTS
 from sandbox_replay.model.rows import ActionRequest, PolicyVerdict, SideEffect
@@ -29,7 +28,8 @@ POLICY_VERSION = "inspect_ai_approval/1"
 NO_OUTPUT_REF = "tool_output:none_before_first_call"
 # An exec ran, and the log cannot tell what it changed: the diff count counts it, once.
 CHANGE_UNKNOWN = "executed_change_unknown"
-MAP_MODULE_PATH = "source_modules/map/tool_map.json"
+MAP_MODULE_PATH = "source_modules/map/tool_map.json"  # a user's map
+PACKAGED_MODULE_PATH = "source_modules/map/inspect_standard_tools.json"
 DECISION_VERDICTS = {
     "approve": "allow",
     "modify": "allow",
@@ -99,7 +99,7 @@ def build_bundle(
         files.SANDBOX_POLICY: dump_json(_sandbox_policy()),
         files.BUNDLE_MANIFEST: dump_json(_manifest(name, task, harness_version, teardown)),
         files.SOURCE_MODULE_MANIFEST: dump_json(_module_manifest(tool_map)),
-        MAP_MODULE_PATH: tool_map.body,
+        **{path: in_force.body for path, in_force in _maps(tool_map)},
     }
     return Bundle(safe_name(name), bundle_files, secret_matches)
 
@@ -263,28 +263,37 @@ def _sandbox_policy() -> dict[str, Any]:
     }
 
 
+def _maps(tool_map: ToolMap) -> list[tuple[str, ToolMap]]:
+    """Return where a bundle copies each map in force: a user's, then the one it extends."""
+    if tool_map.extends is not None:
+        return [(MAP_MODULE_PATH, tool_map), (PACKAGED_MODULE_PATH, tool_map.extends)]
+    packaged = tool_map.body == packaged_map().body
+    return [(PACKAGED_MODULE_PATH if packaged else MAP_MODULE_PATH, tool_map)]
+
+
 def _module_manifest(tool_map: ToolMap) -> dict[str, Any]:
-    digest = "sha256:" + hashlib.sha256(tool_map.body).hexdigest()
     copied = "copied_non_secret_macro_body"
+    modules = [
+        {
+            "module_id": "module:inspect_tool_map"
+            if path == MAP_MODULE_PATH
+            else "module:inspect_standard_tools",
+            "path": path,
+            "material_class": "public_macro_control_plane_body",
+            "source_import_class": copied,
+            "body_copied": True,
+            "body_in_receipt": False,
+            "body_text_in_receipt": False,
+            **dict.fromkeys(("sha256", "source_sha256", "target_sha256"), in_force.sha256),
+            "required_anchors": [in_force.map_id],
+        }
+        for path, in_force in _maps(tool_map)
+    ]
     return {
         "manifest_id": "source_modules:inspect_tool_map",
         "source_import_class": copied,
         "body_in_receipt": False,
         "body_text_in_receipt": False,
-        "module_count": 1,
-        "modules": [
-            {
-                "module_id": "module:inspect_tool_map",
-                "path": MAP_MODULE_PATH,
-                "material_class": "public_macro_control_plane_body",
-                "source_import_class": copied,
-                "body_copied": True,
-                "body_in_receipt": False,
-                "body_text_in_receipt": False,
-                "sha256": digest,
-                "source_sha256": digest,
-                "target_sha256": digest,
-                "required_anchors": [tool_map.map_id],
-            }
-        ],
+        "module_count": len(modules),
+        "modules": modules,
     }

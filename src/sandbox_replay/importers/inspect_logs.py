@@ -19,7 +19,7 @@ from typing import Any
 
 from sandbox_replay.importers.inspect_bundle import Bundle, build_bundle, safe_name
 from sandbox_replay.importers.inspect_events import tool_calls
-from sandbox_replay.importers.tool_map import ToolMap, empty_map
+from sandbox_replay.importers.tool_map import ToolMap, packaged_map
 from sandbox_replay.load.files import MAX_DEPTH, sorted_walk
 from sandbox_replay.load.scan import ForbiddenScanner
 
@@ -46,7 +46,7 @@ class InspectImportError(ValueError):
 class ImportOptions:
     """How logs become bundles: the map, one bundle per sample or per log, the rollbacks."""
 
-    tool_map: ToolMap = field(default_factory=empty_map)
+    tool_map: ToolMap = field(default_factory=packaged_map)
     per_log: bool = False
     rollback_from_teardown: bool = False
     scanner: ForbiddenScanner | None = None

@@ -10,23 +10,30 @@ A map file is JSON (``import inspect --map FILE``; docs/inspect.md, "The map fil
                 "source_trust_label": "...",                            (optional)
                 "follows_output_of": ["<function>", ...]}]}             (optional)
 
+Without ``--map`` the packaged map of Inspect's standard tools is in force
+(``data/inspect_tool_map.json``; docs/inspect.md, "The packaged map"). A user's map extends
+it: its rules are tried first, and a packaged rule of the same ``rule_id`` is dropped.
+
 A MATCHER is a glob string (``fnmatch``, whole value, case-sensitive), ``{"glob": "..."}``
 or ``{"glob": [...]}`` (any of them), or ``{"regex": "..."}`` (RE2, searched anywhere).
 An argument that is not a string is matched as its compact JSON; a rule naming an
 argument the call lacks does not match. The first rule whose function and named arguments
 all match decides the call's shape; its trust label is ``untrusted_tool_output`` right
-after the output of a tool in ``follows_output_of``, else ``source_trust_label``
+after the output of a tool ``follows_output_of`` names (by glob), else ``source_trust_label``
 (default ``model_generated``). A call no rule matches is ``unclassified``, which the
-default policy derives to block. The map is evidence: every bundle carries its bytes.
+default policy derives to block. The maps are evidence: every bundle carries their bytes,
+and each classified call names the map and rule that decided it.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,7 @@ UNCLASSIFIED = "unclassified"
 MODEL_GENERATED = "model_generated"
 UNTRUSTED_TOOL_OUTPUT = "untrusted_tool_output"
 NO_MAP_ID = "map:none"
+PACKAGED_MAP = "inspect_tool_map.json"
 MAX_MAP_BYTES = 1024 * 1024
 
 _REQUIRED_TEXT = ("rule_id", "action_kind", "requested_capability", "risk_class")
@@ -73,7 +81,13 @@ class MapRule:
     requested_capability: str
     risk_class: str
     source_trust_label: str
-    follows_output_of: frozenset[str]
+    follows_output_of: tuple[str, ...]  # globs of functions
+    map_id: str  # of the map that holds the rule
+
+    def follows(self, previous_function: str | None) -> bool:
+        return previous_function is not None and any(
+            fnmatch.fnmatchcase(previous_function, glob) for glob in self.follows_output_of
+        )
 
 
 @dataclass(frozen=True)
@@ -89,13 +103,20 @@ class Classification:
 
 @dataclass(frozen=True)
 class ToolMap:
-    """A map file's rules, and its bytes (copied into every bundle as evidence)."""
+    """A map's rules (with those of the map it extends), and its bytes (bundle evidence)."""
 
     map_id: str
     rules: tuple[MapRule, ...]
     body: bytes
-    # The file it was read from, as given (None for the empty map).
+    # The file it was read from, as given (None for the packaged and the empty map).
     path: Path | None = None
+    extends: ToolMap | None = None
+
+    def extending(self, base: ToolMap) -> ToolMap:
+        """Return this map tried before ``base``, whose rules of the same ids it replaces."""
+        own = {rule.rule_id for rule in self.rules}
+        kept = tuple(rule for rule in base.rules if rule.rule_id not in own)
+        return replace(self, rules=self.rules + kept, extends=base)
 
     @property
     def sha256(self) -> str:
@@ -113,13 +134,14 @@ class ToolMap:
                 for name, matcher in rule.arguments
             ):
                 continue
-            follows = previous_function is not None and previous_function in rule.follows_output_of
             return Classification(
                 rule.action_kind,
                 rule.requested_capability,
                 rule.risk_class,
-                UNTRUSTED_TOOL_OUTPUT if follows else rule.source_trust_label,
-                f"{self.map_id}#{rule.rule_id}",
+                UNTRUSTED_TOOL_OUTPUT
+                if rule.follows(previous_function)
+                else rule.source_trust_label,
+                f"{rule.map_id}#{rule.rule_id}",
             )
         return Classification(function, UNCLASSIFIED, UNCLASSIFIED, MODEL_GENERATED, "")
 
@@ -132,13 +154,23 @@ def argument_text(value: Any) -> str:
 
 
 def empty_map() -> ToolMap:
-    """Return the map in force without ``--map``: no rule, so every call is unclassified."""
+    """Return a map of no rule, under which every call is unclassified."""
     body = b'{\n  "map_id": "map:none",\n  "rules": []\n}\n'
     return ToolMap(NO_MAP_ID, (), body)
 
 
-def read_tool_map(path: Path) -> ToolMap:
-    """Read and check a map file; refuse a bad one with ``MapFileError``."""
+@functools.cache
+def packaged_map() -> ToolMap:
+    """Return the packaged map of Inspect's standard tools, in force without ``--map``."""
+    body = (resources.files("sandbox_replay") / "data" / PACKAGED_MAP).read_bytes()
+    return _parse(json.loads(body), body)
+
+
+def read_tool_map(path: Path, *, packaged: bool = True) -> ToolMap:
+    """Read and check a map file, extending the packaged map unless ``packaged`` is false.
+
+    A bad map file is refused with ``MapFileError``.
+    """
     body = read_small(
         path,
         MAX_MAP_BYTES,
@@ -158,9 +190,10 @@ def read_tool_map(path: Path) -> ToolMap:
         key = json.dumps(error.key)
         raise MapFileError(f"map file {path}: key {key} appears twice in one object") from None
     try:
-        return replace(_parse(document, body), path=path)
+        read = replace(_parse(document, body), path=path)
     except _Invalid as error:
         raise MapFileError(f"map file {path}: {error}") from None
+    return read.extending(packaged_map()) if packaged else read
 
 
 class _Invalid(ValueError):
@@ -179,7 +212,7 @@ def _parse(document: Any, body: bytes) -> ToolMap:
     rules = document.get("rules")
     if not isinstance(rules, list):
         raise _Invalid("rules is missing or not a list")
-    parsed = tuple(_rule(rule, f"rules[{index}]") for index, rule in enumerate(rules))
+    parsed = tuple(_rule(rule, f"rules[{index}]", map_id) for index, rule in enumerate(rules))
     seen: set[str] = set()
     for rule in parsed:
         if rule.rule_id in seen:
@@ -188,7 +221,7 @@ def _parse(document: Any, body: bytes) -> ToolMap:
     return ToolMap(map_id, parsed, body)
 
 
-def _rule(rule: Any, where: str) -> MapRule:
+def _rule(rule: Any, where: str, map_id: str) -> MapRule:
     if not isinstance(rule, dict):
         raise _Invalid(f"{where} is not an object")
     unknown = sorted(set(rule) - _RULE_KEYS)
@@ -219,7 +252,8 @@ def _rule(rule: Any, where: str) -> MapRule:
         rule["requested_capability"],
         rule["risk_class"],
         trust,
-        frozenset(follows),
+        tuple(follows),
+        map_id,
     )
 
 
