@@ -26,7 +26,12 @@ from sandbox_replay.importers.inspect_logs import (
     import_logs,
     write_bundles,
 )
-from sandbox_replay.importers.tool_map import MapFileError, empty_map, read_tool_map
+from sandbox_replay.importers.tool_map import (
+    MapFileError,
+    empty_map,
+    packaged_map,
+    read_tool_map,
+)
 from sandbox_replay.model import codes
 from sandbox_replay.report.build import BuildConfig, build_site
 
@@ -514,6 +519,10 @@ def test_verify_imports_the_logs_again_and_sees_a_changed_map(
     assert built.returncode == 0, built.stderr
     manifest = read_json(work / "site" / "manifest.json")
     assert manifest["inspect_import"]["map"]["path"] == "map.json"
+    assert manifest["inspect_import"]["packaged_map"] == {
+        "map_id": "map:inspect_standard_tools",
+        "sha256": packaged_map().sha256,
+    }
     verified = run_cli("verify", "site", cwd=work)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     (work / "map.json").write_text('{"map_id": "map:other", "rules": []}', "utf-8")

@@ -6,7 +6,10 @@
     {"schema_version": "sandbox-replay.site/1",
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
      "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
-     "inspect_import": {"map", "rollback_from_teardown"} (only with runs from logs),
+     "inspect_import": {"map": {"path", "sha256"} (null without --map),
+                        "packaged_map": {"map_id", "sha256"} (the map --map extends,
+                        or the one in force without it), "rollback_from_teardown"}
+                       (only with runs from logs),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
                "source_sha256": "sha256:<hex>" (only for a run imported from an Inspect
@@ -85,8 +88,14 @@ def _inspect_import(config: BuildConfig, runs: Sequence[DiscoveredRun]) -> dict[
     if tool_map.path is not None:
         where = display_path(tool_map.path, config.cwd or Path.cwd())
         shown = {"path": where, "sha256": tool_map.sha256}
+    base = tool_map.extends or (tool_map if tool_map.path is None else None)
+    packaged = {"map_id": base.map_id, "sha256": base.sha256} if base is not None else None
     return {
-        "inspect_import": {"map": shown, "rollback_from_teardown": options.rollback_from_teardown}
+        "inspect_import": {
+            "map": shown,
+            "packaged_map": packaged,
+            "rollback_from_teardown": options.rollback_from_teardown,
+        }
     }
 
 
