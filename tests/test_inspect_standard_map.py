@@ -170,3 +170,10 @@ def test_a_bundle_records_which_maps_classified_it_with_their_digests() -> None:
         (PACKAGED_MODULE_PATH, packaged.sha256),
     ]
     assert files[MAP_MODULE_PATH] == (FIXTURES / "inspect" / "tool_map.json").read_bytes()
+
+
+def test_docs_list_every_packaged_rule_in_order() -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "inspect.md").read_text("utf-8")
+    section = docs.split("## The packaged map", 1)[1].split("\n## ", 1)[0]
+    listed = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
+    assert listed == [rule.rule_id for rule in packaged_map().rules]
