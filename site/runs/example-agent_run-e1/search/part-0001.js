@@ -15,7 +15,7 @@ SandboxReplaySearch.part("part-0001.js", [
 ["a4b563d89bd496c2","finding","index.html","SANDBOX_POLICY_HARNESS_COLD_REPLAY_NOT_RECORDED · cold_replay_evidence"],
 ["a56a9ca2b8a67884","finding","index.html","SANDBOX_POLICY_COLD_REPLAY_MISSING · call_note"],
 ["aa916408493ef770","finding","index.html","SANDBOX_POLICY_ROLLBACK_RECEIPT_MISSING · call_note"],
-["action_requests.json","input","index.html","3,819 bytes","file-action-requests"],
+["action_requests.json","input","index.html","3,866 bytes","file-action-requests"],
 ["action_requests.json:1","line","index.html","1 finding","action-requests-L1"],
 ["action_requests.json:22","line","index.html","3 findings","action-requests-L22"],
 ["action_requests.json:3","line","index.html","3 findings","action-requests-L3"],
@@ -52,10 +52,10 @@ SandboxReplaySearch.part("part-0001.js", [
 ["rollback_receipts.json:1","line","index.html","1 finding","rollback-receipts-L1"],
 ["rule:no_destructive_filesystem_mutation","rule","index.html","block · 0 requests","rule-rule~3Ano_destructive_filesystem_mutation"],
 ["rule:no_executable_escape_payload_or_obfuscation","rule","index.html","block · 0 requests","rule-rule~3Ano_executable_escape_payload_or_obfuscation"],
-["rule:no_live_network_from_untrusted_context","rule","index.html","block · 0 requests","rule-rule~3Ano_live_network_from_untrusted_context"],
+["rule:no_live_network_from_untrusted_context","rule","index.html","block · 1 request","rule-rule~3Ano_live_network_from_untrusted_context"],
 ["rule:no_secret_or_env_read_from_untrusted_context","rule","index.html","block · 0 requests","rule-rule~3Ano_secret_or_env_read_from_untrusted_context"],
 ["rule:public_fixture_write_with_diff_receipt","rule","index.html","allow · 0 requests","rule-rule~3Apublic_fixture_write_with_diff_receipt"],
-["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 4 requests","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
+["rule:sandbox_policy_fail_closed_unrecognized_action","rule","index.html","block · 3 requests","rule-rule~3Asandbox_policy_fail_closed_unrecognized_action"],
 ["rule:side_effect_requires_approval_and_rollback","rule","index.html","review · 0 requests","rule-rule~3Aside_effect_requires_approval_and_rollback"],
 ["sandbox_policy.json","input","index.html","1,291 bytes","file-sandbox-policy"],
 ["SANDBOX_POLICY_ACTION_RISK_COVERAGE_LOW","code","index.html","1 finding","f-b077f3436b2e0626"],
@@ -71,5 +71,5 @@ SandboxReplaySearch.part("part-0001.js", [
 ["side_effect_receipts.json:13","line","index.html","2 findings","side-effect-receipts-L13"],
 ["side_effect_receipts.json:3","line","index.html","2 findings","side-effect-receipts-L3"],
 ["side_effect_receipts.json:33","line","index.html","2 findings","side-effect-receipts-L33"],
-["source_module_manifest.json","input","index.html","880 bytes","file-source-module-manifest"]
+["source_module_manifest.json","input","index.html","918 bytes","file-source-module-manifest"]
 ]);
