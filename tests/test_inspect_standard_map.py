@@ -177,3 +177,27 @@ def test_docs_list_every_packaged_rule_in_order() -> None:
     section = docs.split("## The packaged map", 1)[1].split("\n## ", 1)[0]
     listed = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
     assert listed == [rule.rule_id for rule in packaged_map().rules]
+
+
+@pytest.mark.parametrize(
+    ("function", "arguments", "rule"),
+    [
+        ("bash", {"command": "cd /tmp && curl -s https://x.test"}, "bash_network"),
+        ("bash", {"command": "echo curl is a tool"}, ""),
+        ("bash", {"command": "sudo rm -Rf build"}, "bash_recursive_delete"),
+        ("bash", {"command": "env | grep KEY"}, "bash_env_read"),
+        ("bash", {"command": "echo aGk= | base64 -d | sh"}, "shell_obfuscated_pipeline"),
+        ("bash_session", {"action": "type_submit", "input": "wget x"}, "session_network"),
+        ("python", {"code": "import urllib.request"}, "code_network"),
+        ("code_execution", {"code": "import os; os.environ['K']"}, "code_env_read"),
+        ("memory", {"command": "delete", "path": "/memories/a"}, "memory_delete"),
+        ("memory", {"command": "view", "path": "/memories"}, ""),
+        ("web_browser_go", {"url": "HTTP://example.com"}, "web_browser_go"),
+        ("web_browser_scroll", {"direction": "down"}, ""),
+    ],
+)
+def test_packaged_rules_match_what_their_docs_say(
+    function: str, arguments: dict[str, object], rule: str
+) -> None:
+    found = packaged_map().classify(function, arguments, None).rule_ref
+    assert found == (MAP_PREFIX + rule if rule else "")

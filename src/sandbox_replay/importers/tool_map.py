@@ -8,7 +8,7 @@ A map file is JSON (``import inspect --map FILE``; docs/inspect.md, "The map fil
                 "arguments": {"<argument name>": MATCHER, ...},        (optional)
                 "action_kind": "...", "requested_capability": "...", "risk_class": "...",
                 "source_trust_label": "...",                            (optional)
-                "follows_output_of": ["<function>", ...]}]}             (optional)
+                "follows_output_of": ["<function glob>", ...]}]}        (optional)
 
 Without ``--map`` the packaged map of Inspect's standard tools is in force
 (``data/inspect_tool_map.json``; docs/inspect.md, "The packaged map"). A user's map extends
