@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -24,6 +25,8 @@ from sandbox_replay.exports.markdown import md_text
 from sandbox_replay.exports.text import escaped, id_mark, look_alike_ids, subject_look_alikes
 from sandbox_replay.model import codes
 from sandbox_replay.model.findings import Finding
+from sandbox_replay.records.headline import gap_headline
+from sandbox_replay.report.views.run import _join_range
 
 PLAIN = "req_secret_env_read"
 ZERO_WIDTH = "req_secret\u200b_env_read"
@@ -191,3 +194,24 @@ def test_the_junit_lines_mark_the_subjects(built: Path) -> None:
     text = (built / "junit.xml").read_text()
     for twin in TWINS:
         assert html.escape(f"({LOOK_ALIKE}{escaped(twin)})", quote=False) in text, twin
+
+
+def test_the_headline_marks_the_ids_it_names(built: Path) -> None:
+    """The gap headline names the look-alike twins with their marks, in brackets."""
+    record = json.loads((built / "site" / "runs" / "twins" / "result.json").read_text())
+    headline = gap_headline(record).text
+    for twin in TWINS:
+        assert f"[{LOOK_ALIKE}{escaped(twin)}]" in headline
+    # Each twin is named once, with its mark right after it.
+    assert headline.count(LOOK_ALIKE) == len(TWINS)
+
+
+def test_a_join_page_label_marks_its_first_and_last_ids() -> None:
+    """The pager's "first – last" label of a join-table page marks a look-alike id."""
+    ix = SimpleNamespace(
+        join_pager=SimpleNamespace(bounds=lambda page: (0, 2)),
+        requests=[{"request_id": CYRILLIC}, {"request_id": "req_other"}],
+        look_alikes=look_alike_ids([PLAIN, CYRILLIC]),
+    )
+    label = _join_range(ix)(1)  # type: ignore[arg-type]
+    assert label == f"{CYRILLIC} [{LOOK_ALIKE}{escaped(CYRILLIC)}] – req_other"

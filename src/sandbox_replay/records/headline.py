@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox_replay.checks.confusables import id_mark, look_alike_ids
 from sandbox_replay.figures import count, plural
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
@@ -184,8 +185,9 @@ class GapHeadline:
 class _Ids:
     """Names the ids of each gap in turn: at most ``MAX_IDS`` of one, ``ID_BUDGET`` in all."""
 
-    def __init__(self) -> None:
+    def __init__(self, look_alikes: frozenset[str] = frozenset()) -> None:
         self.left = ID_BUDGET
+        self.look_alikes = look_alikes
 
     def __call__(self, ids: Sequence[str]) -> str:
         """Return `` (a, b and N more)`` for the gap's ids, or "" once the budget is spent."""
@@ -194,10 +196,25 @@ class _Ids:
         if not unique or not room:
             return ""
         self.left -= min(room, len(unique))
-        shown = ", ".join(unique[:room])
+        shown = ", ".join(self._marked(i) for i in unique[:room])
         if len(unique) > room:
             shown += f" and {count(len(unique) - room)} more"
         return f" ({shown})"
+
+    def _marked(self, subject: str) -> str:
+        """Print a subject id with its ``id_mark``, if it has one, in brackets after it."""
+        mark = id_mark(subject.removeprefix("span:"), self.look_alikes)
+        return f"{subject} [{mark}]" if mark else subject
+
+
+def _look_alikes(result: Mapping[str, Any]) -> frozenset[str]:
+    """Return the subject ids to mark: those the look-alike check named, and those
+    sharing a skeleton with another subject."""
+    subjects = [_request_of(f["subject_id"]) for f in result["findings"] if f["subject_id"]]
+    named = (
+        f["subject_id"] for f in result["findings"] if f["error_code"] == codes.ACTION_ID_CONFUSABLE
+    )
+    return frozenset(named) | look_alike_ids(list(dict.fromkeys(subjects)))
 
 
 class _Effects:
@@ -453,7 +470,7 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
             text = text.removesuffix(".") + "; " + "; ".join(ending) + "."
         return GapHeadline(text, True, (), notices, never)
     effects = _Effects(result)
-    ids = _Ids()
+    ids = _Ids(_look_alikes(result))
     unrun = _unrun_gaps(result)
     verdict_gaps, named = _verdict_gaps(result, effects, ids)
     gaps = [

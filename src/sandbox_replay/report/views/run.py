@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from sandbox_replay.checks.confusables import id_mark
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.records.build import RunRecords
@@ -268,8 +269,11 @@ def _join_range(ix: RunIndex) -> Callable[[int], str]:
 
     def held(page: int) -> str:
         start, end = ix.join_pager.bounds(page)
-        first = text(ix.requests[start].get("request_id"))
-        return f"{first} – {text(ix.requests[end - 1].get('request_id'))}"
+        first, last = (text(ix.requests[i].get("request_id")) for i in (start, end - 1))
+        return " – ".join(
+            f"{rid} [{mark}]" if (mark := id_mark(rid, ix.look_alikes)) else rid
+            for rid in (first, last)
+        )
 
     return held
 
