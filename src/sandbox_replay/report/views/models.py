@@ -277,6 +277,21 @@ class SingleFileView:
 
 
 @dataclass(frozen=True)
+class UnmappedTool:
+    """A tool no map rule matched: its name, its calls, and its first call's join row."""
+
+    name: str
+    calls: int
+    first_href: str
+
+
+@dataclass(frozen=True)
+class UnmappedView:
+    tools: tuple[UnmappedTool, ...]
+    snippet: str  # a map file of one rule per tool, its classification left to fill in
+
+
+@dataclass(frozen=True)
 class RunView:
     """Everything the run page shows, in SITE.md order."""
 
@@ -331,6 +346,8 @@ class RunView:
     findings_by_severity: tuple[tuple[str, int], ...] = ()
     # Only in the view of a single file (``build --single-file``).
     single: SingleFileView | None = None
+    # Only for a run imported from an Inspect log with calls no map rule matched.
+    unmapped: UnmappedView | None = None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from sandbox_replay.report.views.models import (
 from sandbox_replay.report.views.search import search_entries
 from sandbox_replay.report.views.single import single_view
 from sandbox_replay.report.views.trace_table import span_rows, trace
+from sandbox_replay.report.views.unmapped import unmapped
 from sandbox_replay.version import TOOL_NAME, __version__
 
 # A result record larger than this is linked to download, not to open.
@@ -247,6 +248,7 @@ def run_view(
             if found.split
             else ""
         ),
+        unmapped=unmapped(ix),
     )
 
 

@@ -18,6 +18,7 @@ from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.joins import Gaps, join_rows
 from sandbox_replay.report.views.models import CodeDoc, RunView, SingleFileView
 from sandbox_replay.report.views.trace_table import span_rows
+from sandbox_replay.report.views.unmapped import unmapped
 
 # As many rows as a browser opens from an attachment at once.
 SINGLE_FILE_ROWS = 2000
@@ -79,6 +80,7 @@ def single_view(ix: RunIndex, gaps: Gaps, view: RunView) -> RunView:
         trace=trace,
         trace_nav=None,
         single=SingleFileView(holds, tuple(left_out), joins_note, codes),
+        unmapped=unmapped(one),
     )
 
 

@@ -1,0 +1,53 @@
+"""The run page's "Unmapped tool calls": the calls of an Inspect log no map rule matched."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from sandbox_replay.importers.tool_map import UNCLASSIFIED
+from sandbox_replay.report.views.common import MAIN_PAGE, text
+from sandbox_replay.report.views.index import RunIndex
+from sandbox_replay.report.views.models import UnmappedTool, UnmappedView
+
+FILL_IN = "FILL_IN"
+_GLOB_SPECIAL = re.compile(r"([*?\[])")
+
+
+def unmapped(ix: RunIndex, from_page: str = MAIN_PAGE) -> UnmappedView | None:
+    """Return the unmapped calls of a run imported from an Inspect log; None if there are none.
+
+    An unclassified request's ``action_kind`` is its tool's name (``ToolMap.classify``).
+    """
+    if ix.run.source_sha256 is None:
+        return None
+    calls: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for row in ix.requests:
+        if row.get("requested_capability") != UNCLASSIFIED:
+            continue
+        name = text(row.get("action_kind"))
+        calls[name] = calls.get(name, 0) + 1
+        first.setdefault(name, text(row.get("request_id")))
+    if not calls:
+        return None
+    names = sorted(calls)
+    hrefs = ix.request_hrefs([first[name] for name in names], from_page)
+    tools = tuple(UnmappedTool(n, calls[n], href) for n, href in zip(names, hrefs, strict=True))
+    return UnmappedView(tools, map_snippet(names))
+
+
+def map_snippet(names: list[str]) -> str:
+    """Return a map file (JSON, ASCII) with one rule per tool name to fill in."""
+    rules = [
+        {
+            "rule_id": f"my_{name}",
+            # A glob: its special characters stand for themselves in brackets.
+            "function": _GLOB_SPECIAL.sub(r"[\1]", name),
+            "action_kind": FILL_IN,
+            "requested_capability": FILL_IN,
+            "risk_class": FILL_IN,
+        }
+        for name in names
+    ]
+    return json.dumps({"map_id": "map:my_tools", "rules": rules}, indent=2) + "\n"
