@@ -28,6 +28,7 @@ POLICY_VERSION = "inspect_ai_approval/1"
 NO_OUTPUT_REF = "tool_output:none_before_first_call"
 # An exec ran, and the log cannot tell what it changed: the diff count counts it, once.
 CHANGE_UNKNOWN = "executed_change_unknown"
+EXPORTER_REF = "exporter:sandbox-replay/import-inspect"  # the manifest of a bundle made here
 MAP_MODULE_PATH = "source_modules/map/tool_map.json"  # a user's map
 PACKAGED_MODULE_PATH = "source_modules/map/inspect_standard_tools.json"
 DECISION_VERDICTS = {
@@ -210,7 +211,7 @@ def _manifest(name: str, task: str, harness_version: str, teardown: bool) -> dic
         "bundle_id": f"bundle:inspect/{task}/{name}",
         "bundle_format_ref": "format:exported_sandbox_policy_escape_bundle",
         "export_format_version": "1",
-        "exporter_ref": "exporter:sandbox-replay/import-inspect",
+        "exporter_ref": EXPORTER_REF,
         "source_protocol_ref": f"projection:inspect/{task}",
         "policy_ref": f"{POLICY_ID}@{POLICY_VERSION}",
         "source_module_manifest_ref": files.SOURCE_MODULE_MANIFEST,

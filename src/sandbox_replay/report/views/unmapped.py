@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from sandbox_replay.importers.inspect_bundle import EXPORTER_REF
 from sandbox_replay.importers.tool_map import UNCLASSIFIED
+from sandbox_replay.load.run import BUNDLE_MANIFEST
 from sandbox_replay.report.views.common import MAIN_PAGE, text
 from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.models import UnmappedTool, UnmappedView
@@ -17,9 +19,11 @@ _GLOB_SPECIAL = re.compile(r"([*?\[])")
 def unmapped(ix: RunIndex, from_page: str = MAIN_PAGE) -> UnmappedView | None:
     """Return the unmapped calls of a run imported from an Inspect log; None if there are none.
 
-    An unclassified request's ``action_kind`` is its tool's name (``ToolMap.classify``).
+    The run is built from the log itself, or from a bundle ``import inspect`` wrote. An
+    unclassified request's ``action_kind`` is its tool's name (``ToolMap.classify``).
     """
-    if ix.run.source_sha256 is None:
+    manifest = ix.replay.run.object(BUNDLE_MANIFEST) or {}
+    if ix.run.source_sha256 is None and manifest.get("exporter_ref") != EXPORTER_REF:
         return None
     calls: dict[str, int] = {}
     first: dict[str, str] = {}
