@@ -24,6 +24,7 @@ from sandbox_replay.checks import (
     projection,
     rollbacks,
     sandbox_policy,
+    sensitivity,
     side_effects,
     source_modules,
     verdicts,
@@ -37,6 +38,7 @@ from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
 from sandbox_replay.model.policy import Policy, default_table
+from sandbox_replay.model.rows import Table
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class ReplayConfig:
     progress: Callable[[str], None] | None = field(default=None, compare=False)
     # Told one line per layer with its time (the command line's -v).
     detail: Callable[[str], None] | None = field(default=None, compare=False)
+    # Seeded escapes replayed on the run's rows (``checks.sensitivity``); a missed one
+    # blocks the run when required (which also turns them on).
+    sensitivity: bool = False
+    require_sensitivity: bool = False
 
 
 @dataclass
@@ -81,6 +87,7 @@ class Replay:
     bundle_id: str
     passed: bool
     inputs: list[InputFileInfo]
+    sensitivity: sensitivity.Sensitivity | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -207,9 +214,57 @@ def replay(config: ReplayConfig) -> Replay:
         layers.append(negative_layer)
     else:
         layers += [bundle_manifest.check(run), module_layer]
+    seeded = None
+    if config.sensitivity or config.require_sensitivity:
+        started = time.perf_counter()
+        seeded = _sensitivity(run, config, scanner, bundle_id, modules)
+        if seeded.required:
+            layers.append(sensitivity.layer(seeded))
+        say(
+            f"replayed {sum(len(s.mutants) for s in seeded.scores)} seeded escapes "
+            f"in {time.perf_counter() - started:.1f}s"
+        )
     passed = _passes(layers, scan, negative, modules, config.mode)
     inputs = _input_files(run, scan, modules)
-    return Replay(config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs)
+    return Replay(
+        config, run, layers, trace, scan, negative, modules, bundle_id, passed, inputs, seeded
+    )
+
+
+def _sensitivity(
+    run: RunInputs,
+    config: ReplayConfig,
+    scanner: ForbiddenScanner,
+    bundle_id: str,
+    modules: source_modules.SourceModuleOutcome | None,
+) -> sensitivity.Sensitivity:
+    """Score the seeded escapes with the layers of this replay, on a few rows at a time."""
+
+    def judge(small: RunInputs) -> list[Finding]:
+        collector = _ScanCollector(scanner)
+        tables: tuple[Table[Any], ...] = (
+            small.requests,
+            small.verdicts,
+            small.effects,
+            small.rollbacks,
+            small.replays,
+        )
+        for table in tables:  # re-scanned: an escape may plant a forbidden token
+            collector(table.file, msgspec.json.encode(table.rows))
+        layers = _row_layers(small, collector.report(), None)
+        layers.append(build_trace(small, bundle_id).audit)
+        return [f for layer in layers for f in layer.findings]
+
+    def judge_modules(path: str, edit: Callable[[bytes], bytes]) -> list[Finding]:
+        def on_body(rel: str, body: bytes) -> bytes | None:
+            return edit(body) if rel == path else None
+
+        return source_modules.check(run, config.limits.max_file_bytes, on_body)[0].findings
+
+    bodies = modules.bodies if modules is not None else []
+    with_modules = judge_modules if config.mode is InputMode.BUNDLE else None
+    required = config.require_sensitivity
+    return sensitivity.measure(run, judge, scanner, bodies, with_modules, required)
 
 
 def _row_layers(

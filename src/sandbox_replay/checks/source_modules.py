@@ -92,13 +92,14 @@ def safe_target_ref(declared: object) -> bool:
 def check(
     run: RunInputs,
     max_body_bytes: int = LoadLimits().max_file_bytes,
-    on_body: Callable[[str, bytes], None] = lambda rel, body: None,
+    on_body: Callable[[str, bytes], bytes | None] = lambda rel, body: None,
 ) -> tuple[LayerResult, SourceModuleOutcome]:
     """Check the manifest's boundary flags, its count, and every module's body on disk.
 
     A body larger than ``max_body_bytes`` is refused by its size and never read. Each
     body read is shown to ``on_body`` (its path relative to the run's root, its bytes):
-    the forbidden-material scan sees the very bytes whose digest was checked.
+    the forbidden-material scan sees the very bytes whose digest was checked. Bytes it
+    returns are checked instead (a seeded escape's edit, ``sensitivity``).
     """
     result = LayerResult(Layer.SOURCE_MODULES)
     outcome = SourceModuleOutcome()
@@ -183,7 +184,7 @@ def _module_gaps(
     subject: str,
     outcome: SourceModuleOutcome,
     max_body_bytes: int,
-    on_body: Callable[[str, bytes], None],
+    on_body: Callable[[str, bytes], bytes | None],
 ) -> list[Gap]:
     """Return one module's gaps; record its body in ``outcome`` when it could be read.
 
@@ -206,7 +207,7 @@ def _module_gaps(
     if body is None:
         return found
     rel = path.relative_to(run.root.resolve()).as_posix()
-    on_body(rel, body)
+    body = on_body(rel, body) or body
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     bad_digests = [k for k in DIGEST_KEYS if module.get(k) != digest]
     if bad_digests:

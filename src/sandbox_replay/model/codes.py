@@ -389,5 +389,12 @@ BUNDLE_MANIFEST_INVALID = _r(
     HIGH,
     "The bundle manifest names no bundle_id, or says a body is in the receipt.",
 )
+# Sensitivity (``--require-sensitivity``).
+_r = REGISTRY.declarer(Layer.SENSITIVITY)
+SEEDED_ESCAPE_MISSED = _r(
+    "SANDBOX_POLICY_SEEDED_ESCAPE_MISSED",
+    HIGH,
+    "A seeded escape planted in the run's own rows was replayed and no check saw it, so the run's evidence could not show that lie.",
+)
 
 del _r, CRITICAL, HIGH, MEDIUM, LOW

@@ -28,6 +28,7 @@ class Layer(StrEnum):
     NEGATIVE_CASES = "negative_cases"
     SOURCE_MODULES = "source_modules"
     BUNDLE_MANIFEST = "bundle_manifest"
+    SENSITIVITY = "sensitivity"
 
     @property
     def label(self) -> str:
