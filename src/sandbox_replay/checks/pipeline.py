@@ -221,7 +221,8 @@ def replay(config: ReplayConfig) -> Replay:
         if seeded.required:
             layers.append(sensitivity.layer(seeded))
         say(
-            f"replayed {sum(len(s.mutants) for s in seeded.scores)} seeded escapes "
+            f"replayed {seeded.applicable} seeded escapes on "
+            f"{sum(len(s.mutants) for s in seeded.scores)} rows ({seeded.caught} caught) "
             f"in {time.perf_counter() - started:.1f}s"
         )
     passed = _passes(layers, scan, negative, modules, config.mode)

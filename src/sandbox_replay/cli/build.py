@@ -154,6 +154,8 @@ def build(
     exclude: opt.ExcludeOpt = None,
     map_file: opt.MapOpt = None,
     rollback_from_teardown: opt.TeardownOpt = False,
+    sensitivity: opt.SensitivityOpt = False,
+    require_sensitivity: opt.RequireSensitivityOpt = False,
     quiet: opt.QuietOpt = False,
     root: opt.RootOpt = None,
 ) -> None:
@@ -201,6 +203,8 @@ def build(
             inspect=inspect,
             exports=bool(targets.paths()),
             export_root=root,
+            sensitivity=sensitivity,
+            require_sensitivity=require_sensitivity,
         )
         result = build_site(config)
         say_policies(chosen)

@@ -170,6 +170,22 @@ TeardownOpt = Annotated[
         "executed call (labelled as such in the bundle and on the site).",
     ),
 ]
+SensitivityOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sensitivity",
+        help="Also plant each seeded escape in a few of the run's own rows, in memory, and "
+        "show whether the replay caught it (docs/sensitivity.md).",
+    ),
+]
+RequireSensitivityOpt = Annotated[
+    bool,
+    typer.Option(
+        "--require-sensitivity",
+        help="As --sensitivity, and block a run on which a seeded escape was missed "
+        "(SANDBOX_POLICY_SEEDED_ESCAPE_MISSED).",
+    ),
+]
 QuietOpt = Annotated[
     bool,
     typer.Option(

@@ -63,6 +63,8 @@ def replay_command(
     forbidden_classes: opt.ForbiddenClassesOpt = None,
     policy: opt.PolicyOpt = None,
     cedar_schema: opt.CedarSchemaOpt = None,
+    sensitivity: opt.SensitivityOpt = False,
+    require_sensitivity: opt.RequireSensitivityOpt = False,
     quiet: opt.QuietOpt = False,
     verbose: opt.VerboseOpt = False,
     root: opt.RootOpt = None,
@@ -85,7 +87,17 @@ def replay_command(
             max_depth=max_depth,
         )
         detail = progress if output.verbose else None
-        replay = ReplayConfig(input_dir, mode, limits, chosen, scanner, progress, detail)
+        replay = ReplayConfig(
+            input_dir,
+            mode,
+            limits,
+            chosen,
+            scanner,
+            progress,
+            detail,
+            sensitivity=sensitivity,
+            require_sensitivity=require_sensitivity,
+        )
         config = RunFolderConfig(replay, out_dir, acceptance_out, targets, root)
         if chosen is not None:
             opt.say_policy(chosen)

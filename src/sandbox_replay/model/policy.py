@@ -124,10 +124,22 @@ RUN_DEFAULTS = frozenset(
         "forbidden-classes",
         "root",
         "quiet",
+        "sensitivity",
+        "require-sensitivity",
     }
 )
 BUILD_DEFAULTS = frozenset(
-    {"jobs", "fail-on", "site-url", "forbidden-classes", "root", "exclude", "quiet"}
+    {
+        "jobs",
+        "fail-on",
+        "site-url",
+        "forbidden-classes",
+        "root",
+        "exclude",
+        "quiet",
+        "sensitivity",
+        "require-sensitivity",
+    }
 )
 _PATH_DEFAULTS = frozenset({"forbidden-classes", "root"})
 _PROJECT_KEYS = {"policy", "cedar-schema", "run-policies"} | RUN_DEFAULTS | BUILD_DEFAULTS

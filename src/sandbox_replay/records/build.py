@@ -175,6 +175,8 @@ def build_result(replay: Replay) -> dict[str, Any]:
         "cold_replay_rows": record_rows(run.replays),
         "body_in_receipt": False,
     }
+    if replay.sensitivity is not None:  # only when asked: a plain record is unchanged
+        record["sensitivity"] = replay.sensitivity.to_record()
     redacted: dict[str, Any] = redact(record, replay.scan.matched_texts)
     return redacted
 

@@ -29,6 +29,10 @@ MAX_GAPS = 4
 
 # Gap phrases by code: (one, many). A count and the subject ids are added around them.
 _PHRASES: dict[str, tuple[str, str]] = {
+    codes.SEEDED_ESCAPE_MISSED: (
+        "seeded escape was missed (this evidence could not show it)",
+        "seeded escapes were missed (this evidence could not show them)",
+    ),
     codes.VERDICT_MISSING: ("request has no verdict row", "requests have no verdict row"),
     codes.VERDICT_INVALID: ("verdict row breaks its floor", "verdict rows break their floor"),
     codes.VERDICT_COVERAGE_INCOMPLETE: (
@@ -456,18 +460,44 @@ def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
     return (plural(held, one, many) + " held to block by the fail-closed rule",)
 
 
+def seeded_missed(result: Mapping[str, Any]) -> list[str]:
+    """Return the ids of the seeded escapes the replay missed (none without ``--sensitivity``)."""
+    section = result.get("sensitivity") or {}
+    return [e["escape_id"] for e in section.get("escapes", ()) if e["outcome"] == "missed"]
+
+
+def seeded_caught_text(result: Mapping[str, Any]) -> str | None:
+    """Return "N of M seeded escapes caught" (None without ``--sensitivity``)."""
+    section = result.get("sensitivity")
+    if section is None:
+        return None
+    return f"{count(section['caught_count'])} of {count(section['applicable_count'])} seeded escapes caught"
+
+
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     """Return the headline of one run from its result record.
 
-    Its notices come after the gaps, then the rules no request exercised.
+    Its notices come after the gaps, then the rules no request exercised, then how many
+    seeded escapes were caught; on a passing run a missed escape comes first of all.
     """
     notices = _notices(result)
     never = PolicyCoverage.of_record(result).never_exercised_text()
     ending = [*notices, never] if never else list(notices)
+    seeded = seeded_caught_text(result)
+    ending += [seeded] if seeded else []
     if result["status"] == "pass":
         text = _pass_text(result)
         if ending:
             text = text.removesuffix(".") + "; " + "; ".join(ending) + "."
+        missed = seeded_missed(result)
+        if missed:
+            warning = plural(len(missed), "seeded escape was", "seeded escapes were")
+            text = (
+                f"{warning} missed ({', '.join(missed)}): this evidence could not have shown "
+                f"{'that lie' if len(missed) == 1 else 'those lies'}, so the pass proves less "
+                f"than it says. {text}"
+            )
+            text = text[0].upper() + text[1:]
         return GapHeadline(text, True, (), notices, never)
     effects = _Effects(result)
     ids = _Ids(_look_alikes(result))

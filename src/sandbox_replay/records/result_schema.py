@@ -189,6 +189,38 @@ class DerivedVerdictRecord(Model):
     policy_derivation_passed: bool
 
 
+class SeededMutantRecord(Model):
+    target: str = Field(description="The request id (or module id) the escape was planted in.")
+    outcome: Literal["caught", "caught_otherwise", "missed"]
+    codes: list[str] = Field(description="The codes of the findings the mutant added.")
+
+
+class SeededEscapeRecord(Model):
+    escape_id: str
+    fakes: str
+    codes: list[str] = Field(description="A finding of any of these added is a catch.")
+    applies_to: str
+    outcome: Literal["caught", "caught_otherwise", "missed", "not_applicable"]
+    rows_tried: Count
+    caught: Count
+    caught_otherwise: Count
+    missed: Count
+    not_applicable_reason: str | None
+    mutants: list[SeededMutantRecord]
+
+
+class SensitivityRecord(Model):
+    """Seeded escapes replayed on the run's own rows (``--sensitivity``)."""
+
+    required: bool
+    escape_count: Count
+    applicable_count: Count
+    caught_count: Count
+    missed_count: Count
+    not_applicable_count: Count
+    escapes: list[SeededEscapeRecord]
+
+
 class ResultRecord(Model):
     """The result record of one run (``*_result.json``); see docs/FORMAT.md section 4."""
 
@@ -237,3 +269,4 @@ class ResultRecord(Model):
     rollback_rows: list[RowRecord]
     cold_replay_rows: list[RowRecord]
     body_in_receipt: Literal[False]
+    sensitivity: SensitivityRecord | None = None

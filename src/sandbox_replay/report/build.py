@@ -91,6 +91,9 @@ class BuildConfig:
     # Whether to give ``BuildResult.export_runs``, with paths from ``--root`` (if given).
     exports: bool = False
     export_root: Path | None = None
+    # Seeded escapes on every run (``checks.sensitivity``); required: a missed one blocks.
+    sensitivity: bool = False
+    require_sensitivity: bool = False
 
     def __post_init__(self) -> None:
         if self.templates is not None and not self.templates.is_dir():
@@ -295,6 +298,7 @@ def _plan(
         forbidden.sha256 if forbidden else "",
         manifest.pages_digest(config, runs),
         single_file=config.single_file,
+        sensitivity=(config.sensitivity, config.require_sensitivity),
     )
     hashed = incremental.hash_runs(runs)
     # With rebuild, the last build's status is ignored, so every run is replayed afresh.
@@ -340,6 +344,8 @@ def _task(run: DiscoveredRun, config: BuildConfig, plan: _Plan, staging: Path) -
         config.forbidden.classes if config.forbidden else (),
         policy=policy,
         single_file=config.single_file,
+        sensitivity=config.sensitivity or config.require_sensitivity,
+        require_sensitivity=config.require_sensitivity,
         **compared,
     )
 

@@ -70,14 +70,17 @@ def settings_hash(
     policies: str = "",
     *,
     single_file: bool = False,
+    sensitivity: tuple[bool, bool] = (False, False),
 ) -> str:
     """Hash everything global that shapes the pages: version, templates, assets, time, the
-    packaged data, a user's forbidden-classes table and policies ("" for none), and
-    ``single_file``."""
+    packaged data, a user's forbidden-classes table and policies ("" for none),
+    ``single_file`` and whether seeded escapes are replayed (and required)."""
     digest = hashlib.sha256()
     digest.update(f"{__version__}\0{shown_time}\0{forbidden_sha256}\0{policies}\0".encode())
     if single_file:
         digest.update(b"single-file\0")
+    if any(sensitivity):
+        digest.update(f"sensitivity {sensitivity}\0".encode())
     for name, data in _walk_package(resources.files(TEMPLATE_PACKAGE), "package/"):
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     for name, data in _walk_package(resources.files(DATA_PACKAGE) / "data", "data/"):

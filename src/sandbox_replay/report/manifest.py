@@ -19,7 +19,8 @@
                "single_file": "single/<run>.html" (only with --single-file)}],
      "baseline": {"manifest_sha256", "history_sha256" (null when it had none),
                   "label"} (only with --baseline: ``baseline.Baseline.record``),
-     "label": <--label> (only with --label)}
+     "label": <--label> (only with --label),
+     "sensitivity": {"required": <bool>} (only with --sensitivity or --require-sensitivity)}
 """
 
 from __future__ import annotations
@@ -135,4 +136,9 @@ def manifest(
         "runs": [entry(run, summary) for run, summary in zip(runs, summaries, strict=True)],
         **({"baseline": config.baseline.record()} if config.baseline is not None else {}),
         **({"label": config.label} if config.label is not None else {}),
+        **(
+            {"sensitivity": {"required": config.require_sensitivity}}
+            if config.sensitivity or config.require_sensitivity
+            else {}
+        ),
     }

@@ -62,6 +62,9 @@ class RunTask:
     matched_by: str = ""
     # With ``--single-file``: also write ``single/<run>.html`` (``single_file``).
     single_file: bool = False
+    # Seeded escapes replayed (``checks.sensitivity``), and whether a missed one blocks.
+    sensitivity: bool = False
+    require_sensitivity: bool = False
 
 
 @dataclass
@@ -135,7 +138,13 @@ def build_run(task: RunTask) -> RunBuilt:
     scanner = scanner_with(task.forbidden) if task.forbidden else None
     outcome = replay(
         ReplayConfig(
-            task.run.path, task.run.mode, policy=task.policy, scanner=scanner, progress=say
+            task.run.path,
+            task.run.mode,
+            policy=task.policy,
+            scanner=scanner,
+            progress=say,
+            sensitivity=task.sensitivity,
+            require_sensitivity=task.require_sensitivity,
         )
     )
     records = build_records(outcome)

@@ -63,6 +63,8 @@ class Recorded:
     inspect: ImportOptions | None
     baseline_failed: bool
     map_failed: bool
+    # Seeded escapes replayed, and required (``manifest.json`` "sensitivity").
+    sensitivity: tuple[bool, bool] = (False, False)
 
 
 def sha256_of(path: Path) -> str:
@@ -189,6 +191,12 @@ def read_recorded(
         label = None
     inspect, map_differences = _inspect_options(manifest, root)
     differences += map_differences
+    seeded = manifest.get("sensitivity")
+    if seeded is not None and not (
+        isinstance(seeded, dict) and seeded.get("required") in (True, False)
+    ):
+        differences.append('manifest sensitivity is not {"required": true or false}')
+        seeded = None
     recorded = Recorded(
         epoch,
         forbidden,
@@ -198,6 +206,7 @@ def read_recorded(
         inspect,
         baseline_failed=bool(baseline_differences),
         map_failed=bool(map_differences),
+        sensitivity=(seeded is not None, seeded is not None and seeded["required"] is True),
     )
     return recorded, differences
 

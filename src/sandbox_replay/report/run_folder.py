@@ -19,6 +19,7 @@ from sandbox_replay.exports import ExportTargets, export_run, outside_root, writ
 from sandbox_replay.load.run import CORE_FILES, InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.records.build import RunRecords, build_records, write_records
+from sandbox_replay.records.headline import seeded_caught_text, seeded_missed
 
 # At most this many findings are listed after a run (``-v``: all of them).
 SHOWN_FINDINGS = 10
@@ -189,6 +190,10 @@ def summary_lines(
     gap_codes = {f["error_code"] for f in r["findings"] if id(f) not in alarms}
     other_codes = [c for c in r["error_codes"] if c not in alarm_codes or c in gap_codes]
     expected = f" ({len(alarms)} of them the expected negative-case alarms)" if alarms else ""
+    seeded = seeded_caught_text(r)
+    if seeded is not None:
+        missed = seeded_missed(r)
+        lines.append(seeded + (f"  missed: {', '.join(missed)}" if missed else ""))
     lines.append(f"findings: {r['finding_count']}{expected}  error codes: {len(other_codes)}")
     lines.extend(f"  {code}" for code in other_codes)
     return lines

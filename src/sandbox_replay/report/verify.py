@@ -206,6 +206,8 @@ def verify_site(config: VerifyConfig) -> VerifyReport:
             baseline=recorded.baseline,
             label=recorded.label,
             inspect=recorded.inspect,
+            sensitivity=recorded.sensitivity[0],
+            require_sensitivity=recorded.sensitivity[1],
         )
         try:
             build_site(rebuild)
