@@ -173,7 +173,7 @@ TeardownOpt = Annotated[
 SensitivityOpt = Annotated[
     bool,
     typer.Option(
-        "--sensitivity",
+        "--sensitivity/--no-sensitivity",
         help="Also plant each seeded escape in a few of the run's own rows, in memory, and "
         "show whether the replay caught it (docs/sensitivity.md).",
     ),
