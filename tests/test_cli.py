@@ -166,10 +166,12 @@ def test_progress_on_stderr_and_card_stdout_is_pure_json(tmp_path: Path) -> None
     # One line per phase, so a long run shows where it is and what each phase took.
     phases = [line for line in proc.stderr.splitlines() if re.search(r" in \d+\.\ds$", line)]
     assert re.search(r"loaded and scanned 15 files \(0\.0 MB, 26 rows\) in \d+\.\ds$", phases[0])
-    assert len(phases) == 4
+    assert len(phases) == 5
     assert [p.split(" in ")[0] for p in phases[1:]] == [
         "sandbox-replay: checked the rows against every layer",
         "sandbox-replay: built the trace (6 spans)",
+        # pyproject.toml of this folder turns them on.
+        "sandbox-replay: replayed 10 seeded escapes on 27 rows (10 caught)",
         "sandbox-replay: wrote the records",
     ]
 

@@ -217,3 +217,15 @@ def test_a_site_built_with_it_verifies(tmp_path: Path) -> None:
         assert result["sensitivity"]["caught_count"] == 10
         checked = runner.invoke(app, ["verify", "site"])
     assert checked.exit_code == 0, checked.output
+
+
+def test_the_docs_table_is_the_registry() -> None:
+    text = (FIXTURES.parent / "docs" / "sensitivity.md").read_text("utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(ESCAPES)
+    for escape, row in zip(ESCAPES, rows, strict=True):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[0] == f"`{escape.escape_id}`"
+        assert cells[1] == escape.fakes
+        assert cells[2] == ", ".join(f"`{code}`" for code in escape.codes)
+        assert cells[3].startswith(escape.applies_to)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import REPO, project_policies
+from sandbox_replay.model.policy import project_defaults
 from sandbox_replay.report.build import BuildConfig, build_site
 
 REFRESH = "run `make site` and commit site/"
@@ -22,9 +23,17 @@ def test_committed_site_matches_a_fresh_build(tmp_path: Path) -> None:
     committed = REPO / "site"
     assert (committed / "index.html").is_file(), f"site/ is missing: {REFRESH}"
     fresh = tmp_path / "site"
-    # Paths on the pages are relative to the working directory: build as `make site` does.
+    # Paths on the pages are relative to the working directory: build as `make site` does,
+    # with the options pyproject.toml sets.
+    sensitivity = project_defaults(REPO)["build"]["sensitivity"]
+    assert sensitivity is True
     config = BuildConfig(
-        (REPO / "fixtures",), fresh, cwd=REPO, progress=quiet, policies=project_policies()
+        (REPO / "fixtures",),
+        fresh,
+        cwd=REPO,
+        progress=quiet,
+        policies=project_policies(),
+        sensitivity=sensitivity,
     )
     build_site(config)
     want, have = _tree(fresh), _tree(committed)
