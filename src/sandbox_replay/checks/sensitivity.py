@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any
 
 from sandbox_replay.checks.base import LayerResult
@@ -29,7 +30,7 @@ from sandbox_replay.load.scan import ForbiddenScanner
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.findings import Finding
-from sandbox_replay.model.rows import Table
+from sandbox_replay.model.rows import Rollback, Table
 
 MAX_TRIED = 3
 FLOOR = "sensitivity_floor"
@@ -135,7 +136,7 @@ def measure(
             mutants = _module_mutants(escape, bodies, judge_modules) if judge_modules else []
         else:
             chosen = _choose(escape, rows, sentinel)
-            mutants = [_request_mutant(escape, rows, target, judge, sentinel) for target in chosen]
+            mutants = [_request_mutant(escape, rows, at, judge, sentinel) for at in chosen]
         scores.append(EscapeScore(escape, tuple(mutants)))
     return Sensitivity(tuple(scores), required)
 
@@ -174,13 +175,13 @@ def _key(finding: Finding) -> tuple[str, str, str]:
 
 
 def _request_mutant(
-    escape: Escape, index: _RowIndex, target: str, judge: Judge, sentinel: str | None
+    escape: Escape, index: _RowIndex, at: int, judge: Judge, sentinel: str | None
 ) -> Mutant:
-    rows = index.rows_of(target, sentinel)
+    rows = index.rows_of(at, sentinel)
     before = judge(index.run_of(rows))
     escape.plant(rows)
     outcome, found = _outcome(escape, before, judge(index.run_of(rows)))
-    return Mutant(target, outcome, found)
+    return Mutant(rows.request_id, outcome, found)
 
 
 def _module_mutants(escape: Escape, bodies: list[ModuleBody], judge: ModuleJudge) -> list[Mutant]:
@@ -192,62 +193,53 @@ def _module_mutants(escape: Escape, bodies: list[ModuleBody], judge: ModuleJudge
     return mutants
 
 
-def _choose(escape: Escape, index: _RowIndex, sentinel: str | None) -> list[str]:
-    """Return up to ``MAX_TRIED`` request ids the escape applies to: the first of each
-    request kind in file order, then the second of each, and so on."""
-    by_kind: dict[str, list[str]] = {}
-    for request_id in index.run.derivations:
-        rows = index.rows_of(request_id, sentinel)
-        if not escape.applies(rows):
-            continue
-        picked = by_kind.setdefault(repr(rows.requests[0].action_kind), [])
-        if len(picked) < MAX_TRIED:
-            picked.append(request_id)
-        if len(by_kind) >= MAX_TRIED:  # the first of as many kinds as are tried
-            break
-    spread = [ids[i] for i in range(MAX_TRIED) for ids in by_kind.values() if i < len(ids)]
-    return spread[:MAX_TRIED]
+def _choose(escape: Escape, index: _RowIndex, sentinel: str | None) -> list[int]:
+    """Return the first ``MAX_TRIED`` requests the escape applies to, in ``index.order``."""
+    chosen: list[int] = []
+    for at in index.order:
+        if escape.applies(index.rows_of(at, sentinel)):
+            chosen.append(at)
+            if len(chosen) == MAX_TRIED:
+                break
+    return chosen
 
 
 class _RowIndex:
-    """Where each request's rows stand in the run's files, found once per run."""
+    """Each request's rows as the layers join them (``RunInputs.joined``: its first row in
+    each file), and the order requests are tried in: the first of each request kind in
+    file order, then the second of each, and so on."""
 
     def __init__(self, run: RunInputs) -> None:
         self.run = run
-        self.at = {
-            name: _positions(table, "request_id")
-            for name, table in (
-                ("requests", run.requests),
-                ("verdicts", run.verdicts),
-                ("effects", run.effects),
-                ("rollbacks", run.rollbacks),
-                ("replays", run.replays),
+        self.joined = run.joined
+        self.ids = self.joined.ids
+        by_kind: dict[str, list[int]] = {}
+        for at, request in enumerate(self.joined.requests):
+            by_kind.setdefault(repr(request.action_kind), []).append(at)
+        rounds = zip_longest(*by_kind.values())
+        self.order = [at for row in rounds for at in row if at is not None]
+        self.rollbacks_of: dict[Any, list[Rollback]] = {}
+        for rollback in run.rollbacks:
+            self.rollbacks_of.setdefault(rollback.request_id, []).append(rollback)
+
+    def rows_of(self, at: int, sentinel: str | None) -> RequestRows:
+        """Return the rows of the ``at``-th request, as lists an escape may edit."""
+        joined, request_id = self.joined, self.ids[at]
+        effect = joined.effects[at]
+        rollbacks = list(self.rollbacks_of.get(request_id, ()))
+        if effect is not None:
+            by_ref = self.run.rollbacks.get(
+                rollback_id_of(effect.rollback_receipt_ref, self.run.rollbacks.by_key)
             )
-        }
-        self.rollback_at = _positions(run.rollbacks, "rollback_id")
-
-    def rows_of(self, request_id: str, sentinel: str | None) -> RequestRows:
-        """Return the request's rows, as lists an escape may edit (the rows stay shared)."""
-        run = self.run
-
-        def of(name: str, table: Table[Any]) -> list[Any]:
-            return [table.rows[i] for i in self.at[name].get(request_id, ())]
-
-        effects = of("effects", run.effects)
-        rollbacks = of("rollbacks", run.rollbacks)
-        for effect in effects:
-            rollback_id = rollback_id_of(effect.rollback_receipt_ref, run.rollbacks.by_key)
-            for i in self.rollback_at.get(rollback_id, ()) if type(rollback_id) is str else ():
-                if run.rollbacks.rows[i] not in rollbacks:
-                    rollbacks.append(run.rollbacks.rows[i])
+            rollbacks += [by_ref] if by_ref is not None and by_ref not in rollbacks else []
         return RequestRows(
             request_id,
-            run.derivations[request_id].verdict,
-            of("requests", run.requests),
-            of("verdicts", run.verdicts),
-            effects,
+            self.run.derivations[request_id].verdict,
+            [joined.requests[at]],
+            _listed(joined.verdicts[at]),
+            _listed(effect),
             rollbacks,
-            of("replays", run.replays),
+            _listed(joined.replays[at]),
             sentinel,
         )
 
@@ -267,10 +259,5 @@ class _RowIndex:
         return small
 
 
-def _positions(table: Table[Any], key: str) -> dict[str, list[int]]:
-    found: dict[str, list[int]] = {}
-    for i, row in enumerate(table.rows):
-        value = getattr(row, key)
-        if type(value) is str:
-            found.setdefault(value, []).append(i)
-    return found
+def _listed(row: Any) -> list[Any]:
+    return [] if row is None else [row]
