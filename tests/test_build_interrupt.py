@@ -34,7 +34,15 @@ from typing import Any
 
 import pytest
 
-from conftest import FIRST_WAVE, FIXTURES, REPO, edit_json, project_policies, replay_dir
+from conftest import (
+    FIRST_WAVE,
+    FIXTURES,
+    REPO,
+    edit_json,
+    project_policies,
+    project_sensitivity,
+    replay_dir,
+)
 from sandbox_replay.load.run import InputMode
 from sandbox_replay.records import build as records
 from sandbox_replay.report import publish
@@ -114,6 +122,7 @@ def test_build_killed_at_random_times_leaves_old_or_new_site(tmp_path: Path) -> 
             cwd=REPO,
             progress=quiet,
             policies=project_policies(),
+            sensitivity=project_sensitivity(),  # as the command reads pyproject.toml
         )
         build_site(config)
         references[epoch] = tree(out)

@@ -138,7 +138,15 @@ def test_hostile_values_stay_inert(tmp_path: Path) -> None:
 def test_cli_writes_markdown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     out = tmp_path / "summary.md"
-    args = ["run", "--input", "fixtures/first_wave", "--out", str(tmp_path / "o")]
+    # As the library writes it below: without the seeded escapes pyproject.toml turns on.
+    args = [
+        "run",
+        "--input",
+        "fixtures/first_wave",
+        "--out",
+        str(tmp_path / "o"),
+        "--no-sensitivity",
+    ]
     result = CliRunner().invoke(app, [*args, "--markdown", str(out), "--site-url", "https://x.org"])
     assert result.exit_code == 0, result.output
     assert out.read_bytes() == markdown_bytes([builtin_run("first_wave")], "https://x.org")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -28,6 +29,8 @@ from conftest import (
     replay_dir,
 )
 from sandbox_replay import InputMode, ReplayConfig, build_records, replay
+from sandbox_replay.checks import pipeline
+from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.checks.pipeline import Replay
 from sandbox_replay.load.scan import load_forbidden_classes
@@ -339,6 +342,9 @@ class Trigger:
     edit: Callable[[Path], None] | None
     # A Cedar policy to replay with (its text), where the code is about the policy.
     cedar: str | None = None
+    # A code the layers are made blind to, replayed with --require-sensitivity: a check
+    # weakened so, not an input edited, is what a seeded escape's miss is about.
+    blind_to: str | None = None
 
 
 def fixture(edit: Callable[[Path], None] | None) -> Trigger:
@@ -646,12 +652,28 @@ TRIGGERS: dict[str, Trigger] = {
         )
     ),
 }
+TRIGGERS[codes.SEEDED_ESCAPE_MISSED] = Trigger(
+    InputMode.FIXTURE, None, blind_to=codes.COLD_REPLAY_INVALID
+)
 PASSING = {InputMode.FIXTURE: FIRST_WAVE, InputMode.BUNDLE: EXPORTED_BUNDLE}
 PASSING_NAMES = {InputMode.FIXTURE: "first_wave", InputMode.BUNDLE: "bundles/exported_bundle"}
 
 
 def test_every_registered_code_has_a_trigger() -> None:
     assert sorted(TRIGGERS) == sorted(entry.code for entry in REGISTRY)
+
+
+def _blind(code: str) -> Callable[..., list[LayerResult]]:
+    """Return the pipeline's row layers, weakened never to report ``code``."""
+    layers_of = pipeline._row_layers
+
+    def weakened(*args: Any) -> list[LayerResult]:
+        layers = layers_of(*args)
+        for layer in layers:
+            layer.findings = [f for f in layer.findings if f.error_code != code]
+        return layers
+
+    return weakened
 
 
 def replay_trigger(code: str, tmp_path: Path) -> tuple[Path, Replay, RunRecords]:
@@ -661,7 +683,12 @@ def replay_trigger(code: str, tmp_path: Path) -> tuple[Path, Replay, RunRecords]
     folder = copy_fixture(tmp_path, PASSING_NAMES[trigger.mode])
     if trigger.edit is not None:
         trigger.edit(folder)
-    if trigger.cedar is None:
+    if trigger.blind_to is not None:
+        with mock.patch.object(pipeline, "_row_layers", _blind(trigger.blind_to)):
+            config = ReplayConfig(folder, trigger.mode, require_sensitivity=True)
+            outcome = replay(config)
+        records = build_records(outcome)
+    elif trigger.cedar is None:
         outcome, records = replay_dir(folder, trigger.mode)
     else:
         (tmp_path / "policy.cedar").write_text(trigger.cedar, "utf-8")

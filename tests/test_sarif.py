@@ -13,7 +13,14 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
-from conftest import EXPORTED_BUNDLE, FIRST_WAVE, REPO, read_json, write_json
+from conftest import (
+    EXPORTED_BUNDLE,
+    FIRST_WAVE,
+    REPO,
+    project_sensitivity,
+    read_json,
+    write_json,
+)
 from exports_support import (
     BUILTIN_IDS,
     HOSTILE,
@@ -317,7 +324,13 @@ def test_build_exports_without_replaying_a_run_again(
     assert replays == []
     targets = exports.ExportTargets(*(tmp_path / f"again{suffix}" for suffix in (".s", ".x", ".m")))
     replayed = [
-        export_run(folder.name, pipeline.replay(ReplayConfig(folder, mode_of(folder))))
+        export_run(
+            folder.name,
+            # As the build in this folder replays them (pyproject.toml).
+            pipeline.replay(
+                ReplayConfig(folder, mode_of(folder), sensitivity=project_sensitivity())
+            ),
+        )
         for folder in sorted(runs.iterdir())
     ]
     again = [data for _, data in render_exports(targets, replayed)]

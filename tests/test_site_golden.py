@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import REPO, project_policies
-from sandbox_replay.model.policy import project_defaults
+from conftest import REPO, project_policies, project_sensitivity
 from sandbox_replay.report.build import BuildConfig, build_site
 
 REFRESH = "run `make site` and commit site/"
@@ -25,15 +24,14 @@ def test_committed_site_matches_a_fresh_build(tmp_path: Path) -> None:
     fresh = tmp_path / "site"
     # Paths on the pages are relative to the working directory: build as `make site` does,
     # with the options pyproject.toml sets.
-    sensitivity = project_defaults(REPO)["build"]["sensitivity"]
-    assert sensitivity is True
+    assert project_sensitivity()
     config = BuildConfig(
         (REPO / "fixtures",),
         fresh,
         cwd=REPO,
         progress=quiet,
         policies=project_policies(),
-        sensitivity=sensitivity,
+        sensitivity=project_sensitivity(),
     )
     build_site(config)
     want, have = _tree(fresh), _tree(committed)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import REPO, project_policies
+from conftest import REPO, project_policies, project_sensitivity
 from sandbox_replay.report.build import BuildConfig, build_site
 
 if TYPE_CHECKING:
@@ -140,7 +140,12 @@ def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh build of the built-in fixtures, as `make site` builds it."""
     out = tmp_path_factory.mktemp("browser") / "site"
     config = BuildConfig(
-        (REPO / "fixtures",), out, cwd=REPO, progress=lambda _: None, policies=project_policies()
+        (REPO / "fixtures",),
+        out,
+        cwd=REPO,
+        progress=lambda _: None,
+        policies=project_policies(),
+        sensitivity=project_sensitivity(),
     )
     build_site(config)
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -87,17 +88,8 @@ def replay_command(
             max_depth=max_depth,
         )
         detail = progress if output.verbose else None
-        replay = ReplayConfig(
-            input_dir,
-            mode,
-            limits,
-            chosen,
-            scanner,
-            progress,
-            detail,
-            sensitivity=sensitivity,
-            require_sensitivity=require_sensitivity,
-        )
+        replay = ReplayConfig(input_dir, mode, limits, chosen, scanner, progress, detail)
+        replay = replace(replay, sensitivity=sensitivity, require_sensitivity=require_sensitivity)
         config = RunFolderConfig(replay, out_dir, acceptance_out, targets, root)
         if chosen is not None:
             opt.say_policy(chosen)

@@ -22,6 +22,7 @@ from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.recorded_rows import column_of
+from sandbox_replay.records.seeded import missed_warning, seeded_caught_text
 
 MAX_IDS = 3
 ID_BUDGET = 5
@@ -460,20 +461,6 @@ def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
     return (plural(held, one, many) + " held to block by the fail-closed rule",)
 
 
-def seeded_missed(result: Mapping[str, Any]) -> list[str]:
-    """Return the ids of the seeded escapes the replay missed (none without ``--sensitivity``)."""
-    section = result.get("sensitivity") or {}
-    return [e["escape_id"] for e in section.get("escapes", ()) if e["outcome"] == "missed"]
-
-
-def seeded_caught_text(result: Mapping[str, Any]) -> str | None:
-    """Return "N of M seeded escapes caught" (None without ``--sensitivity``)."""
-    section = result.get("sensitivity")
-    if section is None:
-        return None
-    return f"{count(section['caught_count'])} of {count(section['applicable_count'])} seeded escapes caught"
-
-
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     """Return the headline of one run from its result record.
 
@@ -482,22 +469,12 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     """
     notices = _notices(result)
     never = PolicyCoverage.of_record(result).never_exercised_text()
-    ending = [*notices, never] if never else list(notices)
-    seeded = seeded_caught_text(result)
-    ending += [seeded] if seeded else []
+    ending = [text for text in (*notices, never, seeded_caught_text(result)) if text]
     if result["status"] == "pass":
         text = _pass_text(result)
         if ending:
             text = text.removesuffix(".") + "; " + "; ".join(ending) + "."
-        missed = seeded_missed(result)
-        if missed:
-            warning = plural(len(missed), "seeded escape was", "seeded escapes were")
-            text = (
-                f"{warning} missed ({', '.join(missed)}): this evidence could not have shown "
-                f"{'that lie' if len(missed) == 1 else 'those lies'}, so the pass proves less "
-                f"than it says. {text}"
-            )
-            text = text[0].upper() + text[1:]
+        text = " ".join(filter(None, [missed_warning(result), text]))
         return GapHeadline(text, True, (), notices, never)
     effects = _Effects(result)
     ids = _Ids(_look_alikes(result))

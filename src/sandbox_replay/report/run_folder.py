@@ -19,7 +19,7 @@ from sandbox_replay.exports import ExportTargets, export_run, outside_root, writ
 from sandbox_replay.load.run import CORE_FILES, InputMode
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.records.build import RunRecords, build_records, write_records
-from sandbox_replay.records.headline import seeded_caught_text, seeded_missed
+from sandbox_replay.records.seeded import seeded_caught_text, seeded_missed
 
 # At most this many findings are listed after a run (``-v``: all of them).
 SHOWN_FINDINGS = 10
