@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from markupsafe import Markup
 
+from sandbox_replay.exports import SeededCount
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
@@ -326,6 +327,7 @@ class SeededView:
 
     summary: str
     rows: tuple[SeededRow, ...]
+    count: SeededCount
     # The escapes missed on a passing run: the warning at the top of its page.
     notice: tuple[SeededRow, ...]
 

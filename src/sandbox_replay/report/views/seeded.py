@@ -7,6 +7,7 @@ from collections.abc import Container
 
 from sandbox_replay.checks.confusables import id_mark
 from sandbox_replay.checks.sensitivity import CAUGHT, MISSED, NOT_APPLICABLE, OTHERWISE, EscapeScore
+from sandbox_replay.exports import SeededCount
 from sandbox_replay.records.headline import seeded_caught_text
 from sandbox_replay.report.views.common import MAIN_PAGE, Badge, code_href, content_slug, text
 from sandbox_replay.report.views.index import RunIndex
@@ -42,7 +43,8 @@ def seeded(ix: RunIndex, held: Container[str] | None = None) -> SeededView | Non
         + (f"; {not_applicable:,} not applicable to this run" if not_applicable else "")
         + "."
     )
-    return SeededView(summary, rows, tuple(missed) if ix.status == "pass" else ())
+    count = SeededCount(seen.caught, seen.applicable)
+    return SeededView(summary, rows, count, tuple(missed) if ix.status == "pass" else ())
 
 
 def _row(ix: RunIndex, score: EscapeScore, held: Container[str] | None) -> SeededRow:
