@@ -3,8 +3,6 @@ run's own rows (``checks.sensitivity``) and what the replay saw of it."""
 
 from __future__ import annotations
 
-from collections.abc import Container
-
 from sandbox_replay.checks.confusables import id_mark
 from sandbox_replay.checks.sensitivity import CAUGHT, MISSED, NOT_APPLICABLE, OTHERWISE, EscapeScore
 from sandbox_replay.exports import SeededCount
@@ -26,15 +24,12 @@ def seeded_anchor(escape_id: str) -> str:
     return "seeded-" + content_slug(escape_id)
 
 
-def seeded(ix: RunIndex, held: Container[str] | None = None) -> SeededView | None:
-    """Return the seeded-escapes table, None for a run replayed without ``--sensitivity``.
-
-    ``held``: the request ids whose join rows the page holds (None: all of them).
-    """
+def seeded(ix: RunIndex) -> SeededView | None:
+    """Return the seeded-escapes table, None for a run replayed without ``--sensitivity``."""
     seen = ix.replay.sensitivity
     if seen is None:
         return None
-    rows = tuple(_row(ix, score, held) for score in seen.scores)
+    rows = tuple(_row(ix, score) for score in seen.scores)
     missed = [row for row, score in zip(rows, seen.scores, strict=True) if score.outcome == MISSED]
     not_applicable = len(seen.escapes(NOT_APPLICABLE))
     summary = (
@@ -47,15 +42,13 @@ def seeded(ix: RunIndex, held: Container[str] | None = None) -> SeededView | Non
     return SeededView(summary, rows, count, tuple(missed) if ix.status == "pass" else ())
 
 
-def _row(ix: RunIndex, score: EscapeScore, held: Container[str] | None) -> SeededRow:
+def _row(ix: RunIndex, score: EscapeScore) -> SeededRow:
     escape = score.escape
     root = ix.root_of(MAIN_PAGE)
     targets = []
     for mutant in score.mutants:
         label = text(ix.shown(mutant.target))
-        href = ""
-        if not escape.on_modules and (held is None or label in held):
-            href = ix.request_hrefs([label], MAIN_PAGE)[0]
+        href = "" if escape.on_modules else ix.request_hrefs([label], MAIN_PAGE)[0]
         note = "" if mutant.outcome == CAUGHT else OUTCOME_BADGES[mutant.outcome].text
         mark = "" if escape.on_modules else id_mark(label, ix.look_alikes)
         targets.append(SeededTarget(label, mark, href, note))
