@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIRST_WAVE, REPO, project_policies
+from conftest import FIRST_WAVE, REPO, copy_fixture, project_policies
 from sandbox_replay.checks import pipeline
 from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.escapes import ESCAPES
 from sandbox_replay.exports import ExportFacts, ExportTargets, SeededCount, render_exports
 from sandbox_replay.load.run import RunInputs
+from sandbox_replay.load.scan import ForbiddenScanner
 from sandbox_replay.model import codes
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 from sandbox_replay.report.site_views import RunSummary
@@ -201,3 +202,21 @@ def test_a_plain_build_shows_none_of_it(
     assert "seededEscapes" not in shown[".sarif"]
     assert "seeded_escapes" not in shown[".xml"]
     assert "Seeded escapes" not in shown[".md"]
+
+
+def test_the_ids_shown_are_escaped_marked_and_redacted(tmp_path: Path) -> None:
+    """A look-alike id holding markup is escaped and marked; one holding a secret is redacted."""
+    folder = copy_fixture(tmp_path)
+    token = next(t for c in ForbiddenScanner.default().classes for t in c.tokens)
+    for path in folder.glob("*.json"):
+        data = path.read_text("utf-8")
+        data = data.replace("req_secret_env_read", "req_s\u0435cret<b>")
+        path.write_text(data.replace("req_network_exfil_attempt", f"req_{token}"), "utf-8")
+    build(tmp_path / "site", folder)
+    page = (tmp_path / "site/runs/first_wave/index.html").read_text("utf-8")
+    planted = row(page, "block_declared_allow")
+    assert '<a href="#req-req_s~D0~B5cret~3Cb~3E">req_s\u0435cret&lt;b&gt;</a>' in planted
+    assert "non-ASCII id: req_s&lt;U+0435&gt;cret&lt;b&gt;" in planted
+    assert ">[redacted: forbidden material]</a>" in planted
+    assert token not in page and "<b>" not in planted
+    assert {h.removeprefix("#") for h in HREF.findall(planted)[-3:]} <= set(ID.findall(page))
