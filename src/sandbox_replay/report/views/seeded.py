@@ -6,7 +6,6 @@ from __future__ import annotations
 from sandbox_replay.checks.confusables import id_mark
 from sandbox_replay.checks.sensitivity import CAUGHT, MISSED, NOT_APPLICABLE, OTHERWISE, EscapeScore
 from sandbox_replay.exports import SeededCount
-from sandbox_replay.records.headline import seeded_caught_text
 from sandbox_replay.report.views.common import MAIN_PAGE, Badge, code_href, content_slug, text
 from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.models import FindingLink, SeededRow, SeededTarget, SeededView
@@ -33,7 +32,7 @@ def seeded(ix: RunIndex) -> SeededView | None:
     missed = [row for row, score in zip(rows, seen.scores, strict=True) if score.outcome == MISSED]
     not_applicable = len(seen.escapes(NOT_APPLICABLE))
     summary = (
-        f"{seeded_caught_text(ix.records.result)}"
+        f"{seen.caught:,} of {seen.applicable:,} seeded escapes caught"
         + (f", {len(missed):,} missed" if missed else "")
         + (f"; {not_applicable:,} not applicable to this run" if not_applicable else "")
         + "."
