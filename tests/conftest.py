@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from sandbox_replay import InputMode, Replay, ReplayConfig, RunRecords, build_records, replay
-from sandbox_replay.model.policy import PolicyChoice, choose_policies
+from sandbox_replay.model.policy import PolicyChoice, choose_policies, project_defaults
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -39,6 +39,12 @@ def copy_fixture(tmp_path: Path, name: str = "first_wave") -> Path:
 def project_policies() -> PolicyChoice:
     """The policies ``make run`` replays the fixtures with (``[tool.sandbox-replay]``)."""
     return choose_policies(None, None, REPO)
+
+
+@functools.cache
+def project_sensitivity() -> bool:
+    """Whether ``make run`` replays the seeded escapes (``[tool.sandbox-replay]``)."""
+    return bool(project_defaults(REPO)["build"].get("sensitivity", False))
 
 
 def replay_dir(path: Path, mode: InputMode = InputMode.FIXTURE) -> tuple[Replay, RunRecords]:
