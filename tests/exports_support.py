@@ -43,11 +43,12 @@ def builtin_inputs() -> list[tuple[str, Path, InputMode]]:
 BUILTIN_IDS = [name for name, _, _ in builtin_inputs()]
 
 
-def builtin_run(name: str) -> ExportRun:
+def builtin_run(name: str, *, sensitivity: bool = False) -> ExportRun:
     """Replay one built-in run, its files named relative to the repository root."""
     for run_name, path, mode in builtin_inputs():
         if run_name == name:
-            return export_run(run_name, replay(ReplayConfig(path, mode)), REPO)
+            config = ReplayConfig(path, mode, sensitivity=sensitivity)
+            return export_run(run_name, replay(config), REPO)
     raise KeyError(name)
 
 

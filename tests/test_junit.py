@@ -10,7 +10,7 @@ import junitparser
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIRST_WAVE, REPO
+from conftest import FIRST_WAVE, REPO, project_sensitivity
 from exports_support import BUILTIN_IDS, HOSTILE, all_builtin_runs, builtin_run, hostile_run
 from sandbox_replay import InputMode, ReplayConfig, replay
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
@@ -159,4 +159,6 @@ def test_cli_writes_junit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         ],
     )
     assert result.exit_code == 0, result.output
-    assert out.read_bytes() == junit_bytes([builtin_run("exported_bundle")])
+    # As the command in this folder replays it (pyproject.toml).
+    run = builtin_run("exported_bundle", sensitivity=project_sensitivity())
+    assert out.read_bytes() == junit_bytes([run])

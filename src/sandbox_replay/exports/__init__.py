@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, NamedTuple, cast
 
 import msgspec
 
@@ -34,6 +34,29 @@ CHART_COUNTS = (*COUNT_KEYS, "span_count")
 STATUSES = ("pass", "blocked")
 
 
+class SeededCount(NamedTuple):
+    """How many of the seeded escapes that applied to a run its replay caught
+    (``checks.sensitivity``; a status file keeps it as a pair)."""
+
+    caught: int
+    applicable: int
+
+    @property
+    def missed(self) -> int:
+        return self.applicable - self.caught
+
+    @property
+    def text(self) -> str:
+        """Say "N of M", and how many were missed if any."""
+        missed = f" ({self.missed:,} missed)" if self.missed else ""
+        return f"{self.caught:,} of {self.applicable:,}{missed}"
+
+    @classmethod
+    def of(cls, outcome: Replay) -> SeededCount | None:
+        seen = outcome.sensitivity
+        return None if seen is None else cls(seen.caught, seen.applicable)
+
+
 @dataclass(frozen=True)
 class ExportFacts:
     """What the exports show of one replayed run, already redacted.
@@ -50,6 +73,8 @@ class ExportFacts:
     counts: Mapping[str, int]
     policy: PolicyCoverage
     headline: str | None = None
+    # Only for a run replayed with ``--sensitivity``.
+    seeded: SeededCount | None = None
 
     @property
     def request_count(self) -> int:
@@ -121,6 +146,7 @@ class ExportFacts:
             counts=counts,
             policy=PolicyCoverage.of_record(record),
             headline=headline if summary else None,
+            seeded=SeededCount.of(shown),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -138,6 +164,7 @@ class ExportFacts:
             dict(self.counts),
             self.policy.to_json(),
             self.headline,
+            self.seeded,
         )
         return cast(dict[str, Any], msgspec.to_builtins(stored))
 
@@ -166,6 +193,7 @@ class ExportFacts:
             counts={key: stored.counts[key] for key in CHART_COUNTS},
             policy=PolicyCoverage.from_json(stored.policy),
             headline=stored.headline,
+            seeded=None if stored.seeded is None else SeededCount(*stored.seeded),
         )
 
 
@@ -186,7 +214,7 @@ class _StoredNegative(msgspec.Struct):
     missing: list[str]
 
 
-class _StoredFacts(msgspec.Struct):
+class _StoredFacts(msgspec.Struct, omit_defaults=True):
     status: str
     input_mode: InputMode
     bundle_id: str
@@ -195,6 +223,7 @@ class _StoredFacts(msgspec.Struct):
     counts: dict[str, _Count]
     policy: dict[str, Any]
     headline: str | None
+    seeded: tuple[_Count, _Count] | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ give equal bytes)::
 
     <testsuites name="sandbox-replay" tests= failures= errors="0" skipped="0" time="0">
       <testsuite name="<run name>" tests= failures= errors="0" skipped="0" time="0">
-        <properties> status, input_mode, bundle_id, source_root </properties>
+        <properties> status, input_mode, bundle_id, source_root
+                     [, seeded_escapes: "N of M" caught (--sensitivity)] </properties>
         <testcase classname="<layer>" name="<layer title>" time="0">
           <failure message="<n> finding(s): CODE, ..." type="<first code>">
             one line per finding: code, subject, file:line, message
@@ -132,6 +133,7 @@ def _suite(parent: ET.Element, run: ExportRun) -> tuple[int, int]:
         ("input_mode", facts.input_mode.value),
         ("bundle_id", facts.bundle_id),
         ("source_root", run.source_root),
+        *((("seeded_escapes", facts.seeded.text + " caught"),) if facts.seeded else ()),
     ):
         ET.SubElement(props, "property", {"name": name, "value": one_line(value)})
     look_alikes = subject_look_alikes(facts.findings)

@@ -1,7 +1,8 @@
 """Write a Markdown summary of one or more runs, for a CI job summary or a PR comment.
 
 File format: GitHub-flavoured Markdown, UTF-8, one trailing newline. A title and a table
-of every run, then per run: a heading with its status, its gap headline, the policy in
+of every run (with a "Seeded escapes" column, caught of applicable, when any run was
+replayed with ``--sensitivity``), then per run: a heading with its status, its gap headline, the policy in
 force with the rules no request exercised, a layer table, the top findings (each code
 linked to the site's catalog given ``site_url``) and the pipeline as a ``mermaid`` block.
 A summary over ``MAX_SUMMARY_BYTES`` (GitHub's job-summary limit) is shortened for every
@@ -291,14 +292,16 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
     compared = [run.change for run in runs if run.change is not None]
     if compared:  # a build given --baseline leads with what changed
         title += changes_lines(compared, site_url)
+    seeded = any(run.facts.seeded for run in runs)
     header, rule, *rows = _table(
-        ["Run", "Status", "Requests", "Findings"],
+        ["Run", "Status", "Requests", "Findings", *(["Seeded escapes"] if seeded else [])],
         [
             [
                 md_text(run.name),
                 STATUS_MARK[run.facts.status],
                 str(run.facts.request_count),
                 str(len(run.facts.findings)),
+                *([_seeded_cell(run.facts)] if seeded else []),
             ]
             for run in runs
         ],
@@ -324,6 +327,13 @@ def build_markdown(runs: Sequence[ExportRun], site_url: str | None = None) -> st
         if _fits(text) or not kept:
             return text
         kept -= 1
+
+
+def _seeded_cell(facts: ExportFacts) -> str:
+    """Return a run's seeded escapes caught, a miss marked; "—" for a run without them."""
+    if facts.seeded is None:
+        return "—"
+    return f"⚠️ **{facts.seeded.text}**" if facts.seeded.missed else facts.seeded.text
 
 
 def _changed_finding(run: RunChange, finding: FindingRef, site_url: str | None) -> str:

@@ -16,6 +16,9 @@ File format: one UTF-8 JSON object (2-space indent, ASCII-escaped, trailing newl
   With a baseline each has a ``baselineState``, and each finding gone since is added as a
   ``kind: "pass"``, ``level: "none"`` result, ``absent``. Past ``MAX_RESULTS_PER_RUN``
   only the most severe are kept; the run's ``properties`` say how many were left out.
+- ``properties``: the run's status, input mode, bundle id, finding counts and, replayed
+  with ``--sensitivity``, ``seededEscapesApplicable``, ``seededEscapesCaught`` and
+  ``seededEscapesMissed``.
 
 GitHub takes at most ``MAX_RUNS_PER_FILE`` runs and ``MAX_GZIPPED_BYTES`` per file, so
 ``sarif_files`` splits the log in run order: ``replay.sarif``, then ``replay-2.sarif`` on,
@@ -41,7 +44,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sandbox_replay.atomic import dump_json
-from sandbox_replay.exports import ExportRun
+from sandbox_replay.exports import ExportRun, SeededCount
 from sandbox_replay.exports.text import one_line, subject_look_alikes, subject_mark
 from sandbox_replay.load import run as bundle
 from sandbox_replay.model.codes import REGISTRY, FindingCode, Layer, Severity
@@ -293,7 +296,19 @@ def build_run(run: ExportRun, rules: list[dict[str, Any]]) -> dict[str, Any]:
             "bundleId": one_line(facts.bundle_id),
             "findingCount": len(results),
             "omittedResultCount": len(results) - len(kept),
+            **_seeded(facts.seeded),
         },
+    }
+
+
+def _seeded(seeded: SeededCount | None) -> dict[str, int]:
+    """Return the run's seeded escapes caught, as properties (none without ``--sensitivity``)."""
+    if seeded is None:
+        return {}
+    return {
+        "seededEscapesApplicable": seeded.applicable,
+        "seededEscapesCaught": seeded.caught,
+        "seededEscapesMissed": seeded.missed,
     }
 
 

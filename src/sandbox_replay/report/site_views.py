@@ -16,6 +16,7 @@ from urllib.parse import quote
 import msgspec
 from markupsafe import Markup
 
+from sandbox_replay.exports import SeededCount
 from sandbox_replay.figures import count
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
@@ -74,6 +75,9 @@ class IndexRow:
     # severities its findings have, space-separated, for the ``sev=`` filter.
     run_key: str = ""
     severities: str = ""
+    # Its seeded escapes caught ("" without ``--sensitivity``), "gap" when one was missed.
+    seeded: str = ""
+    seeded_css: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ class IndexView:
     severities: tuple[tuple[str, str], ...] = ()
     compared: bool = False
     trend: TrendView | None = None
+    # Whether any run was replayed with ``--sensitivity`` (the "Seeded escapes" column).
+    seeded: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,8 @@ class RunSummary:
     first_findings: tuple[tuple[str, str], ...] = ()
     # Its findings (expected alarms aside) by severity, worst first, none left out.
     findings_by_severity: tuple[tuple[str, int], ...] = ()
+    # Only for a run replayed with ``--sensitivity``.
+    seeded: SeededCount | None = None
 
     def badness(self) -> tuple[int, ...]:
         """Return a key that orders runs worst first: by worst severity, then each count."""
@@ -141,6 +149,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         """Return the summary as JSON values, as the status file keeps it."""
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        if self.seeded is None:  # a plain build's status file is unchanged
+            del data["seeded"]
         return data | {"counts": vars(self.counts), "policy": self.policy.to_json()}
 
     @classmethod
@@ -168,6 +178,7 @@ def summarize_run(view: RunView, result_sha256: str) -> RunSummary:
         policy=view.policy,
         first_findings=view.first_findings,
         findings_by_severity=view.findings_by_severity,
+        seeded=view.seeded.count if view.seeded is not None else None,
     )
 
 
@@ -206,6 +217,7 @@ def build_index_view(
         severities=(("", "Any severity"), *((s.value, f"With {s.value}") for s in Severity)),
         compared=changes is not None,
         trend=trend_view(history),
+        seeded=any(r.seeded is not None for r in runs),
     )
 
 
@@ -311,6 +323,8 @@ def _index_rows(worst_first: Sequence[RunSummary], changes: Changes | None) -> t
             severity_note=" · ".join(f"{n:,} {s}" for s, n in r.findings_by_severity),
             run_key=run_key(r.name),
             severities=" ".join(s for s, n in r.findings_by_severity if n),
+            seeded=r.seeded.text if r.seeded is not None else "",
+            seeded_css="gap" if r.seeded is not None and r.seeded.missed else "",
         )
         for position, r in enumerate(ordered)
     )

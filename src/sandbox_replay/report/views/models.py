@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from markupsafe import Markup
 
+from sandbox_replay.exports import SeededCount
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.records.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
@@ -292,6 +293,46 @@ class UnmappedView:
 
 
 @dataclass(frozen=True)
+class SeededTarget:
+    """A row a seeded escape was planted in: its id as shown, its mark, its join row's
+    link ("" for a copied body, or a row the page does not hold) and its outcome if not
+    caught ("" when it was)."""
+
+    label: str
+    mark: str
+    href: str
+    note: str
+
+
+@dataclass(frozen=True)
+class SeededRow:
+    """One seeded escape and what the replay saw of it on this run's rows."""
+
+    anchor: str
+    escape_id: str
+    fakes: str
+    codes: tuple[FindingLink, ...]
+    outcome: Badge
+    rows_tried: int
+    caught: int
+    otherwise: int
+    missed: int
+    targets: tuple[SeededTarget, ...]
+    reason: str  # why it is not applicable ("" when it is)
+
+
+@dataclass(frozen=True)
+class SeededView:
+    """The run page's "Would this audit have caught it?" table (``--sensitivity``)."""
+
+    summary: str
+    rows: tuple[SeededRow, ...]
+    count: SeededCount
+    # The escapes missed on a passing run: the warning at the top of its page.
+    notice: tuple[SeededRow, ...]
+
+
+@dataclass(frozen=True)
 class RunView:
     """Everything the run page shows, in SITE.md order."""
 
@@ -348,6 +389,8 @@ class RunView:
     single: SingleFileView | None = None
     # Only for a run imported from an Inspect log with calls no map rule matched.
     unmapped: UnmappedView | None = None
+    # Only for a run replayed with ``--sensitivity``.
+    seeded: SeededView | None = None
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from sandbox_replay.report.views.models import (
     RunView,
 )
 from sandbox_replay.report.views.search import search_entries
+from sandbox_replay.report.views.seeded import seeded
 from sandbox_replay.report.views.single import single_view
 from sandbox_replay.report.views.trace_table import span_rows, trace
 from sandbox_replay.report.views.unmapped import unmapped
@@ -249,6 +250,7 @@ def run_view(
             else ""
         ),
         unmapped=unmapped(ix),
+        seeded=seeded(ix),
     )
 
 

@@ -17,6 +17,7 @@ from sandbox_replay.report.views.findings import finding_groups
 from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.joins import Gaps, join_rows
 from sandbox_replay.report.views.models import CodeDoc, RunView, SingleFileView
+from sandbox_replay.report.views.seeded import seeded
 from sandbox_replay.report.views.trace_table import span_rows
 from sandbox_replay.report.views.unmapped import unmapped
 
@@ -81,6 +82,7 @@ def single_view(ix: RunIndex, gaps: Gaps, view: RunView) -> RunView:
         trace_nav=None,
         single=SingleFileView(holds, tuple(left_out), joins_note, codes),
         unmapped=unmapped(one),
+        seeded=seeded(one),
     )
 
 
