@@ -105,6 +105,7 @@ class ToolCall:
     arguments_sha256: str
     output_sha256: str
     matches: dict[str, int]
+    trust_label: str | None = None  # where the harness tells it, else the map's rule decides
 
 
 @dataclass
