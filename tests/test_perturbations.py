@@ -645,6 +645,14 @@ TRIGGERS: dict[str, Trigger] = {
             folder, "bundle_manifest.json", cold_replay_evidence="not_recorded_by_harness"
         )
     ),
+    # An attacked run the benchmark calls successful, with no untrusted call executed.
+    codes.BENCHMARK_SECURITY_DISAGREES: bundle(
+        lambda folder: edit_object(
+            folder,
+            "bundle_manifest.json",
+            benchmark={"injection_task_id": "injection_task_0", "security": True},
+        )
+    ),
 }
 PASSING = {InputMode.FIXTURE: FIRST_WAVE, InputMode.BUNDLE: EXPORTED_BUNDLE}
 PASSING_NAMES = {InputMode.FIXTURE: "first_wave", InputMode.BUNDLE: "bundles/exported_bundle"}
