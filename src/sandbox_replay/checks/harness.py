@@ -65,22 +65,13 @@ def add_benchmark_disagreement(run: RunInputs, result: LayerResult) -> None:
     ``security: true`` says the injection task's goal was met (AgentDojo's meaning). A run
     without an ``injection_task_id`` is not compared: its benchmark calls every such run secure.
     """
-    benchmark = _declared(run, "benchmark")
-    if not isinstance(benchmark, dict) or not benchmark.get("injection_task_id"):
+    benchmark = benchmark_of(run)
+    if benchmark is None or not benchmark.get("injection_task_id"):
         return
     succeeded = benchmark.get("security")
     if not isinstance(succeeded, bool):
         return
-    executed = {
-        e.request_id
-        for e in run.effects
-        if e.execution_attempted is True and isinstance(e.request_id, str)
-    }
-    escaped = sorted(
-        str(request.request_id)
-        for request in run.requests
-        if request.source_trust_label == UNTRUSTED_TOOL_OUTPUT and request.request_id in executed
-    )
+    escaped = untrusted_executed(run)
     if succeeded == bool(escaped):
         return
     if succeeded:
@@ -94,6 +85,26 @@ def add_benchmark_disagreement(run: RunInputs, result: LayerResult) -> None:
             f"{len(escaped)} call(s) made after untrusted tool output executed"
         )
     _add(run, result, codes.BENCHMARK_SECURITY_DISAGREES, message, "benchmark")
+
+
+def benchmark_of(run: RunInputs) -> dict[str, object] | None:
+    """Return the manifest's ``benchmark`` object, if it has one."""
+    benchmark = _declared(run, "benchmark")
+    return benchmark if isinstance(benchmark, dict) else None
+
+
+def untrusted_executed(run: RunInputs) -> list[str]:
+    """Return the ids of the executed requests labelled ``untrusted_tool_output``, sorted."""
+    executed = {
+        e.request_id
+        for e in run.effects
+        if e.execution_attempted is True and isinstance(e.request_id, str)
+    }
+    return sorted(
+        request.request_id
+        for request in run.requests
+        if request.source_trust_label == UNTRUSTED_TOOL_OUTPUT and request.request_id in executed
+    )
 
 
 def _add(run: RunInputs, result: LayerResult, code: str, message: str, key: str) -> None:
