@@ -23,7 +23,12 @@ from typing import Any
 from sandbox_replay.importers.inspect_bundle import Bundle, Harness, build_bundle, safe_name
 from sandbox_replay.importers.inspect_events import Effects, ToolCall, digest
 from sandbox_replay.importers.inspect_logs import find_log_files, refuse_repeated
-from sandbox_replay.importers.tool_map import UNTRUSTED_TOOL_OUTPUT, ToolMap, packaged_map
+from sandbox_replay.importers.tool_map import (
+    UNTRUSTED_TOOL_OUTPUT,
+    ToolMap,
+    packaged_map,
+    read_tool_map,
+)
 from sandbox_replay.load.decode import parse_input, read_input
 from sandbox_replay.load.files import LoadLimits
 from sandbox_replay.load.scan import ForbiddenScanner
@@ -35,6 +40,7 @@ __all__ = [
     "find_logs",
     "import_logs",
     "is_agentdojo_log",
+    "read_map",
 ]
 
 PACKAGED_MAP = "agentdojo_tool_map.json"
@@ -53,6 +59,11 @@ def agentdojo_map() -> ToolMap:
 AGENTDOJO = Harness(
     "agentdojo", "agentdojo", "policy:agentdojo_none_recorded", "agentdojo/1", agentdojo_map
 )
+
+
+def read_map(path: Path) -> ToolMap:
+    """Read a user's map file, tried before the packaged map (``MapFileError`` if bad)."""
+    return read_tool_map(path, packaged=False).extending(agentdojo_map())
 
 
 class AgentDojoImportError(ValueError):
