@@ -61,13 +61,24 @@ def main() -> None:
             suite = get_suite(BENCHMARK_VERSION, suite_name)
             user_task = suite.get_user_task_by_id(user_task_id)
             benign = _pipeline("ground_truth", user_task)
-            run_task_without_injection_tasks(suite, benign, user_task, LOGS, True, BENCHMARK_VERSION)
+            run_task_without_injection_tasks(
+                suite, benign, user_task, LOGS, True, BENCHMARK_VERSION
+            )
             attack = load_attack(ATTACK, suite, benign)
             for injection_task_id in injection_task_ids:
                 injection_task = suite.get_injection_task_by_id(injection_task_id)
-                obeying = _pipeline("ground_truth_obeys_injection", _Chained(user_task, injection_task))
+                obeying = _pipeline(
+                    "ground_truth_obeys_injection", _Chained(user_task, injection_task)
+                )
                 run_task_with_injection_tasks(
-                    suite, obeying, user_task, attack, LOGS, True, [injection_task_id], BENCHMARK_VERSION
+                    suite,
+                    obeying,
+                    user_task,
+                    attack,
+                    LOGS,
+                    True,
+                    [injection_task_id],
+                    BENCHMARK_VERSION,
                 )
 
 
