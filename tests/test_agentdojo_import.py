@@ -65,7 +65,7 @@ def rows(folder: Path, name: str) -> dict[str, dict[str, object]]:
 
 def test_the_committed_logs_are_found_and_each_run_imports(tmp_path: Path) -> None:
     found = find_logs([LOGS])
-    assert len(found) == 6 and BENIGN in found and ATTACKED in found
+    assert len(found) == 7 and BENIGN in found and ATTACKED in found
     folders = write_bundles(import_logs(found, AgentDojoOptions()), tmp_path)
     assert sorted(f.name for f in folders)[0] == "ground_truth-banking-user_task_0-none-none"
     # Only files where AgentDojo writes a run log are taken: <task>/<attack>/<run>.json.
@@ -132,6 +132,24 @@ def test_an_attacked_run_is_blocked_holding_the_attackers_call_as_untrusted(
     assert codes.BENCHMARK_SECURITY_DISAGREES not in {code for code, _ in found}
 
 
+def test_a_run_a_detector_stopped_ends_on_the_flagged_result(tmp_path: Path) -> None:
+    log = (
+        LOGS
+        / "ground_truth_behind_detector"
+        / ATTACKED.relative_to(LOGS).relative_to("ground_truth_obeys_injection")
+    )
+    folder = imported(log, tmp_path)
+    (read,) = rows(folder, "action_requests").values()
+    assert (read["tool_function"], read["source_trust_label"]) == (
+        "read_file",
+        "trusted_user_request",
+    )
+    benchmark = read_json(folder / "bundle_manifest.json")["benchmark"]
+    assert benchmark["stopped_after_tool_result"] is True and benchmark["security"] is False
+    found = {f.error_code for f in replay(ReplayConfig(folder, InputMode.BUNDLE)).findings}
+    assert codes.BENCHMARK_SECURITY_DISAGREES not in found
+
+
 def test_no_body_leaves_the_log(tmp_path: Path) -> None:
     folders = write_bundles(import_logs(find_logs([LOGS]), AgentDojoOptions()), tmp_path)
     for folder in folders:
@@ -193,12 +211,12 @@ def test_a_truncated_log_names_its_line(tmp_path: Path) -> None:
 def test_the_command_imports_and_build_reads_the_folder(tmp_path: Path) -> None:
     done = run_cli("import", "agentdojo", str(LOGS), "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
-    assert "imported 6 log(s) as 6 bundle(s)" in done.stderr
+    assert "imported 7 log(s) as 7 bundle(s)" in done.stderr
     again = run_cli("import", "agentdojo", str(LOGS), "--out", str(tmp_path / "out"))
     assert again.returncode == 2 and "already exists" in again.stderr
     built = run_cli("build", str(LOGS), "--out", str(tmp_path / "site"))
     assert built.returncode == 0, built.stderr
-    assert "[6/6" in built.stderr
+    assert "[7/7" in built.stderr
     run = tmp_path / "site" / "runs" / ATTACKED_RUN
     result = read_json(run / "result.json")
     assert result["status"] == "blocked"

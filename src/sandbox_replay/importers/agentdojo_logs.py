@@ -157,6 +157,10 @@ def _bundle(
             "security": log["security"],
             "benchmark_version": _text_or_none(log.get("benchmark_version")),
             "agentdojo_version": version,
+            # A run ends on the agent's reply; one that ends on a tool result was stopped
+            # there, as when AgentDojo's detector aborts (its log records no error then).
+            "stopped_after_tool_result": bool(log["messages"])
+            and log["messages"][-1].get("role") == "tool",
         },
     )
 

@@ -205,6 +205,7 @@ class BenchmarkRecord(Model):
     security: bool | None = None
     benchmark_version: str | None = None
     agentdojo_version: str | None = None
+    stopped_after_tool_result: bool | None = None
     untrusted_executed_count: Count
 
 
