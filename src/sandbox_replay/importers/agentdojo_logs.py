@@ -133,10 +133,9 @@ def _expect(path: Path, key: str, ok: bool, what: str) -> None:
 def _bundle(
     path: Path, log: dict[str, Any], tool_map: ToolMap, scanner: ForbiddenScanner
 ) -> Bundle:
-    attack = log.get("attack_type") or "none"
-    injection = log.get("injection_task_id") or "none"
-    episode = f"{log['user_task_id']}/{attack}/{injection}"
-    version = str(log.get("agentdojo_package_version") or "unknown")
+    parts = (log["user_task_id"], log.get("attack_type"), log.get("injection_task_id"))
+    episode = "/".join(safe_name(part or "none") for part in parts)
+    version = _text_or_none(log.get("agentdojo_package_version")) or "unknown"
     calls = list(_tool_calls(path, log, scanner))
     return build_bundle(
         safe_name(f"{log['pipeline_name']}-{log['suite_name']}-{episode.replace('/', '-')}"),
