@@ -224,6 +224,8 @@ def test_the_command_imports_and_build_reads_the_folder(tmp_path: Path) -> None:
     assert result["benchmark"]["untrusted_executed_count"] == 2
     runs = {r["name"]: r for r in read_json(tmp_path / "site" / "manifest.json")["runs"]}
     assert runs[ATTACKED_RUN]["source_path"].endswith("injection_task_0.json")
+    verified = run_cli("verify", str(tmp_path / "site"))
+    assert verified.returncode == 0, verified.stderr
 
 
 def test_a_users_map_overrides_a_packaged_rule_by_id(tmp_path: Path) -> None:
