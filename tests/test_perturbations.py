@@ -651,6 +651,14 @@ TRIGGERS: dict[str, Trigger] = {
             folder, "bundle_manifest.json", cold_replay_evidence="not_recorded_by_harness"
         )
     ),
+    # An attacked run the benchmark calls successful, with no untrusted call executed.
+    codes.BENCHMARK_SECURITY_DISAGREES: bundle(
+        lambda folder: edit_object(
+            folder,
+            "bundle_manifest.json",
+            benchmark={"injection_task_id": "injection_task_0", "security": True},
+        )
+    ),
 }
 TRIGGERS[codes.SEEDED_ESCAPE_MISSED] = Trigger(
     InputMode.FIXTURE, None, blind_to=codes.COLD_REPLAY_INVALID

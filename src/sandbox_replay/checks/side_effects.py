@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
+from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import (
     LayerResult,
     RowFile,
@@ -186,6 +187,7 @@ def check(run: RunInputs) -> LayerResult:
                 declared = verdict.verdict if verdict is not None else None
                 message = f"{request_id} was declared {declared} but its receipt shows"
             ROWS.add(result, code, f"{message} {_shown(receipt)}", receipt, subject=request_id)
+    harness.add_benchmark_disagreement(run, result)
     result.counts = {
         "side_effect_receipt_count": len(run.effects),
         "executed_action_count": sum(e.execution_attempted is True for e in run.effects),

@@ -10,8 +10,8 @@ says so. Nothing time-bound reaches a bundle: one log always imports to the same
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sandbox_replay.atomic import dump_json
@@ -30,7 +30,6 @@ NO_OUTPUT_REF = "tool_output:none_before_first_call"
 CHANGE_UNKNOWN = "executed_change_unknown"
 EXPORTER_REF = "exporter:sandbox-replay/import-inspect"  # the manifest of a bundle made here
 MAP_MODULE_PATH = "source_modules/map/tool_map.json"  # a user's map
-PACKAGED_MODULE_PATH = "source_modules/map/inspect_standard_tools.json"
 DECISION_VERDICTS = {
     "approve": "allow",
     "modify": "allow",
@@ -54,6 +53,25 @@ Episodes = Sequence[tuple[str, list[ToolCall]]]
 
 
 @dataclass(frozen=True)
+class Harness:
+    """Whose logs a bundle is made from: the names its refs are built of, and its map."""
+
+    prefix: str  # of refs and module ids: ``inspect``
+    label: str  # of the harness ref and runtime: ``inspect_ai``
+    policy_id: str
+    policy_version: str
+    packaged_map: Callable[[], ToolMap]
+
+    @property
+    def packaged_module_path(self) -> str:
+        return f"source_modules/map/{self.prefix}_standard_tools.json"
+
+
+INSPECT = Harness("inspect", "inspect_ai", POLICY_ID, POLICY_VERSION, packaged_map)
+PACKAGED_MODULE_PATH = INSPECT.packaged_module_path
+
+
+@dataclass(frozen=True)
 class Bundle:
     """One bundle folder to write: its name and every file's bytes by relative path."""
 
@@ -70,6 +88,7 @@ class _Sample:
     tool_map: ToolMap
     teardown: bool
     prefixed: bool
+    harness: Harness
 
 
 def build_bundle(
@@ -81,9 +100,14 @@ def build_bundle(
     *,
     teardown: bool,
     prefixed: bool,
+    harness: Harness = INSPECT,
+    benchmark: Mapping[str, Any] | None = None,
 ) -> Bundle:
-    """Return the bundle of ``episodes``; ``prefixed`` puts the episode in each request id."""
-    sample = _Sample(task, tool_map, teardown, prefixed)
+    """Return the bundle of ``episodes``; ``prefixed`` puts the episode in each request id.
+
+    ``benchmark`` is what the harness's benchmark said of the run, kept in the manifest.
+    """
+    sample = _Sample(task, tool_map, teardown, prefixed, harness)
     rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in ROW_KINDS}
     secret_matches: dict[str, int] = {}
     for episode, calls in episodes:
@@ -96,11 +120,11 @@ def build_bundle(
     }
     bundle_files |= {
         files.COLD_REPLAY: dump_json({"cold_replay": []}),
-        files.PROJECTION_PROTOCOL: dump_json(_projection(task, episodes, harness_version)),
-        files.SANDBOX_POLICY: dump_json(_sandbox_policy()),
-        files.BUNDLE_MANIFEST: dump_json(_manifest(name, task, harness_version, teardown)),
-        files.SOURCE_MODULE_MANIFEST: dump_json(_module_manifest(tool_map)),
-        **{path: in_force.body for path, in_force in _maps(tool_map)},
+        files.PROJECTION_PROTOCOL: dump_json(_projection(sample, episodes, harness_version)),
+        files.SANDBOX_POLICY: dump_json(_sandbox_policy(harness)),
+        files.BUNDLE_MANIFEST: dump_json(_manifest(name, sample, harness_version, benchmark)),
+        files.SOURCE_MODULE_MANIFEST: dump_json(_module_manifest(tool_map, harness)),
+        **{path: in_force.body for path, in_force in _maps(tool_map, harness)},
     }
     return Bundle(safe_name(name), bundle_files, secret_matches)
 
@@ -114,7 +138,7 @@ def _add_rows(
     rows: dict[str, list[dict[str, Any]]], sample: _Sample, episode: str, call: ToolCall
 ) -> None:
     request_id = f"{episode}/{call.call_id}" if sample.prefixed else call.call_id
-    ref = f"inspect/{sample.task}/{episode}/{call.call_id}"
+    ref = f"{sample.harness.prefix}/{sample.task}/{episode}/{call.call_id}"
     rows["action_requests"].append(_request(sample, episode, call, request_id, ref))
     if call.decision is not None:
         rows["policy_verdicts"].append(
@@ -140,7 +164,7 @@ def _add_rows(
                 "request_id": request_id,
                 "rollback_required": True,
                 "rollback_verified": True,
-                "rollback_command_ref": f"rollback_command:inspect/{sample.task}/{episode}/{TEARDOWN}",
+                "rollback_command_ref": f"rollback_command:{sample.harness.prefix}/{sample.task}/{episode}/{TEARDOWN}",
                 "body_redacted": True,
             }
         )
@@ -173,8 +197,10 @@ def _request(
     sample: _Sample, episode: str, call: ToolCall, request_id: str, ref: str
 ) -> dict[str, Any]:
     shape = sample.tool_map.classify(call.function, call.arguments, call.previous_function)
+    if call.trust_label is not None:
+        shape = replace(shape, source_trust_label=call.trust_label)
     output_ref = (
-        f"inspect/{sample.task}/{episode}/{call.previous_output_ref}/output"
+        f"{sample.harness.prefix}/{sample.task}/{episode}/{call.previous_output_ref}/output"
         if call.previous_output_ref is not None
         else NO_OUTPUT_REF
     )
@@ -206,31 +232,36 @@ def _request(
     return request
 
 
-def _manifest(name: str, task: str, harness_version: str, teardown: bool) -> dict[str, Any]:
-    return {
-        "bundle_id": f"bundle:inspect/{task}/{name}",
+def _manifest(
+    name: str, sample: _Sample, harness_version: str, benchmark: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    harness, task = sample.harness, sample.task
+    manifest = {
+        "bundle_id": f"bundle:{harness.prefix}/{task}/{name}",
         "bundle_format_ref": "format:exported_sandbox_policy_escape_bundle",
         "export_format_version": "1",
-        "exporter_ref": EXPORTER_REF,
-        "source_protocol_ref": f"projection:inspect/{task}",
-        "policy_ref": f"{POLICY_ID}@{POLICY_VERSION}",
+        "exporter_ref": f"exporter:sandbox-replay/import-{harness.prefix}",
+        "source_protocol_ref": f"projection:{harness.prefix}/{task}",
+        "policy_ref": f"{harness.policy_id}@{harness.policy_version}",
         "source_module_manifest_ref": files.SOURCE_MODULE_MANIFEST,
         "body_in_receipt": False,
-        "harness_ref": f"harness:inspect_ai@{harness_version}",
-        "rollback_evidence": TEARDOWN if teardown else NOT_RECORDED,
+        "harness_ref": f"harness:{harness.label}@{harness_version}",
+        "rollback_evidence": TEARDOWN if sample.teardown else NOT_RECORDED,
         "cold_replay_evidence": NOT_RECORDED,
     }
+    return manifest if benchmark is None else {**manifest, "benchmark": dict(benchmark)}
 
 
-def _projection(task: str, episodes: Episodes, harness_version: str) -> dict[str, Any]:
+def _projection(sample: _Sample, episodes: Episodes, harness_version: str) -> dict[str, Any]:
+    prefix, task = sample.harness.prefix, sample.task
     return {
-        "protocol_id": f"projection:inspect/{task}",
-        "source_refs": [f"source:inspect_log/{task}/{episode}" for episode, _ in episodes],
-        "source_pattern_ids": ["pattern:inspect_tool_call"],
-        "projection_receipt_refs": ["receipt:projection/sandbox-replay_import_inspect"],
+        "protocol_id": f"projection:{prefix}/{task}",
+        "source_refs": [f"source:{prefix}_log/{task}/{episode}" for episode, _ in episodes],
+        "source_pattern_ids": [f"pattern:{prefix}_tool_call"],
+        "projection_receipt_refs": [f"receipt:projection/sandbox-replay_import_{prefix}"],
         "target_refs": ["target:sandbox_replay/bundle"],
         "target_symbols": [*ROW_KINDS, "cold_replay"],
-        "public_runtime_refs": [f"runtime:inspect_ai/{harness_version}"],
+        "public_runtime_refs": [f"runtime:{sample.harness.label}/{harness_version}"],
         "omitted_secret_or_live_access_material": list(OMITTED),
         "body_import_status": "metadata_only",
         "body_import_verification": {
@@ -248,11 +279,11 @@ def _projection(task: str, episodes: Episodes, harness_version: str) -> dict[str
     }
 
 
-def _sandbox_policy() -> dict[str, Any]:
+def _sandbox_policy(harness: Harness) -> dict[str, Any]:
     """Return the sandbox policy the contract asks for, claiming no authority."""
     return {
-        "policy_id": POLICY_ID,
-        "policy_version": POLICY_VERSION,
+        "policy_id": harness.policy_id,
+        "policy_version": harness.policy_version,
         "allowed_verdicts": list(VERDICTS),
         # Every required field, then the flags a request states.
         "required_action_fields": list(
@@ -264,21 +295,22 @@ def _sandbox_policy() -> dict[str, Any]:
     }
 
 
-def _maps(tool_map: ToolMap) -> list[tuple[str, ToolMap]]:
+def _maps(tool_map: ToolMap, harness: Harness) -> list[tuple[str, ToolMap]]:
     """Return where a bundle copies each map in force: a user's, then the one it extends."""
+    packaged_path = harness.packaged_module_path
     if tool_map.extends is not None:
-        return [(MAP_MODULE_PATH, tool_map), (PACKAGED_MODULE_PATH, tool_map.extends)]
-    packaged = tool_map.body == packaged_map().body
-    return [(PACKAGED_MODULE_PATH if packaged else MAP_MODULE_PATH, tool_map)]
+        return [(MAP_MODULE_PATH, tool_map), (packaged_path, tool_map.extends)]
+    packaged = tool_map.body == harness.packaged_map().body
+    return [(packaged_path if packaged else MAP_MODULE_PATH, tool_map)]
 
 
-def _module_manifest(tool_map: ToolMap) -> dict[str, Any]:
+def _module_manifest(tool_map: ToolMap, harness: Harness) -> dict[str, Any]:
     copied = "copied_non_secret_macro_body"
     modules = [
         {
-            "module_id": "module:inspect_tool_map"
+            "module_id": f"module:{harness.prefix}_tool_map"
             if path == MAP_MODULE_PATH
-            else "module:inspect_standard_tools",
+            else f"module:{harness.prefix}_standard_tools",
             "path": path,
             "material_class": "public_macro_control_plane_body",
             "source_import_class": copied,
@@ -288,10 +320,10 @@ def _module_manifest(tool_map: ToolMap) -> dict[str, Any]:
             **dict.fromkeys(("sha256", "source_sha256", "target_sha256"), in_force.sha256),
             "required_anchors": [in_force.map_id],
         }
-        for path, in_force in _maps(tool_map)
+        for path, in_force in _maps(tool_map, harness)
     ]
     return {
-        "manifest_id": "source_modules:inspect_tool_map",
+        "manifest_id": f"source_modules:{harness.prefix}_tool_map",
         "source_import_class": copied,
         "body_in_receipt": False,
         "body_text_in_receipt": False,

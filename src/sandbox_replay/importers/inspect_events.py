@@ -105,6 +105,7 @@ class ToolCall:
     arguments_sha256: str
     output_sha256: str
     matches: dict[str, int]
+    trust_label: str | None = None  # where the harness tells it, else the map's rule decides
 
 
 @dataclass
@@ -187,8 +188,8 @@ def tool_calls(
             approver=approval.approver if approval is not None else "",
             pre_execution=position is not None and position < started,
             effects=effects_of(activity, _json(event.arguments)),
-            arguments_sha256=_digest(event.arguments),
-            output_sha256=_digest(output),
+            arguments_sha256=digest(event.arguments),
+            output_sha256=digest(output),
             matches=_forbidden_matches(scanner, event, output, activity, decided),
         )
         previous_function = event.function
@@ -303,6 +304,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _digest(value: Any) -> str:
+def digest(value: Any) -> str:
+    """Return the sha256 of ``value`` as canonical JSON, as a bundle names a body."""
     data = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()

@@ -12,7 +12,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,23 +53,31 @@ class ImportOptions:
 
 
 def find_logs(paths: Sequence[Path]) -> list[Path]:
-    """Return the ``.eval`` files among ``paths`` and under its folders, sorted, each once.
+    """Return the ``.eval`` files among ``paths`` and under its folders, sorted, each once."""
+    return find_log_files(paths, lambda log: log.name.endswith(LOG_SUFFIX), InspectImportError)
 
-    Folders are searched as ``build`` searches for runs (no symlink, no hidden folder).
+
+def find_log_files(
+    paths: Sequence[Path], is_log: Callable[[Path], bool], error: type[ValueError]
+) -> list[Path]:
+    """Return the files among ``paths``, and those under its folders ``is_log`` takes, sorted.
+
+    Folders are searched as ``build`` searches for runs (no symlink, no hidden folder); a
+    path that does not exist raises ``error``.
     """
     found: dict[Path, Path] = {}
     for path in paths:
         if path.is_file():
             found.setdefault(path.resolve(), path)
         elif path.is_dir():
-            for log in _logs_under(path):
+            for log in _logs_under(path, is_log):
                 found.setdefault(log.resolve(), log)
         else:
-            raise InspectImportError(f"{path} does not exist")
+            raise error(f"{path} does not exist")
     return sorted(found.values(), key=str)
 
 
-def _logs_under(root: Path) -> Iterator[Path]:
+def _logs_under(root: Path, is_log: Callable[[Path], bool]) -> Iterator[Path]:
     for listing in sorted_walk(root):
         for entry in listing.entries:
             if entry.name.startswith(".") or entry.is_symlink():
@@ -77,7 +85,7 @@ def _logs_under(root: Path) -> Iterator[Path]:
             if entry.is_dir(follow_symlinks=False):
                 if listing.depth < MAX_DEPTH:
                     listing.enter.append(listing.folder / entry.name)
-            elif entry.name.endswith(LOG_SUFFIX) and entry.is_file(follow_symlinks=False):
+            elif entry.is_file(follow_symlinks=False) and is_log(listing.folder / entry.name):
                 yield listing.folder / entry.name
 
 
@@ -94,26 +102,33 @@ def import_logs(logs: Sequence[Path], options: ImportOptions) -> list[Bundle]:
                 f"({type(error).__name__})"
             ) from None
         bundles.extend(_bundles_of(path, log, options))
+    return refuse_repeated(bundles, InspectImportError)
+
+
+def refuse_repeated(bundles: list[Bundle], error: type[ValueError]) -> list[Bundle]:
+    """Return ``bundles``, or raise ``error`` where two would be written as one folder."""
     names = [bundle.name for bundle in bundles]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise InspectImportError(
+        raise error(
             f"two logs or samples would both be written as {repeated[0]}; import them apart"
         )
     return bundles
 
 
-def write_bundles(bundles: Iterable[Bundle], out_dir: Path) -> list[Path]:
+def write_bundles(
+    bundles: Iterable[Bundle], out_dir: Path, error: type[ValueError] = InspectImportError
+) -> list[Path]:
     """Write each bundle as a new folder of ``out_dir``, whole or not at all; return the folders.
 
-    An existing folder of the same name is refused, never overwritten.
+    An existing folder of the same name is refused with ``error``, never overwritten.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     pending = list(bundles)
     for bundle in pending:
         if (out_dir / bundle.name).exists():
-            raise InspectImportError(
+            raise error(
                 f"{out_dir / bundle.name} already exists; remove it or choose another --out"
             )
     for bundle in pending:

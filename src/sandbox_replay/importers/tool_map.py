@@ -160,9 +160,9 @@ def empty_map() -> ToolMap:
 
 
 @functools.cache
-def packaged_map() -> ToolMap:
-    """Return the packaged map of Inspect's standard tools, in force without ``--map``."""
-    body = (resources.files("sandbox_replay") / "data" / PACKAGED_MAP).read_bytes()
+def packaged_map(name: str = PACKAGED_MAP) -> ToolMap:
+    """Return a packaged map (of Inspect's standard tools unless named), in force without ``--map``."""
+    body = (resources.files("sandbox_replay") / "data" / name).read_bytes()
     return _parse(json.loads(body), body)
 
 

@@ -189,6 +189,11 @@ SIDE_EFFECT_SEMANTIC_MISMATCH = _r(
     CRITICAL,
     "A side-effect receipt contradicts the derived verdict (a derived block executed, or a derived allow/review left no diff).",
 )
+BENCHMARK_SECURITY_DISAGREES = _r(
+    "SANDBOX_POLICY_BENCHMARK_SECURITY_DISAGREES",
+    HIGH,
+    "The benchmark's own security flag for an attacked run (bundle manifest benchmark) disagrees with the replay: it says the injection succeeded and no call after injected tool output executed, or the reverse.",
+)
 BLOCKED_ACTION_EXECUTED = _r(
     "SANDBOX_POLICY_BLOCKED_ACTION_EXECUTED",
     CRITICAL,

@@ -5,7 +5,9 @@ in the order built here, so equal inputs give equal bytes):
 
 - result record: the full account of the run; FORMAT.md section 4 lists its fields.
   Row lists carry only the format's known fields of each row, scalar values
-  (``recorded_rows``) and the row's ``line`` in its input file.
+  (``recorded_rows``) and the row's ``line`` in its input file. A bundle whose manifest
+  holds a ``benchmark`` object gets a ``benchmark`` section after ``bundle_id``
+  (``_benchmark_record``); any other record is as before.
 - board: one entry per layer (status, finding count, codes) plus the run's totals.
 - validation receipt: status, error codes, the sha256 of every input and of the result
   record's bytes, so the result can be checked against its inputs later.
@@ -34,11 +36,12 @@ from sandbox_replay.atomic import (
     write_bytes_atomic,
     write_chunks_atomic,
 )
+from sandbox_replay.checks import harness
 from sandbox_replay.checks.base import LayerResult
 from sandbox_replay.checks.negative_cases import NEGATIVE_CASES
 from sandbox_replay.checks.pipeline import InputFileInfo, Replay
 from sandbox_replay.checks.source_modules import ModuleBody
-from sandbox_replay.load.run import InputMode
+from sandbox_replay.load.run import InputMode, RunInputs
 from sandbox_replay.model.codes import Layer
 from sandbox_replay.model.policy import coverage
 from sandbox_replay.records.recorded_rows import column_of as column_of  # imported from here too
@@ -150,6 +153,7 @@ def build_result(replay: Replay) -> dict[str, Any]:
         "status": replay.status,
         "input_mode": run.mode.value,
         "bundle_id": replay.bundle_id,
+        **_benchmark_record(run),
         "expected_negative_cases": [c.case_id for c in NEGATIVE_CASES] if fixture else [],
         "observed_negative_cases": dict(negative.observed) if negative else {},
         "missing_negative_cases": list(negative.missing) if negative else [],
@@ -179,6 +183,19 @@ def build_result(replay: Replay) -> dict[str, Any]:
         record["sensitivity"] = replay.sensitivity.to_record()
     redacted: dict[str, Any] = redact(record, replay.scan.matched_texts)
     return redacted
+
+
+def _benchmark_record(run: RunInputs) -> dict[str, Any]:
+    """Return the ``benchmark`` section: what the benchmark said, beside what the replay saw.
+
+    Only the manifest's text, true/false and null values are kept; none without a benchmark.
+    """
+    benchmark = harness.benchmark_of(run)
+    if benchmark is None:
+        return {}
+    said = {k: v for k, v in benchmark.items() if v is None or isinstance(v, str | bool)}
+    escaped = harness.untrusted_executed(run)
+    return {"benchmark": {**said, "untrusted_executed_count": len(escaped)}}
 
 
 def _layer_record(layer: LayerResult) -> dict[str, Any]:

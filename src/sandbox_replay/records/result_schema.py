@@ -221,6 +221,26 @@ class SensitivityRecord(Model):
     escapes: list[SeededEscapeRecord]
 
 
+class BenchmarkRecord(Model):
+    """What the harness's benchmark said of the run (the bundle manifest's ``benchmark``), as
+    it said it, and the replay's count of executed requests labelled untrusted_tool_output.
+
+    AgentDojo's ``security: true`` means the injection task's goal was met.
+    """
+
+    suite: str | None = None
+    pipeline: str | None = None
+    user_task_id: str | None = None
+    injection_task_id: str | None = None
+    attack_type: str | None = None
+    utility: bool | None = None
+    security: bool | None = None
+    benchmark_version: str | None = None
+    agentdojo_version: str | None = None
+    stopped_after_tool_result: bool | None = None
+    untrusted_executed_count: Count
+
+
 class ResultRecord(Model):
     """The result record of one run (``*_result.json``); see docs/FORMAT.md section 4."""
 
@@ -229,6 +249,7 @@ class ResultRecord(Model):
     status: Literal["pass", "blocked"]
     input_mode: Literal["fixture", "exported_sandbox_policy_escape_bundle"]
     bundle_id: str
+    benchmark: BenchmarkRecord | None = None  # only for a bundle imported with one
     expected_negative_cases: list[str]
     observed_negative_cases: dict[str, list[str]]
     missing_negative_cases: list[str]

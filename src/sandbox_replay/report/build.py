@@ -30,6 +30,7 @@ from typing import Any
 from sandbox_replay.atomic import dump_json
 from sandbox_replay.exports import ExportFacts, ExportRun, attach_changes
 from sandbox_replay.forking import usable_cpus
+from sandbox_replay.importers.agentdojo_logs import AgentDojoImportError
 from sandbox_replay.importers.inspect_logs import ImportOptions, InspectImportError
 from sandbox_replay.load.files import SITE_MANIFEST as MANIFEST
 from sandbox_replay.load.files import SITE_MARKER as SITE_MARKER
@@ -199,7 +200,7 @@ def build_site(config: BuildConfig) -> BuildResult:
             publish.recover(out_dir)
             publish.check_out_dir(out_dir)
             return _build(replace(config, paths=logs.paths), out_dir, progress, started, logs)
-    except InspectImportError as error:
+    except (InspectImportError, AgentDojoImportError) as error:
         raise BuildError(str(error)) from None
     except OSError as error:
         if error.errno not in WRITE_FAULTS:

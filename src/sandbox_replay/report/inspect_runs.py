@@ -1,9 +1,10 @@
-"""Build over Inspect AI logs: each ``.eval`` log given to ``build`` becomes runs on the site.
+"""Build over harness logs: each Inspect AI ``.eval`` log or AgentDojo run log becomes runs.
 
-Every log given or found under a PATH folder is imported as ``import inspect`` would, into
-a temporary folder that lives as long as the build; its runs are shown with the log as
-their source (its path and sha256, in ``manifest.json``). Without the ``inspect`` extra a
-log is an ``UnreadLog``, shown with the install hint, and the build is incomplete.
+Every log given or found under a PATH folder is imported as ``import inspect`` or ``import
+agentdojo`` would (with the packaged AgentDojo map), into a temporary folder that lives as
+long as the build; its runs are shown with the log as their source (its path and sha256,
+in ``manifest.json``). Without the ``inspect`` extra an Inspect log is an ``UnreadLog``,
+shown with the install hint, and the build is incomplete.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sandbox_replay.importers import agentdojo_logs as agentdojo
 from sandbox_replay.importers.inspect_logs import (
     EXTRA_HINT,
     LOG_SUFFIX,
+    Bundle,
     ImportOptions,
     InspectImportError,
     find_logs,
@@ -120,32 +123,50 @@ def importing_logs(
 ) -> Iterator[LogRuns]:
     """Import every log among ``paths`` into a temporary folder, removed on leaving.
 
-    A PATH that is a file must be a ``.eval`` log; ``InspectImportError`` otherwise, for a
-    log that cannot be read, and when the extra is missing and there is nothing but logs.
+    A PATH that is a file must be a ``.eval`` log or an AgentDojo run log;
+    ``InspectImportError`` otherwise, for an Inspect log that cannot be read, and when the
+    extra is missing and there is nothing but Inspect logs. An AgentDojo log that cannot be
+    read raises ``AgentDojoImportError``.
     """
-    logs = find_logs([*(p for p in paths if p.is_file()), *(p for p in paths if p.is_dir())])
+    files = [path for path in paths if path.is_file()]
+    folders = [path for path in paths if path.is_dir()]
+    dojo = agentdojo.find_logs([*(p for p in files if agentdojo.is_agentdojo_log(p)), *folders])
+    files = [path for path in files if not agentdojo.is_agentdojo_log(path)]
+    logs = find_logs([*files, *folders])
     kept = tuple(path for path in paths if not path.is_file())
-    if not logs:
+    if not logs and not dojo:
         yield LogRuns(tuple(paths))
         return
-    for path in paths:
-        if path.is_file() and not path.name.endswith(LOG_SUFFIX):
-            raise InspectImportError(f"path {path} is a file but not an Inspect AI .eval log")
-    if _extra_missing():
-        if not kept:
+    for path in files:
+        if not path.name.endswith(LOG_SUFFIX):
+            raise InspectImportError(
+                f"path {path} is a file but not an Inspect AI .eval log or an AgentDojo run log"
+            )
+    unread: tuple[UnreadLog, ...] = ()
+    if logs and _extra_missing():
+        if not kept and not dojo:
             raise InspectImportError(MISSING_EXTRA)
         names = (safe_name(log.name.removesuffix(LOG_SUFFIX)) for log in logs)
         shown = (display_path(log, cwd) for log in logs)
-        yield LogRuns(kept, unread=tuple(map(UnreadLog, names, shown, [MISSING_EXTRA] * len(logs))))
+        unread = tuple(map(UnreadLog, names, shown, [MISSING_EXTRA] * len(logs)))
+        logs = []
+    if not logs and not dojo:
+        yield LogRuns(kept, unread=unread)
         return
     root = Path(tempfile.mkdtemp(prefix="sandbox-replay-inspect-"))
     try:
         sources: dict[Path, LogSource] = {}
-        for log in logs:
+        for log in [*logs, *dojo]:
             digest = "sha256:" + hashlib.sha256(log.read_bytes()).hexdigest()
             shown_log = display_path(log, cwd)
-            for folder in write_bundles(import_logs([log], options or ImportOptions()), root):
+            for folder in write_bundles(_bundles(log, options), root):
                 sources[folder.resolve()] = LogSource(shown_log, digest, log)
-        yield LogRuns((*kept, root), sources)
+        yield LogRuns((*kept, root), sources, unread)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _bundles(log: Path, options: ImportOptions | None) -> list[Bundle]:
+    if agentdojo.is_agentdojo_log(log):
+        return agentdojo.import_logs([log], agentdojo.AgentDojoOptions())
+    return import_logs([log], options or ImportOptions())
