@@ -21,6 +21,7 @@ from sandbox_replay.figures import count, plural
 from sandbox_replay.model import codes
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.benchmark import benchmark_lead
 from sandbox_replay.records.recorded_rows import column_of
 from sandbox_replay.records.seeded import missed_warning, seeded_caught_text
 
@@ -464,17 +465,17 @@ def _notices(result: Mapping[str, Any]) -> tuple[str, ...]:
 def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
     """Return the headline of one run from its result record.
 
-    Its notices come after the gaps, then the rules no request exercised, then how many
-    seeded escapes were caught; on a passing run a missed escape comes first of all.
-    """
+    Notices, rules no request exercised and seeded escapes caught follow the gaps; what a
+    benchmark said, then (on a passing run) a missed seeded escape, come first of all."""
     notices = _notices(result)
     never = PolicyCoverage.of_record(result).never_exercised_text()
     ending = [text for text in (*notices, never, seeded_caught_text(result)) if text]
+    lead = benchmark_lead(result)  # what the benchmark said comes first
     if result["status"] == "pass":
         text = _pass_text(result)
         if ending:
             text = text.removesuffix(".") + "; " + "; ".join(ending) + "."
-        text = " ".join(filter(None, [missed_warning(result), text]))
+        text = " ".join(filter(None, [lead, missed_warning(result), text]))
         return GapHeadline(text, True, (), notices, never)
     effects = _Effects(result)
     ids = _Ids(_look_alikes(result))
@@ -493,7 +494,7 @@ def gap_headline(result: Mapping[str, Any]) -> GapHeadline:
         ]
     shown = gaps[:MAX_GAPS]
     if len(gaps) > MAX_GAPS:
-        more = len(gaps) - MAX_GAPS
-        shown.append(f"and {plural(more, 'more kind of gap', 'more kinds of gap')}")
+        shown.append(f"and {plural(len(gaps) - MAX_GAPS, 'more kind of gap', 'more kinds of gap')}")
     text = "; ".join([*shown, *ending])
-    return GapHeadline(text[0].upper() + text[1:] + ".", False, tuple(gaps), notices, never)
+    text = " ".join(filter(None, [lead, text[0].upper() + text[1:] + "."]))
+    return GapHeadline(text, False, tuple(gaps), notices, never)

@@ -20,6 +20,7 @@ from sandbox_replay.exports import SeededCount
 from sandbox_replay.figures import count
 from sandbox_replay.model.codes import REGISTRY, Layer, Severity
 from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.benchmark import BenchmarkFacts
 from sandbox_replay.records.changes import Changes
 from sandbox_replay.report import charts
 from sandbox_replay.report.catalog import render_doc
@@ -109,6 +110,20 @@ class IndexView:
     trend: TrendView | None = None
     # Whether any run was replayed with ``--sensitivity`` (the "Seeded escapes" column).
     seeded: bool = False
+    # The runs a benchmark judged (AgentDojo), by suite and attack.
+    attacks: tuple[AttackRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class AttackRow:
+    """One suite and attack of the runs a benchmark judged, as AgentDojo's own tables count."""
+
+    suite: str
+    attack: str
+    runs: int
+    goal_met: int  # runs the benchmark says the injection task's goal was met in
+    escaped: int  # runs the replay saw an attacker's call executed in
+    disagrees: int
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,8 @@ class RunSummary:
     findings_by_severity: tuple[tuple[str, int], ...] = ()
     # Only for a run replayed with ``--sensitivity``.
     seeded: SeededCount | None = None
+    # Only for a run a benchmark judged.
+    benchmark: BenchmarkFacts | None = None
 
     def badness(self) -> tuple[int, ...]:
         """Return a key that orders runs worst first: by worst severity, then each count."""
@@ -149,8 +166,9 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         """Return the summary as JSON values, as the status file keeps it."""
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        if self.seeded is None:  # a plain build's status file is unchanged
-            del data["seeded"]
+        for name in ("seeded", "benchmark"):
+            if data[name] is None:  # a plain build's status file is unchanged
+                del data[name]
         return data | {"counts": vars(self.counts), "policy": self.policy.to_json()}
 
     @classmethod
@@ -179,6 +197,7 @@ def summarize_run(view: RunView, result_sha256: str) -> RunSummary:
         first_findings=view.first_findings,
         findings_by_severity=view.findings_by_severity,
         seeded=view.seeded.count if view.seeded is not None else None,
+        benchmark=view.benchmark.facts if view.benchmark is not None else None,
     )
 
 
@@ -218,6 +237,26 @@ def build_index_view(
         compared=changes is not None,
         trend=trend_view(history),
         seeded=any(r.seeded is not None for r in runs),
+        attacks=attack_rows(runs),
+    )
+
+
+def attack_rows(runs: Sequence[RunSummary]) -> tuple[AttackRow, ...]:
+    """Return the runs a benchmark judged counted by suite and attack, benign runs as "none"."""
+    groups: dict[tuple[str, str], list[BenchmarkFacts]] = {}
+    for run in runs:
+        if run.benchmark is not None:
+            groups.setdefault((run.benchmark.suite, run.benchmark.attack), []).append(run.benchmark)
+    return tuple(
+        AttackRow(
+            suite,
+            attack,
+            len(facts),
+            sum(f.goal_met for f in facts),
+            sum(f.escaped for f in facts),
+            sum(f.disagrees for f in facts),
+        )
+        for (suite, attack), facts in sorted(groups.items())
     )
 
 

@@ -9,6 +9,7 @@ from markupsafe import Markup
 
 from sandbox_replay.exports import SeededCount
 from sandbox_replay.model.policy_coverage import PolicyCoverage
+from sandbox_replay.records.benchmark import BenchmarkFacts
 from sandbox_replay.records.headline import GapHeadline
 from sandbox_replay.report.views.common import Badge, Cell, Chrome, PageNav, breakable
 
@@ -287,6 +288,14 @@ class UnmappedTool:
 
 
 @dataclass(frozen=True)
+class BenchmarkView:
+    said: tuple[tuple[str, str], ...]  # (label, value) as the benchmark recorded them
+    replayed: str  # what the replay saw executed after untrusted tool output
+    attacked: bool  # an injection task ran
+    facts: BenchmarkFacts  # what the index counts of the run
+
+
+@dataclass(frozen=True)
 class UnmappedView:
     tools: tuple[UnmappedTool, ...]
     snippet: str  # a map file of one rule per tool, its classification left to fill in
@@ -389,6 +398,8 @@ class RunView:
     single: SingleFileView | None = None
     # Only for a run imported from an Inspect log with calls no map rule matched.
     unmapped: UnmappedView | None = None
+    # Only for a run whose bundle carries a benchmark's verdict (AgentDojo).
+    benchmark: BenchmarkView | None = None
     # Only for a run replayed with ``--sensitivity``.
     seeded: SeededView | None = None
 

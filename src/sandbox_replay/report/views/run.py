@@ -14,6 +14,7 @@ from sandbox_replay.records.headline import gap_headline
 from sandbox_replay.report.discover import DiscoveredRun
 from sandbox_replay.report.search_index import SEARCH_DIR, search_files
 from sandbox_replay.report.views import calibration, findings, input_files, layer_tables, summary
+from sandbox_replay.report.views.benchmark import benchmark
 from sandbox_replay.report.views.common import (
     CHANGES_PAGE,
     MAIN_PAGE,
@@ -250,6 +251,7 @@ def run_view(
             else ""
         ),
         unmapped=unmapped(ix),
+        benchmark=benchmark(ix),
         seeded=seeded(ix),
     )
 

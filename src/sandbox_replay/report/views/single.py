@@ -12,6 +12,7 @@ from dataclasses import replace
 from sandbox_replay.model.codes import REGISTRY, Layer
 from sandbox_replay.report.catalog import render_doc
 from sandbox_replay.report.single_file import CODE_PREFIX
+from sandbox_replay.report.views.benchmark import benchmark
 from sandbox_replay.report.views.common import MAIN_PAGE
 from sandbox_replay.report.views.findings import finding_groups
 from sandbox_replay.report.views.index import RunIndex
@@ -82,6 +83,7 @@ def single_view(ix: RunIndex, gaps: Gaps, view: RunView) -> RunView:
         trace_nav=None,
         single=SingleFileView(holds, tuple(left_out), joins_note, codes),
         unmapped=unmapped(one),
+        benchmark=benchmark(one),
         seeded=seeded(one),
     )
 
