@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, read_json, working_directory
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 
-LOGS = REPO / "fixtures" / "agentdojo" / "logs"
+LOGS = REPO / "tests" / "data" / "agentdojo" / "logs"
 ATTACKED = "ground_truth_obeys_injection-banking-user_task_0-ignore_previous-injection_task_0"
 BENIGN = "ground_truth-banking-user_task_0-none-none"
 STOPPED = "ground_truth_behind_detector-banking-user_task_0-ignore_previous-injection_task_0"

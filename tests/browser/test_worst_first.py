@@ -110,9 +110,11 @@ def test_each_chart_has_its_figures_in_a_table(page: Page, site: Site) -> None:
     assert header == ["Run", "critical", "high", "medium", "low", "Total"]
     findings = dict(
         page.evaluate(
-            "[...document.querySelectorAll('table.runs tbody tr')].map(r => "
-            "[r.querySelector('th').textContent.trim(), r.cells[r.cells.length - 1]"
-            ".firstChild.textContent.trim()])"
+            "(() => { const at = [...document.querySelectorAll('table.runs thead th')]"
+            ".findIndex(h => h.textContent.trim().startsWith('Findings'));"
+            "return [...document.querySelectorAll('table.runs tbody tr')].map(r => "
+            "[r.querySelector('th').textContent.trim(), r.cells[at]"
+            ".firstChild.textContent.trim()]); })()"
         )
     )
     rows = table.locator("tbody tr")
