@@ -117,3 +117,24 @@ def test_an_incremental_build_keeps_the_table(tmp_path: Path) -> None:
     status = read_json(tmp_path / "site" / "build-status.json")
     kept = [run["summary"]["benchmark"] for run in status["runs"] if "benchmark" in run["summary"]]
     assert len(kept) == 7
+
+
+def test_two_logs_of_one_run_name_are_refused_naming_both(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from sandbox_replay.cli import app
+
+    benign = LOGS / "ground_truth" / "banking" / "user_task_0" / "none" / "none.json"
+    for copy in ("a", "b"):
+        target = tmp_path / "logs" / copy / "ground_truth" / "banking" / "user_task_0" / "none"
+        target.mkdir(parents=True)
+        shutil.copy(benign, target / "none.json")
+    with working_directory(tmp_path):
+        done = CliRunner().invoke(app, ["build", "logs", "--out", "site", "-q"])
+    assert done.exit_code == 2, done.output
+    assert (
+        "logs/a/ground_truth/banking/user_task_0/none/none.json and "
+        "logs/b/ground_truth/banking/user_task_0/none/none.json would both be the run "
+        "ground_truth-banking-user_task_0-none-none; build them apart"
+    ) in done.output
+    assert not (tmp_path / "site").exists()

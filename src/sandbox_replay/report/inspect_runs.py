@@ -156,10 +156,19 @@ def importing_logs(
     root = Path(tempfile.mkdtemp(prefix="sandbox-replay-inspect-"))
     try:
         sources: dict[Path, LogSource] = {}
+        named: dict[str, str] = {}  # each run's name, and the log that gave it
         for log in [*logs, *dojo]:
             digest = "sha256:" + hashlib.sha256(log.read_bytes()).hexdigest()
             shown_log = display_path(log, cwd)
-            for folder in write_bundles(_bundles(log, options), root):
+            bundles = _bundles(log, options)
+            for bundle in bundles:
+                if bundle.name in named:
+                    raise InspectImportError(
+                        f"{named[bundle.name]} and {shown_log} would both be the run "
+                        f"{bundle.name}; build them apart"
+                    )
+                named[bundle.name] = shown_log
+            for folder in write_bundles(bundles, root):
                 sources[folder.resolve()] = LogSource(shown_log, digest, log)
         yield LogRuns((*kept, root), sources, unread)
     finally:
