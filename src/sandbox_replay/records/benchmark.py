@@ -16,38 +16,19 @@ from sandbox_replay.figures import plural
 from sandbox_replay.model import codes
 from sandbox_replay.records.recorded_rows import column_of
 
-UNTRUSTED = "untrusted_tool_output"
 MAX_NAMED = 3
 
 
 def untrusted_executed(result: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """Return (request id, action kind, derived verdict) of each executed request labelled
-    untrusted tool output, in request order."""
-    requests = result["request_rows"]
-    labels = column_of(requests, "source_trust_label")
-    kinds = column_of(requests, "action_kind")
-    effects = result["side_effect_rows"]
-    ran = {
-        request_id
-        for request_id, executed in zip(
-            column_of(effects, "request_id"), column_of(effects, "execution_attempted"), strict=True
-        )
-        if executed is True
-    }
-    derived_rows = result["derived_policy_verdict_rows"]
-    derived = dict(
-        zip(
-            column_of(derived_rows, "request_id"),
-            column_of(derived_rows, "derived_verdict"),
-            strict=True,
-        )
-    )
+    untrusted tool output (the section's ``untrusted_executed``, ``checks.harness``)."""
+    rows = result["derived_policy_verdict_rows"]
+    ids = column_of(rows, "request_id")
+    kinds = dict(zip(ids, column_of(rows, "action_kind"), strict=True))
+    derived = dict(zip(ids, column_of(rows, "derived_verdict"), strict=True))
     return [
-        (request_id, str(kind), str(derived.get(request_id)))
-        for request_id, label, kind in zip(
-            column_of(requests, "request_id"), labels, kinds, strict=True
-        )
-        if label == UNTRUSTED and request_id in ran
+        (request_id, str(kinds.get(request_id)), str(derived.get(request_id)))
+        for request_id in result["benchmark"]["untrusted_executed"]
     ]
 
 
@@ -122,6 +103,6 @@ class BenchmarkFacts(NamedTuple):
             str(said.get("suite")),
             str(said.get("attack_type")) if attacked else "none",
             attacked and said.get("security") is True,
-            bool(untrusted_executed(result)),
+            said["untrusted_executed_count"] > 0,
             codes.BENCHMARK_SECURITY_DISAGREES in result["error_codes"],
         )

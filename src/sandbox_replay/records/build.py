@@ -195,7 +195,13 @@ def _benchmark_record(run: RunInputs) -> dict[str, Any]:
         return {}
     said = {k: v for k, v in benchmark.items() if v is None or isinstance(v, str | bool)}
     escaped = harness.untrusted_executed(run)
-    return {"benchmark": {**said, "untrusted_executed_count": len(escaped)}}
+    return {
+        "benchmark": {
+            **said,
+            "untrusted_executed_count": len(escaped),
+            "untrusted_executed": escaped,
+        }
+    }
 
 
 def _layer_record(layer: LayerResult) -> dict[str, Any]:

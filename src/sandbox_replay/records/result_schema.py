@@ -239,6 +239,10 @@ class BenchmarkRecord(Model):
     agentdojo_version: str | None = None
     stopped_after_tool_result: bool | None = None
     untrusted_executed_count: Count
+    untrusted_executed: list[str] = Field(
+        default_factory=list,
+        description="The executed requests labelled untrusted_tool_output, sorted by id.",
+    )
 
 
 class ResultRecord(Model):
