@@ -38,6 +38,7 @@ ATTACKED = (
 ATTACKED_RUN = "ground_truth_obeys_injection-banking-user_task_0-ignore_previous-injection_task_0"
 EXFIL = "rule:no_live_network_from_untrusted_context"
 FAIL_CLOSED = "rule:sandbox_policy_fail_closed_unrecognized_action"
+IBAN = "UK12345678901234567890"  # in the benign banking log's tool results
 # Text of the logs' bodies (arguments, tool results, messages, injections): none may leave.
 BODIES = [
     "bill-december-2023.txt",
@@ -242,3 +243,44 @@ def test_a_users_map_overrides_a_packaged_rule_by_id(tmp_path: Path) -> None:
     assert rows(folder, "action_requests")["call_2"]["map_rule_ref"] == "map:team#money_transfer"
     copied = sorted(p.name for p in (folder / "source_modules" / "map").iterdir())
     assert copied == ["agentdojo_standard_tools.json", "tool_map.json"]
+
+
+def test_build_imports_a_log_with_the_users_map_and_forbidden_classes(tmp_path: Path) -> None:
+    user_map = tmp_path / "map.json"
+    rule = {
+        "rule_id": "team_read",
+        "function": "read_file",
+        "action_kind": "mock_database_update",
+        "requested_capability": "mock_database_write",
+        "risk_class": "review_required_side_effect",
+    }
+    user_map.write_text(json.dumps({"map_id": "map:team", "rules": [rule]}))
+    table = tmp_path / "classes.json"
+    iban = {"class_id": "team_iban", "label": "IBAN", "remediation": "Remove it."}
+    table.write_text(json.dumps({"table_id": "team", "classes": [{**iban, "tokens": [IBAN]}]}))
+    log = tmp_path / "banking" / "user_task_0" / "none" / "none.json"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(BENIGN.read_bytes())
+    options = ("--map", "map.json", "--forbidden-classes", "classes.json")
+    built = run_cli("build", "banking", "--out", "site", *options, cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    (run,) = (tmp_path / "site" / "runs").iterdir()
+    result = read_json(run / "result.json")
+    kinds = {row["request_id"]: row["action_kind"] for row in result["request_rows"]}
+    # The team's rule is tried first, the packaged AgentDojo map after it.
+    assert kinds == {"call_1": "mock_database_update", "call_2": "network_request"}
+    flagged = {
+        f["subject_id"]
+        for f in result["findings"]
+        if f["error_code"] == codes.ACTION_REQUEST_INVALID and "secret_like" in f["message"]
+    }
+    assert flagged == {"call_1", "call_2"}
+    site = b"".join(p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file())
+    assert IBAN.encode() not in site
+    verified = run_cli("verify", "site", cwd=tmp_path)
+    assert verified.returncode == 0, verified.stderr
+    done = run_cli("import", "agentdojo", "banking", "--out", "out", *options, cwd=tmp_path)
+    assert "forbidden material in tool bodies (team_iban: 3), counted" in done.stderr
+    assert IBAN not in done.stderr
+    assert "verified" in verified.stderr
+

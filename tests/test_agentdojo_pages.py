@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, read_json, working_directory
+from sandbox_replay.importers.agentdojo_logs import AgentDojoOptions, import_logs
+from sandbox_replay.importers.inspect_logs import write_bundles
 from sandbox_replay.report.build import BuildConfig, BuildResult, build_site
 
 LOGS = REPO / "tests" / "data" / "agentdojo" / "logs"
@@ -138,3 +140,21 @@ def test_two_logs_of_one_run_name_are_refused_naming_both(tmp_path: Path) -> Non
         "ground_truth-banking-user_task_0-none-none; build them apart"
     ) in done.output
     assert not (tmp_path / "site").exists()
+
+
+def unmapped_section(text: str) -> str:
+    start = text.index('<section id="unmapped"')
+    return text[start : text.index("</section>", start)]
+
+
+def test_unmapped_calls_point_to_the_agentdojo_map_from_a_log_or_a_bundle(
+    site: Path, tmp_path: Path
+) -> None:
+    from_log = unmapped_section(page(site, BENIGN))
+    assert "<code>read_file</code>" in from_log
+    assert "docs/agentdojo.md" in from_log and "docs/inspect.md" not in from_log
+    assert "<code>import agentdojo --map FILE</code>" in from_log
+    one = LOGS / "ground_truth" / "banking" / "user_task_0" / "none" / "none.json"
+    write_bundles(import_logs([one], AgentDojoOptions()), tmp_path / "bundles")
+    build(tmp_path, Path("bundles"))
+    assert unmapped_section(page(tmp_path / "site", BENIGN)) == from_log

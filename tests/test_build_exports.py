@@ -17,7 +17,7 @@ from sandbox_replay.report.inspect_runs import importing_logs
 
 def _second_pass(config: BuildConfig, known: Any, root: Path | None) -> tuple[list[Any], list[str]]:
     """What the command line did after the build: import and discover everything again."""
-    with importing_logs(config.paths, REPO, config.inspect) as logs:
+    with importing_logs(config.paths, REPO, config.inspect, config.forbidden) as logs:
         return exports_of(discover(logs.paths, REPO).runs, known, root, logs.logs)
 
 

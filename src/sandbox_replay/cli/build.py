@@ -161,9 +161,9 @@ def build(
 ) -> None:
     """Replay every run found and render the static report site.
 
-    Inspect AI .eval logs given as PATH, or found under a PATH folder, are imported as
-    `import inspect` imports them (--map, --rollback-from-teardown) and shown with the log
-    as their source.
+    Inspect AI .eval logs and AgentDojo run logs given as PATH, or found under a PATH
+    folder, are imported as `import inspect` and `import agentdojo` import them (--map,
+    --forbidden-classes, --rollback-from-teardown) and shown with the log as their source.
 
     Exit 0 when the site is built, whatever the runs found; with --fail-on blocked,
     1 if any run was blocked or any folder that may hold a run was skipped (hidden,
@@ -181,7 +181,7 @@ def build(
     opt.check_jobs(jobs)
     policies = opt.PolicyOptions(forbidden_classes, policy, cedar_schema)
     table, chosen = policies.table(), policies.choice()
-    inspect = opt.InspectOptions(map_file, rollback_from_teardown).import_options(table)
+    inspect = opt.InspectOptions(map_file, rollback_from_teardown).import_options(None)
     with usage_errors(BaselineError, safe=True):
         previous = read_baseline(baseline) if baseline is not None else None
     with usage_errors(BuildError, DiscoveryError, SchedulerError, InspectImportError):

@@ -127,7 +127,8 @@ def _written(bundles: Sequence[Bundle], written: Sequence[Path], logs: int, out_
         if bundle.secret_matches:
             counts = ", ".join(f"{c}: {n}" for c, n in sorted(bundle.secret_matches.items()))
             progress(
-                f"{terminal_safe(folder)}: forbidden material in tool bodies ({counts}); not written"
+                f"{terminal_safe(folder)}: forbidden material in tool bodies ({counts}), "
+                "counted on the requests; no body is written"
             )
         progress(f"wrote {terminal_safe(folder)}")
     progress(f"imported {logs} log(s) as {len(written)} bundle(s) into {terminal_safe(out_dir)}")

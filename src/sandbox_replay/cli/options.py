@@ -158,8 +158,8 @@ MapOpt = Annotated[
     Path | None,
     option(
         "--map",
-        help="Map file classifying Inspect AI tool calls into request shapes "
-        "(docs/inspect.md); without it every call is unclassified and derives to block.",
+        help="Map file classifying tool calls into request shapes, tried before the packaged "
+        "map of the log's harness (docs/inspect.md); a call no rule matches derives to block.",
     ),
 ]
 TeardownOpt = Annotated[

@@ -28,7 +28,7 @@ POLICY_VERSION = "inspect_ai_approval/1"
 NO_OUTPUT_REF = "tool_output:none_before_first_call"
 # An exec ran, and the log cannot tell what it changed: the diff count counts it, once.
 CHANGE_UNKNOWN = "executed_change_unknown"
-EXPORTER_REF = "exporter:sandbox-replay/import-inspect"  # the manifest of a bundle made here
+EXPORTER_REF = "exporter:sandbox-replay/import-{}"  # a bundle's made here, by harness prefix
 MAP_MODULE_PATH = "source_modules/map/tool_map.json"  # a user's map
 DECISION_VERDICTS = {
     "approve": "allow",
@@ -240,7 +240,7 @@ def _manifest(
         "bundle_id": f"bundle:{harness.prefix}/{task}/{name}",
         "bundle_format_ref": "format:exported_sandbox_policy_escape_bundle",
         "export_format_version": "1",
-        "exporter_ref": f"exporter:sandbox-replay/import-{harness.prefix}",
+        "exporter_ref": EXPORTER_REF.format(harness.prefix),
         "source_protocol_ref": f"projection:{harness.prefix}/{task}",
         "policy_ref": f"{harness.policy_id}@{harness.policy_version}",
         "source_module_manifest_ref": files.SOURCE_MODULE_MANIFEST,

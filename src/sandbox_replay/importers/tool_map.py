@@ -118,6 +118,13 @@ class ToolMap:
         kept = tuple(rule for rule in base.rules if rule.rule_id not in own)
         return replace(self, rules=self.rules + kept, extends=base)
 
+    def rebased(self, base: ToolMap) -> ToolMap:
+        """Return a user's map file (its own rules, from its bytes) tried before ``base``
+        instead of the map it extends; ``base`` alone for a packaged map."""
+        if self.path is None:
+            return base
+        return replace(_parse(json.loads(self.body), self.body), path=self.path).extending(base)
+
     @property
     def sha256(self) -> str:
         return "sha256:" + hashlib.sha256(self.body).hexdigest()

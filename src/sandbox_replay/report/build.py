@@ -6,13 +6,12 @@ touches the output folder before the last but ``publish.recover``.
 
 Site layout (all links relative, so it opens from ``file://`` or any static host):
 ``index.html``, ``codes/index.html``, ``policy/index.html``, ``changes/index.html`` (with
-``--baseline``), ``assets/``; per run ``runs/<run>/index.html``, its ``result.json`` (byte
-for byte as ``run`` writes it), its listing sub-pages (``join/``, ``findings/``,
-``trace/page-NNNN.html``) and with ``--single-file`` ``single/<run>.html``; a page for
-each Inspect AI log that could not be read (``inspect_runs.UnreadLog``); the records
-``manifest.json``, ``history.json`` (``manifest``), ``build-status.json``
-(``incremental``) and ``sandbox-replay-site.json`` (``publish.site_marker``). Without
-``SOURCE_DATE_EPOCH`` no time is recorded anywhere: equal inputs give equal bytes.
+``--baseline``), ``assets/``; per run ``runs/<run>/index.html``, its ``result.json`` (as
+``run`` writes it), its listing sub-pages (``join/``, ``findings/``, ``trace/``) and with
+``--single-file`` ``single/<run>.html``; a page for each log that could not be read
+(``inspect_runs.UnreadLog``); ``manifest.json``, ``history.json`` (``manifest``),
+``build-status.json`` (``incremental``) and ``sandbox-replay-site.json``
+(``publish.site_marker``). Without ``SOURCE_DATE_EPOCH`` no time is recorded anywhere.
 """
 
 from __future__ import annotations
@@ -195,7 +194,9 @@ def build_site(config: BuildConfig) -> BuildResult:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         with (
             publish.out_lock(out_dir, progress),
-            importing_logs(config.paths, config.cwd or Path.cwd(), config.inspect) as logs,
+            importing_logs(
+                config.paths, config.cwd or Path.cwd(), config.inspect, config.forbidden
+            ) as logs,
         ):
             publish.recover(out_dir)
             publish.check_out_dir(out_dir)

@@ -1,10 +1,10 @@
 """Build over harness logs: each Inspect AI ``.eval`` log or AgentDojo run log becomes runs.
 
 Every log given or found under a PATH folder is imported as ``import inspect`` or ``import
-agentdojo`` would (with the packaged AgentDojo map), into a temporary folder that lives as
-long as the build; its runs are shown with the log as their source (its path and sha256,
-in ``manifest.json``). Without the ``inspect`` extra an Inspect log is an ``UnreadLog``,
-shown with the install hint, and the build is incomplete.
+agentdojo`` would (both with ``--map`` and the forbidden classes), into a temporary folder
+that lives as long as the build; its runs are shown with the log as their source (its path
+and sha256, in ``manifest.json``). Without the ``inspect`` extra an Inspect log is an
+``UnreadLog``, shown with the install hint, and the build is incomplete.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sandbox_replay.importers.inspect_logs import (
     import_logs,
     write_bundles,
 )
+from sandbox_replay.load.scan import ForbiddenTable, scanner_with
 from sandbox_replay.model.policy_coverage import PolicyCoverage
 from sandbox_replay.report.discover import DiscoveredRun, display_path, safe_name
 from sandbox_replay.report.site_views import RunSummary
@@ -119,9 +120,13 @@ def _extra_missing() -> bool:
 
 @contextmanager
 def importing_logs(
-    paths: Sequence[Path], cwd: Path, options: ImportOptions | None = None
+    paths: Sequence[Path],
+    cwd: Path,
+    options: ImportOptions | None = None,
+    forbidden: ForbiddenTable | None = None,
 ) -> Iterator[LogRuns]:
-    """Import every log among ``paths`` into a temporary folder, removed on leaving.
+    """Import every log among ``paths`` into a temporary folder, removed on leaving,
+    scanning also for the classes of a user's ``forbidden`` table.
 
     A PATH that is a file must be a ``.eval`` log or an AgentDojo run log;
     ``InspectImportError`` otherwise, for an Inspect log that cannot be read, and when the
@@ -153,6 +158,9 @@ def importing_logs(
     if not logs and not dojo:
         yield LogRuns(kept, unread=unread)
         return
+    options = options or ImportOptions()
+    if forbidden is not None:
+        options = replace(options, scanner=scanner_with(forbidden.classes))
     root = Path(tempfile.mkdtemp(prefix="sandbox-replay-inspect-"))
     try:
         sources: dict[Path, LogSource] = {}
@@ -175,7 +183,9 @@ def importing_logs(
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _bundles(log: Path, options: ImportOptions | None) -> list[Bundle]:
+def _bundles(log: Path, options: ImportOptions) -> list[Bundle]:
+    """Import one log; an AgentDojo log with the same map file and forbidden classes."""
     if agentdojo.is_agentdojo_log(log):
-        return agentdojo.import_logs([log], agentdojo.AgentDojoOptions())
-    return import_logs([log], options or ImportOptions())
+        tool_map = options.tool_map.rebased(agentdojo.agentdojo_map())
+        return agentdojo.import_logs([log], agentdojo.AgentDojoOptions(tool_map, options.scanner))
+    return import_logs([log], options)

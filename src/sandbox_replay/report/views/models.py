@@ -299,6 +299,8 @@ class BenchmarkView:
 class UnmappedView:
     tools: tuple[UnmappedTool, ...]
     snippet: str  # a map file of one rule per tool, its classification left to fill in
+    doc: str  # the docs page of the map file: ``docs/inspect.md``
+    command: str  # that takes ``--map``: ``import inspect``
 
 
 @dataclass(frozen=True)

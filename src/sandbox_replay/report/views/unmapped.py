@@ -1,4 +1,4 @@
-"""The run page's "Unmapped tool calls": the calls of an Inspect log no map rule matched."""
+"""The run page's "Unmapped tool calls": the calls of a harness log no map rule matched."""
 
 from __future__ import annotations
 
@@ -13,17 +13,25 @@ from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.models import UnmappedTool, UnmappedView
 
 FILL_IN = "FILL_IN"
+# The bundles ``import inspect`` and ``import agentdojo`` write, by their exporter_ref: the
+# page documenting the map, and the command to give it to.
+HARNESSES = {
+    EXPORTER_REF.format("inspect"): ("docs/inspect.md", "import inspect"),
+    EXPORTER_REF.format("agentdojo"): ("docs/agentdojo.md", "import agentdojo"),
+}
 _GLOB_SPECIAL = re.compile(r"([*?\[])")
 
 
 def unmapped(ix: RunIndex, from_page: str = MAIN_PAGE) -> UnmappedView | None:
-    """Return the unmapped calls of a run imported from an Inspect log; None if there are none.
+    """Return the unmapped calls of a run imported from a harness log; None if there are none.
 
-    The run is built from the log itself, or from a bundle ``import inspect`` wrote. An
-    unclassified request's ``action_kind`` is its tool's name (``ToolMap.classify``).
+    The run is built from the log itself or from a bundle an import wrote: either way its
+    manifest names the importer. An unclassified request's ``action_kind`` is its tool's name
+    (``ToolMap.classify``).
     """
     manifest = ix.replay.run.object(BUNDLE_MANIFEST) or {}
-    if ix.run.source_sha256 is None and manifest.get("exporter_ref") != EXPORTER_REF:
+    harness = HARNESSES.get(text(manifest.get("exporter_ref")))
+    if harness is None:
         return None
     calls: dict[str, int] = {}
     first: dict[str, str] = {}
@@ -38,7 +46,7 @@ def unmapped(ix: RunIndex, from_page: str = MAIN_PAGE) -> UnmappedView | None:
     names = sorted(calls)
     hrefs = ix.request_hrefs([first[name] for name in names], from_page)
     tools = tuple(UnmappedTool(n, calls[n], href) for n, href in zip(names, hrefs, strict=True))
-    return UnmappedView(tools, map_snippet(names))
+    return UnmappedView(tools, map_snippet(names), *harness)
 
 
 def map_snippet(names: list[str]) -> str:
