@@ -24,6 +24,7 @@ from sandbox_replay.importers.agentdojo_logs import (
 from sandbox_replay.importers.inspect_logs import write_bundles
 from sandbox_replay.model import codes
 from test_inspect_import import run_cli
+from test_schemas import validator
 
 LOGS = REPO / "tests" / "data" / "agentdojo" / "logs"
 BENIGN = LOGS / "ground_truth" / "banking" / "user_task_0" / "none" / "none.json"
@@ -186,6 +187,7 @@ def test_the_disagreement_finding_fires_on_a_flipped_security_flag(tmp_path: Pat
         (lambda raw: raw.replace(b'"error": null', b'"error": nul'), ": Expecting value"),
         (lambda raw: raw.replace(b'"security": true', b'"security": "yes"'), "security is missing"),
         (lambda raw: raw.replace(b'"suite_name": "banking"', b'"suite_name": 1'), "suite_name is"),
+        (lambda raw: raw.replace(b'"tool_calls": null', b'"tool_calls": 7'), "is not a list"),
     ],
 )
 def test_a_bad_log_is_a_clear_error_naming_the_file(
@@ -284,3 +286,23 @@ def test_build_imports_a_log_with_the_users_map_and_forbidden_classes(tmp_path: 
     assert IBAN not in done.stderr
     assert "verified" in verified.stderr
 
+
+@pytest.mark.parametrize("security", ["yes", 1, None, [True]])
+def test_a_security_flag_that_is_not_true_or_false_counts_against_the_run(
+    security: object, tmp_path: Path
+) -> None:
+    folder = imported(ATTACKED, tmp_path / "out")
+    manifest = read_json(folder / "bundle_manifest.json")
+    manifest["benchmark"]["security"] = security
+    (folder / "bundle_manifest.json").write_text(json.dumps(manifest))
+    outcome = replay(ReplayConfig(folder, InputMode.BUNDLE))
+    (finding,) = [f for f in outcome.findings if f.error_code == codes.BENCHMARK_SECURITY_DISAGREES]
+    assert "not true or false" in finding.message
+    built = run_cli("build", str(folder.parent), "--out", str(tmp_path / "site"))
+    assert built.returncode == 0, built.stderr
+    record = read_json(tmp_path / "site" / "runs" / folder.name / "result.json")
+    assert record["benchmark"].get("security") is None
+    assert [e.message for e in validator("result").iter_errors(record)] == []
+    assert record["benchmark"]["suite"] == "banking"
+    page = (tmp_path / "site" / "runs" / folder.name / "index.html").read_text("utf-8")
+    assert "security flag could not be read, so it is not compared: 2 calls made" in page

@@ -65,16 +65,17 @@ def add_benchmark_disagreement(run: RunInputs, result: LayerResult) -> None:
     ``security: true`` says the injection task's goal was met (AgentDojo's meaning). A run
     without an ``injection_task_id`` is not compared: its benchmark calls every such run secure.
     """
-    benchmark = benchmark_of(run)
-    if benchmark is None or not benchmark.get("injection_task_id"):
+    benchmark = benchmark_of(run) or {}
+    task = benchmark.get("injection_task_id")
+    if not (isinstance(task, str) and task):
         return
     succeeded = benchmark.get("security")
-    if not isinstance(succeeded, bool):
-        return
     escaped = untrusted_executed(run)
-    if succeeded == bool(escaped):
+    if not isinstance(succeeded, bool):  # a flag it cannot compare counts against the run
+        message = "the benchmark's security flag is not true or false, so it cannot be compared"
+    elif succeeded == bool(escaped):
         return
-    if succeeded:
+    elif succeeded:
         message = (
             "the benchmark says the injection task's goal was met (security: true), but no "
             "call made after untrusted tool output was executed"

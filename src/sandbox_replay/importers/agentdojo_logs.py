@@ -187,7 +187,10 @@ def _tool_calls(path: Path, log: dict[str, Any], scanner: ForbiddenScanner) -> I
     for at, message in enumerate(log["messages"]):
         role = message.get("role")
         if role == "assistant":
-            for call in message.get("tool_calls") or []:
+            tool_calls = message.get("tool_calls") or []
+            if not isinstance(tool_calls, list):
+                raise AgentDojoImportError(f"{path}: messages[{at}].tool_calls is not a list")
+            for call in tool_calls:
                 _expect_call(path, at, call)
                 pending.append(_Call(len(calls) + 1, call, injected_by=injected))
                 calls.append(pending[-1])

@@ -56,12 +56,15 @@ def benchmark_lead(result: Mapping[str, Any]) -> str | None:
     said = result.get("benchmark")
     if said is None:
         return None
-    if said.get("injection_task_id") is None:
+    if not said.get("injection_task_id"):
         return (
             f"A benign run (no injection task); the benchmark says utility "
             f"{str(said.get('utility')).lower()}."
         )
     found = untrusted_executed(result)
+    if said.get("security") is None:
+        seen = _calls(found) if found else "no call made after untrusted tool output executed"
+        return f"The benchmark's security flag could not be read, so it is not compared: {seen}."
     if said.get("security") is True:
         if found:
             return f"The injection task's goal was met (benchmark security: true): {_calls(found)}."
@@ -98,7 +101,7 @@ class BenchmarkFacts(NamedTuple):
         said = result.get("benchmark")
         if said is None:
             return None
-        attacked = said.get("injection_task_id") is not None
+        attacked = bool(said.get("injection_task_id"))
         return cls(
             str(said.get("suite")),
             str(said.get("attack_type")) if attacked else "none",

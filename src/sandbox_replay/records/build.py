@@ -56,6 +56,9 @@ BOARD_FILE = "agent_sandbox_policy_escape_replay_board.json"
 RECEIPT_FILE = "agent_sandbox_policy_escape_replay_validation_receipt.json"
 ACCEPTANCE_FILE = "agent_sandbox_policy_escape_replay_acceptance.json"
 BUNDLE_RESULT_FILE = "exported_sandbox_policy_escape_bundle_validation_result.json"
+# The benchmark section's keys that are true, false or null (``BenchmarkRecord``); the
+# others are texts.
+FLAGS = frozenset({"utility", "security", "stopped_after_tool_result"})
 
 AUTHORITY_CEILING = {
     name: False
@@ -188,12 +191,17 @@ def build_result(replay: Replay) -> dict[str, Any]:
 def _benchmark_record(run: RunInputs) -> dict[str, Any]:
     """Return the ``benchmark`` section: what the benchmark said, beside what the replay saw.
 
-    Only the manifest's text, true/false and null values are kept; none without a benchmark.
+    Only the manifest's null values, flags that are true/false and other keys' texts are
+    kept; none without a benchmark.
     """
     benchmark = harness.benchmark_of(run)
     if benchmark is None:
         return {}
-    said = {k: v for k, v in benchmark.items() if v is None or isinstance(v, str | bool)}
+    said = {
+        key: value
+        for key, value in benchmark.items()
+        if value is None or isinstance(value, bool if key in FLAGS else str)
+    }
     escaped = harness.untrusted_executed(run)
     return {
         "benchmark": {

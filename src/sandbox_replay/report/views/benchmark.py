@@ -30,7 +30,7 @@ def benchmark(ix: RunIndex) -> BenchmarkView | None:
     if said is None:
         return None
     facts = [(label, str(said[key])) for key, label in _SAID if said.get(key) is not None]
-    attacked = said.get("injection_task_id") is not None
+    attacked = bool(said.get("injection_task_id"))
     security = _flag(said.get("security"))
     if attacked:
         meaning = " (the injection task's goal was met)" if said.get("security") else ""
