@@ -17,6 +17,7 @@ from sandbox_replay import InputMode, ReplayConfig, replay
 from sandbox_replay.importers.agentdojo_logs import (
     AgentDojoImportError,
     AgentDojoOptions,
+    agentdojo_map,
     find_logs,
     import_logs,
     read_map,
@@ -279,6 +280,12 @@ def test_build_imports_a_log_with_the_users_map_and_forbidden_classes(tmp_path: 
     assert flagged == {"call_1", "call_2"}
     site = b"".join(p.read_bytes() for p in (tmp_path / "site").rglob("*") if p.is_file())
     assert IBAN.encode() not in site
+    recorded = read_json(tmp_path / "site" / "manifest.json")["inspect_import"]
+    assert recorded["map"]["path"] == "map.json"
+    assert recorded["agentdojo_packaged_map"] == {
+        "map_id": agentdojo_map().map_id,
+        "sha256": agentdojo_map().sha256,
+    }
     verified = run_cli("verify", "site", cwd=tmp_path)
     assert verified.returncode == 0, verified.stderr
     done = run_cli("import", "agentdojo", "banking", "--out", "out", *options, cwd=tmp_path)

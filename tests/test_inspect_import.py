@@ -523,6 +523,7 @@ def test_verify_imports_the_logs_again_and_sees_a_changed_map(
         "map_id": "map:inspect_standard_tools",
         "sha256": packaged_map().sha256,
     }
+    assert "agentdojo_packaged_map" not in manifest["inspect_import"]  # no AgentDojo log
     verified = run_cli("verify", "site", cwd=work)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     (work / "map.json").write_text('{"map_id": "map:other", "rules": []}', "utf-8")

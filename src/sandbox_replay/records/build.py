@@ -56,8 +56,7 @@ BOARD_FILE = "agent_sandbox_policy_escape_replay_board.json"
 RECEIPT_FILE = "agent_sandbox_policy_escape_replay_validation_receipt.json"
 ACCEPTANCE_FILE = "agent_sandbox_policy_escape_replay_acceptance.json"
 BUNDLE_RESULT_FILE = "exported_sandbox_policy_escape_bundle_validation_result.json"
-# The benchmark section's keys that are true, false or null (``BenchmarkRecord``); the
-# others are texts.
+# The benchmark section's keys that are flags (``BenchmarkRecord``); the others are texts.
 FLAGS = frozenset({"utility", "security", "stopped_after_tool_result"})
 
 AUTHORITY_CEILING = {

@@ -7,8 +7,10 @@
      "tool": {"name", "version"}, "build_time": <ISO 8601 UTC or null>,
      "forbidden_classes": {"path", "sha256"} (only with --forbidden-classes),
      "inspect_import": {"map": {"path", "sha256"} (null without --map),
-                        "packaged_map": {"map_id", "sha256"} (the map --map extends,
-                        or the one in force without it), "rollback_from_teardown"}
+                        "packaged_map": {"map_id", "sha256"} (the Inspect map --map
+                        extends, or the one in force without it), "rollback_from_teardown",
+                        "agentdojo_packaged_map": {"map_id", "sha256"} (only with runs
+                        from AgentDojo logs: the map --map extends for them)}
                        (only with runs from logs),
      "runs": [{"name", "mode", "status", "source_path" (relative to the working
                directory), "page", "result", "result_sha256",
@@ -31,7 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_replay.importers.inspect_logs import ImportOptions
+from sandbox_replay.importers.agentdojo_logs import agentdojo_map
+from sandbox_replay.importers.inspect_logs import LOG_SUFFIX, ImportOptions
 from sandbox_replay.records.changes import HISTORY_LIMIT, RunSnapshot, history_entry
 from sandbox_replay.report.baseline import HISTORY_SCHEMA, Baseline
 from sandbox_replay.report.discover import DiscoveredRun, display_path
@@ -80,8 +83,9 @@ def history(
 
 
 def _inspect_import(config: BuildConfig, runs: Sequence[DiscoveredRun]) -> dict[str, object]:
-    """Record how the runs imported from Inspect AI logs were imported, when there are any."""
-    if not any(run.source_sha256 is not None for run in runs):
+    """Record how the runs imported from logs were imported, when there are any."""
+    logs = [run.display_path for run in runs if run.source_sha256 is not None]
+    if not logs:
         return {}
     options = config.inspect or ImportOptions()
     tool_map = options.tool_map
@@ -91,13 +95,15 @@ def _inspect_import(config: BuildConfig, runs: Sequence[DiscoveredRun]) -> dict[
         shown = {"path": where, "sha256": tool_map.sha256}
     base = tool_map.extends or (tool_map if tool_map.path is None else None)
     packaged = {"map_id": base.map_id, "sha256": base.sha256} if base is not None else None
-    return {
-        "inspect_import": {
-            "map": shown,
-            "packaged_map": packaged,
-            "rollback_from_teardown": options.rollback_from_teardown,
-        }
+    recorded = {
+        "map": shown,
+        "packaged_map": packaged,
+        "rollback_from_teardown": options.rollback_from_teardown,
     }
+    if any(not path.endswith(LOG_SUFFIX) for path in logs):  # AgentDojo's (``inspect_runs``)
+        dojo = agentdojo_map()
+        recorded["agentdojo_packaged_map"] = {"map_id": dojo.map_id, "sha256": dojo.sha256}
+    return {"inspect_import": recorded}
 
 
 def manifest(

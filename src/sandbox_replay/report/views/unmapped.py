@@ -13,8 +13,7 @@ from sandbox_replay.report.views.index import RunIndex
 from sandbox_replay.report.views.models import UnmappedTool, UnmappedView
 
 FILL_IN = "FILL_IN"
-# The bundles ``import inspect`` and ``import agentdojo`` write, by their exporter_ref: the
-# page documenting the map, and the command to give it to.
+# By the exporter_ref of a bundle an import wrote: the map's docs page, the command taking it.
 HARNESSES = {
     EXPORTER_REF.format("inspect"): ("docs/inspect.md", "import inspect"),
     EXPORTER_REF.format("agentdojo"): ("docs/agentdojo.md", "import agentdojo"),
