@@ -2,7 +2,8 @@
 
 One input file of a passing folder (the fixture, or the built-in bundle when it exists) is
 replaced by hypothesis-made content: random bytes, a truncation, a byte-level mutation,
-a type confusion at a random place in the parsed file, or a mutation of its rows. The
+a type confusion at a random place in the parsed file, or a mutation of its rows, and
+about half the cases are replayed with the seeded escapes on (``--sensitivity``). The
 replay must not raise, must write its records, and:
 
 - a file the strict parser must refuse (independently re-checked here) blocks the run
@@ -197,15 +198,16 @@ def strictly_refused(content: bytes, rows_key: str | None) -> bool:
     return not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows)
 
 
-def check_case(case: Case, work: Path) -> str:
-    """Replay ``case`` in ``work``, assert the properties, and return the run's status."""
+def check_case(case: Case, work: Path, sensitivity: bool = False) -> str:
+    """Replay ``case`` in ``work`` (with the seeded escapes if asked), assert the
+    properties, and return the run's status."""
     folder = work / "in"
     out = work / "out"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(SOURCES[case.mode], folder)
     (folder / case.name).write_bytes(case.content)
 
-    outcome = replay(ReplayConfig(folder, case.mode))
+    outcome = replay(ReplayConfig(folder, case.mode, sensitivity=sensitivity))
     records = build_records(outcome)
     written = write_records(records, case.mode, out, None)
     assert written and all(path.is_file() for path in written)
@@ -231,11 +233,11 @@ def check_case(case: Case, work: Path) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(case=cases())
-def test_spoiled_input_never_crashes_and_fails_closed(case: Case) -> None:
+@given(case=cases(), sensitivity=st.booleans())
+def test_spoiled_input_never_crashes_and_fails_closed(case: Case, sensitivity: bool) -> None:
     # Durability is tested elsewhere; here fsync would only make the budget wait on disk.
     with tempfile.TemporaryDirectory() as scratch, mock.patch("os.fsync"):
-        check_case(case, Path(scratch))
+        check_case(case, Path(scratch), sensitivity)
 
 
 def test_every_fuzzed_folder_passes_unspoiled() -> None:

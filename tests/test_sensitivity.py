@@ -4,6 +4,7 @@ weakened check shows up as missed, and nothing but the record's section changes.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,26 @@ def _without(build: Any, code: str) -> Any:
         return built
 
     return weakened
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value"),
+    [
+        ("rollback_receipts", "request_id", ["req"]),
+        ("side_effect_receipts", "rollback_receipt_ref", {"ref": 1}),
+    ],
+)
+def test_an_id_that_is_not_a_text_is_judged_not_a_crash(
+    name: str, key: str, value: object, tmp_path: Path
+) -> None:
+    folder = copy_fixture(tmp_path, "bundles/exported_bundle")
+    path = folder / f"{name}.json"
+    document = read_json(path)
+    document[name][0][key] = value
+    path.write_text(json.dumps(document))
+    outcome = seeded(folder)
+    assert outcome.status == "blocked"
+    assert scores(outcome).scores  # the escapes were still planted and judged
 
 
 def test_the_command_line_requires_it_and_the_project_file_turns_it_on(

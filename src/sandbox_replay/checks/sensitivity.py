@@ -218,9 +218,10 @@ class _RowIndex:
             by_kind.setdefault(repr(request.action_kind), []).append(at)
         rounds = zip_longest(*by_kind.values())
         self.order = [at for row in rounds for at in row if at is not None]
-        self.rollbacks_of: dict[Any, list[Rollback]] = {}
+        self.rollbacks_of: dict[str, list[Rollback]] = {}
         for rollback in run.rollbacks:
-            self.rollbacks_of.setdefault(rollback.request_id, []).append(rollback)
+            if type(rollback.request_id) is str:  # any other value joins no request
+                self.rollbacks_of.setdefault(rollback.request_id, []).append(rollback)
 
     def rows_of(self, at: int, sentinel: str | None) -> RequestRows:
         """Return the rows of the ``at``-th request, as lists an escape may edit."""
@@ -228,9 +229,8 @@ class _RowIndex:
         effect = joined.effects[at]
         rollbacks = list(self.rollbacks_of.get(request_id, ()))
         if effect is not None:
-            by_ref = self.run.rollbacks.get(
-                rollback_id_of(effect.rollback_receipt_ref, self.run.rollbacks.by_key)
-            )
+            ref = rollback_id_of(effect.rollback_receipt_ref, self.run.rollbacks.by_key)
+            by_ref = self.run.rollbacks.get(ref) if type(ref) is str else None
             rollbacks += [by_ref] if by_ref is not None and by_ref not in rollbacks else []
         return RequestRows(
             request_id,
