@@ -286,6 +286,26 @@ def test_build_gates_on_new_findings_and_refuses_bad_baselines(
     assert code == 2 and "not a readable pack archive" in err
 
 
+def test_a_hand_edited_history_is_read_or_refused_never_a_crash(
+    history: History, tmp_path: Path
+) -> None:
+    # history.json is not covered by the site's marker: anyone may edit it.
+    edited = tmp_path / "edited"
+    shutil.copytree(history.site("v2"), edited)
+    path = edited / "history.json"
+    builds = read_json(path)
+    assert builds["builds"][-1]["label"] is not None
+    del builds["builds"][-1]["label"]
+    builds["builds"][-1]["planted"] = "<script>"
+    path.write_text(json.dumps(builds))
+    read = read_baseline(edited)
+    assert read.label is None and "planted" not in read.history[-1]
+    builds["builds"][0]["runs"] = "many"
+    path.write_text(json.dumps(builds))
+    with pytest.raises(BaselineError, match=re.escape("history.json: build 1 is malformed")):
+        read_baseline(edited)
+
+
 def test_a_history_entry_counts_as_blocked_only_the_blocked_runs() -> None:
     runs = [
         RunSnapshot(name, name, status, {}, ())

@@ -158,16 +158,14 @@ def _read(shown: str, read: Reader) -> Baseline:
     entries = manifest.get("runs") if isinstance(manifest, dict) else None
     if not isinstance(entries, list):
         raise BaselineError(f"baseline {shown}: {SITE_MANIFEST} lists no runs")
-    runs = [_run(shown, entry, read) for entry in entries]
     history_bytes = read(HISTORY)
     history = _history(shown, history_bytes) if history_bytes is not None else ()
-    label = history[-1]["label"] if history else None
     return Baseline(
         shown=shown,
         manifest_sha256=manifest_sha256,
         history_sha256=digest(history_bytes) if history_bytes is not None else None,
-        label=label,
-        runs=tuple(runs),
+        label=history[-1]["label"] if history else None,
+        runs=tuple(_run(shown, entry, read) for entry in entries),
         history=history,
     )
 
@@ -208,10 +206,11 @@ def _run(shown: str, entry: object, read: Reader) -> RunSnapshot:
 
 
 _ENTRY_COUNTS = ("runs", "passed", "blocked", "findings")
+_ENTRY_KEYS = ("label", *_ENTRY_COUNTS, "findings_by_severity", "findings_by_layer")
 
 
 def _history(shown: str, data: bytes) -> tuple[dict[str, Any], ...]:
-    """Return the builds a baseline's ``history.json`` lists, each checked for shape."""
+    """Return a baseline's ``history.json`` builds, checked and cut to the keys a build writes."""
     history = _json(shown, HISTORY, data)
     builds = history.get("builds") if isinstance(history, dict) else None
     if not isinstance(history, dict) or history.get("schema_version") != HISTORY_SCHEMA:
@@ -223,7 +222,7 @@ def _history(shown: str, data: bytes) -> tuple[dict[str, Any], ...]:
     for number, entry in enumerate(builds, start=1):
         if not _valid_entry(entry):
             raise BaselineError(f"baseline {shown}: {HISTORY}: build {number} is malformed")
-    return tuple(builds)
+    return tuple({key: entry.get(key) for key in _ENTRY_KEYS} for entry in builds)
 
 
 def _count(value: object) -> bool:
