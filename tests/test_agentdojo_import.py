@@ -232,16 +232,22 @@ def test_the_command_imports_and_build_reads_the_folder(tmp_path: Path) -> None:
     assert verified.returncode == 0, verified.stderr
 
 
-def test_a_users_map_overrides_a_packaged_rule_by_id(tmp_path: Path) -> None:
-    user_map = tmp_path / "map.json"
+def team_map(tmp_path: Path, rule_id: str, function: str) -> Path:
+    """Write a user's map of one rule that makes ``function`` a database write."""
     rule = {
-        "rule_id": "money_transfer",
-        "function": "send_money",
+        "rule_id": rule_id,
+        "function": function,
         "action_kind": "mock_database_update",
         "requested_capability": "mock_database_write",
         "risk_class": "review_required_side_effect",
     }
-    user_map.write_text(json.dumps({"map_id": "map:team", "rules": [rule]}))
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"map_id": "map:team", "rules": [rule]}))
+    return path
+
+
+def test_a_users_map_overrides_a_packaged_rule_by_id(tmp_path: Path) -> None:
+    user_map = team_map(tmp_path, "money_transfer", "send_money")
     folder = imported(BENIGN, tmp_path / "out", AgentDojoOptions(read_map(user_map)))
     assert rows(folder, "action_requests")["call_2"]["map_rule_ref"] == "map:team#money_transfer"
     copied = sorted(p.name for p in (folder / "source_modules" / "map").iterdir())
@@ -249,15 +255,7 @@ def test_a_users_map_overrides_a_packaged_rule_by_id(tmp_path: Path) -> None:
 
 
 def test_build_imports_a_log_with_the_users_map_and_forbidden_classes(tmp_path: Path) -> None:
-    user_map = tmp_path / "map.json"
-    rule = {
-        "rule_id": "team_read",
-        "function": "read_file",
-        "action_kind": "mock_database_update",
-        "requested_capability": "mock_database_write",
-        "risk_class": "review_required_side_effect",
-    }
-    user_map.write_text(json.dumps({"map_id": "map:team", "rules": [rule]}))
+    team_map(tmp_path, "team_read", "read_file")  # map.json
     table = tmp_path / "classes.json"
     iban = {"class_id": "team_iban", "label": "IBAN", "remediation": "Remove it."}
     table.write_text(json.dumps({"table_id": "team", "classes": [{**iban, "tokens": [IBAN]}]}))
